@@ -1,0 +1,18 @@
+//! Shared core of the transport benchmark: the [`stack::Stack`] trait, the workload and its
+//! validation, failure classes, TLS/certificate helpers and TCP plumbing.
+#![forbid(unsafe_code)]
+
+pub mod failure;
+pub mod net;
+pub mod stack;
+pub mod testkit;
+pub mod tls;
+pub mod workload;
+
+pub use failure::{classify_error, Failure, FailureClass, Phase};
+pub use stack::{
+    BoundServer, Client, ClientSettings, ClientTls, ConnectTiming, Connected, Connection, Reply,
+    ServerSettings, Stack, Transport, WireBytes,
+};
+pub use tls::HandshakeVariant;
+pub use workload::{FaultKind, FaultSpec, PayloadProfile};

@@ -1,0 +1,328 @@
+//! TCP plumbing shared by the TCP stacks: timed connect + TLS handshake, a byte-counting
+//! stream wrapper (wire bytes incl. TLS records and HTTP/2 framing), and the accept loop.
+
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+pub use tokio_rustls::TlsAcceptor;
+use tokio_rustls::TlsConnector;
+
+use crate::failure::{classify_error, timeout_class, Failure, Phase};
+use crate::stack::{ClientSettings, ConnectTiming, ServerSettings, WireBytes};
+
+/// Byte counters of one connection, shared between the stream and its owner.
+#[derive(Debug, Default)]
+pub struct WireCounters {
+    sent: AtomicU64,
+    received: AtomicU64,
+}
+
+impl WireCounters {
+    pub fn snapshot(&self) -> WireBytes {
+        WireBytes {
+            sent: self.sent.load(Ordering::Relaxed),
+            received: self.received.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A stream that counts the bytes passing through it at the socket.
+#[derive(Debug)]
+pub struct Counted<S> {
+    inner: S,
+    counters: Arc<WireCounters>,
+}
+
+impl<S> Counted<S> {
+    pub fn new(inner: S) -> Self {
+        Counted {
+            inner,
+            counters: Arc::default(),
+        }
+    }
+    pub fn counters(&self) -> Arc<WireCounters> {
+        self.counters.clone()
+    }
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Counted<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let res = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let n = (buf.filled().len() - before) as u64;
+        self.counters.received.fetch_add(n, Ordering::Relaxed);
+        res
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Counted<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let res = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = res {
+            self.counters.sent.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        res
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let res = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(n)) = res {
+            self.counters.sent.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        res
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// A TCP stream, plaintext or TLS (client or server side), behind one type.
+pub enum Stream {
+    Plain(Counted<TcpStream>),
+    TlsClient(Box<tokio_rustls::client::TlsStream<Counted<TcpStream>>>),
+    TlsServer(Box<tokio_rustls::server::TlsStream<Counted<TcpStream>>>),
+}
+
+impl Stream {
+    /// The counters of the underlying socket.
+    pub fn counters(&self) -> Arc<WireCounters> {
+        match self {
+            Stream::Plain(s) => s.counters(),
+            Stream::TlsClient(s) => s.get_ref().0.counters(),
+            Stream::TlsServer(s) => s.get_ref().0.counters(),
+        }
+    }
+
+    /// The ALPN protocol the TLS handshake settled on, if any.
+    pub fn alpn(&self) -> Option<&[u8]> {
+        match self {
+            Stream::Plain(_) => None,
+            Stream::TlsClient(s) => s.get_ref().1.alpn_protocol(),
+            Stream::TlsServer(s) => s.get_ref().1.alpn_protocol(),
+        }
+    }
+}
+
+macro_rules! delegate {
+    ($self:ident, $s:ident => $e:expr) => {
+        match $self.get_mut() {
+            Stream::Plain($s) => {
+                let $s = Pin::new($s);
+                $e
+            }
+            Stream::TlsClient($s) => {
+                let $s = Pin::new(&mut **$s);
+                $e
+            }
+            Stream::TlsServer($s) => {
+                let $s = Pin::new(&mut **$s);
+                $e
+            }
+        }
+    };
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        delegate!(self, s => s.poll_read(cx, buf))
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        delegate!(self, s => s.poll_write(cx, buf))
+    }
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        delegate!(self, s => s.poll_write_vectored(cx, bufs))
+    }
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Stream::Plain(s) => s.is_write_vectored(),
+            Stream::TlsClient(s) => s.is_write_vectored(),
+            Stream::TlsServer(s) => s.is_write_vectored(),
+        }
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        delegate!(self, s => s.poll_flush(cx))
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        delegate!(self, s => s.poll_shutdown(cx))
+    }
+}
+
+/// Client-side TLS setup for a TCP stack, prepared once and used for every connection.
+#[derive(Clone)]
+pub struct TcpConnector {
+    target: SocketAddr,
+    tls: Option<(TlsConnector, rustls_pki_types::ServerName<'static>)>,
+    connect_timeout: Duration,
+    handshake_timeout: Duration,
+}
+
+impl TcpConnector {
+    /// Builds the connector for a stack with the given ALPN (`settings.tls == None` → plaintext).
+    pub fn new(settings: &ClientSettings, alpn: &[u8]) -> anyhow::Result<Self> {
+        let tls = match &settings.tls {
+            None => None,
+            Some(tls) => {
+                let config = crate::tls::client_config(&tls.ca, alpn, tls.variant)?;
+                let name = rustls_pki_types::ServerName::try_from(settings.server_name.clone())?;
+                Some((TlsConnector::from(config), name))
+            }
+        };
+        Ok(TcpConnector {
+            target: settings.target,
+            tls,
+            connect_timeout: settings.connect_timeout,
+            handshake_timeout: settings.handshake_timeout,
+        })
+    }
+
+    /// Opens a new socket and, with TLS, completes a handshake; each phase timed on its own.
+    pub async fn connect(&self) -> Result<(Stream, ConnectTiming), Failure> {
+        let started = Instant::now();
+        let tcp = tokio::time::timeout(self.connect_timeout, open_tcp(self.target))
+            .await
+            .map_err(|_| Failure::new(timeout_class(Phase::Connect), "TCP connect timed out"))?
+            .map_err(|e| classify_error(Phase::Connect, &e))?;
+        let tcp_connect = started.elapsed();
+        let counted = Counted::new(tcp);
+        let Some((connector, name)) = &self.tls else {
+            return Ok((
+                Stream::Plain(counted),
+                ConnectTiming {
+                    tcp_connect,
+                    handshake: Duration::ZERO,
+                    resumed: false,
+                },
+            ));
+        };
+        let hs_started = Instant::now();
+        let tls = tokio::time::timeout(
+            self.handshake_timeout,
+            connector.connect(name.clone(), counted),
+        )
+        .await
+        .map_err(|_| Failure::new(timeout_class(Phase::Handshake), "TLS handshake timed out"))?
+        .map_err(|e| classify_error(Phase::Handshake, &e))?;
+        let handshake = hs_started.elapsed();
+        let resumed = tls.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+        Ok((
+            Stream::TlsClient(Box::new(tls)),
+            ConnectTiming {
+                tcp_connect,
+                handshake,
+                resumed,
+            },
+        ))
+    }
+}
+
+/// A new TCP socket to `addr` with TCP_NODELAY (Nagle + delayed ACK add 40 ms tails otherwise).
+async fn open_tcp(addr: SocketAddr) -> io::Result<TcpStream> {
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    socket.set_nodelay(true)?;
+    socket.connect(addr).await
+}
+
+/// Binds a TCP listener with an explicit accept backlog (a collapse knob in the study).
+pub fn bind_tcp(addr: SocketAddr, backlog: u32) -> io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(backlog)
+}
+
+/// The TLS acceptor for a stack's ALPN, or `None` when the settings ask for plaintext.
+pub fn tls_acceptor(settings: &ServerSettings, alpn: &[u8]) -> anyhow::Result<Option<TlsAcceptor>> {
+    settings
+        .tls
+        .as_ref()
+        .map(|id| Ok(crate::tls::server_config(id, alpn)?.into()))
+        .transpose()
+}
+
+/// Accepts connections forever; each one gets its own task that does the TLS handshake (so a
+/// slow handshake never blocks accepting) and then runs `handle`.
+pub async fn serve_tcp<F, Fut>(listener: TcpListener, tls: Option<TlsAcceptor>, handle: F)
+where
+    F: Fn(Stream) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let handle = Arc::new(handle);
+    loop {
+        let tcp = match listener.accept().await {
+            Ok((tcp, _)) => tcp,
+            Err(_) => {
+                // EMFILE and friends: back off instead of spinning or dying.
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                continue;
+            }
+        };
+        let _ = tcp.set_nodelay(true);
+        let handle = handle.clone();
+        let tls = tls.clone();
+        tokio::spawn(async move {
+            let counted = Counted::new(tcp);
+            let stream = match tls {
+                None => Stream::Plain(counted),
+                Some(acceptor) => {
+                    match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(counted))
+                        .await
+                    {
+                        Ok(Ok(s)) => Stream::TlsServer(Box::new(s)),
+                        _ => return,
+                    }
+                }
+            };
+            handle(stream).await;
+        });
+    }
+}

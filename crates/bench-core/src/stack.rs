@@ -1,0 +1,147 @@
+//! The trait every protocol stack implements. The runner sees only this.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::future::BoxFuture;
+use rustls_pki_types::CertificateDer;
+
+use crate::failure::Failure;
+use crate::tls::{HandshakeVariant, ServerIdentity};
+use crate::workload::{FaultSpec, PayloadProfile};
+
+/// Which transport a stack runs on; decides e.g. whether wire bytes are TCP payload or UDP
+/// datagrams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Tcp,
+    Udp,
+}
+
+/// What a server needs to serve the workload.
+#[derive(Clone)]
+pub struct ServerSettings {
+    pub listen: SocketAddr,
+    /// `None` serves plaintext (only on stacks that support it).
+    pub tls: Option<Arc<ServerIdentity>>,
+    pub payload: PayloadProfile,
+    pub fault: Option<FaultSpec>,
+    /// Accept backlog for TCP listeners.
+    pub backlog: u32,
+}
+
+/// Client-side TLS: the CA to verify against and the handshake variant.
+#[derive(Clone, Debug)]
+pub struct ClientTls {
+    pub ca: Vec<CertificateDer<'static>>,
+    pub variant: HandshakeVariant,
+}
+
+/// What a client needs to reach and check a server.
+#[derive(Clone, Debug)]
+pub struct ClientSettings {
+    pub target: SocketAddr,
+    /// The TLS server name to verify (the certificate is for `localhost`).
+    pub server_name: String,
+    /// `None` connects in plaintext.
+    pub tls: Option<ClientTls>,
+    pub connect_timeout: Duration,
+    pub handshake_timeout: Duration,
+    /// The profile the server uses, so the client can check the padding size.
+    pub payload: PayloadProfile,
+}
+
+/// A bound, not yet running server: its address is known before it serves, so a ready line
+/// can be printed and tests can connect.
+pub struct BoundServer {
+    pub local_addr: SocketAddr,
+    /// Serves until dropped or until it fails.
+    pub serving: BoxFuture<'static, anyhow::Result<()>>,
+}
+
+/// Time spent opening a connection, by phase.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ConnectTiming {
+    /// TCP three-way handshake (zero for QUIC).
+    pub tcp_connect: Duration,
+    /// TLS handshake over TCP, or the QUIC handshake (zero in plaintext).
+    pub handshake: Duration,
+    /// Whether the TLS/QUIC session was resumed rather than fully negotiated.
+    pub resumed: bool,
+}
+
+/// A validated successful answer.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Reply {
+    /// From issuing the request to receiving the response head.
+    pub ttfb: Duration,
+    /// From issuing the request to the last body byte, validated.
+    pub total: Duration,
+    /// Decoded body bytes (application payload, not wire bytes).
+    pub body_bytes: u64,
+}
+
+/// Cumulative bytes at the socket for one connection: TCP payload (including TLS records and
+/// HTTP/2 framing) or UDP datagram payloads for QUIC.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WireBytes {
+    pub sent: u64,
+    pub received: u64,
+}
+
+impl std::ops::Sub for WireBytes {
+    type Output = WireBytes;
+    fn sub(self, rhs: WireBytes) -> WireBytes {
+        WireBytes {
+            sent: self.sent.saturating_sub(rhs.sent),
+            received: self.received.saturating_sub(rhs.received),
+        }
+    }
+}
+
+/// A protocol stack: serves the workload and makes clients for it.
+#[async_trait]
+pub trait Stack: Send + Sync + 'static {
+    /// Short name used on the command line and in results (`h1`, `h2`, `h3`, `grpc`).
+    fn name(&self) -> &'static str;
+    /// Human-readable description for reports.
+    fn description(&self) -> &'static str;
+    /// The ALPN protocol negotiated under TLS.
+    fn alpn(&self) -> &'static [u8];
+    fn transport(&self) -> Transport;
+    /// Whether the stack can run without TLS (HTTP/3 cannot).
+    fn supports_plaintext(&self) -> bool;
+    /// Whether several requests can be in flight on one connection.
+    fn multiplexed(&self) -> bool;
+    /// Binds the listener; the returned future serves.
+    async fn bind(&self, settings: ServerSettings) -> anyhow::Result<BoundServer>;
+    /// Prepares a client (TLS config, sockets policy) that opens connections to one server.
+    fn client(&self, settings: &ClientSettings) -> anyhow::Result<Arc<dyn Client>>;
+}
+
+/// Opens connections to one server.
+#[async_trait]
+pub trait Client: Send + Sync {
+    /// A new socket and, with TLS, a new handshake (full or resumed per the settings).
+    async fn connect(&self) -> Result<Connected, Failure>;
+}
+
+/// A fresh connection and how long it took to open.
+pub struct Connected {
+    pub conn: Arc<dyn Connection>,
+    pub timing: ConnectTiming,
+}
+
+/// One open connection. `request` takes `&self` so that multiplexed stacks can carry several
+/// requests at once from different workers; HTTP/1.1 serialises them.
+#[async_trait]
+pub trait Connection: Send + Sync {
+    /// Sends the workload's request for `id` and validates the answer.
+    async fn request(&self, id: u64) -> Result<Reply, Failure>;
+    /// Bytes at the socket so far.
+    fn wire_bytes(&self) -> WireBytes;
+    /// Closes the connection (client closes first, as the study's clients did).
+    async fn close(&self);
+}

@@ -1,0 +1,268 @@
+//! Certificates (an rcgen ECDSA P-256 CA and a server certificate) and the rustls configs
+//! every stack uses, so TLS 1.3 and verification are the same on all four stacks.
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, SanType,
+};
+use rustls::client::Resumption;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+/// Names the server certificate is valid for; clients connect with [`SERVER_NAME`].
+pub const SERVER_NAME: &str = "localhost";
+
+/// Installs ring as the process-wide rustls provider (only one provider is compiled in, but
+/// tonic and quinn call `builder()` internally, which needs it installed). Idempotent.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// Where the CA and server certificate live.
+#[derive(Debug, Clone)]
+pub struct CertPaths {
+    pub dir: PathBuf,
+}
+
+impl CertPaths {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        CertPaths { dir: dir.into() }
+    }
+    pub fn ca_cert(&self) -> PathBuf {
+        self.dir.join("ca.pem")
+    }
+    pub fn server_cert(&self) -> PathBuf {
+        self.dir.join("server.pem")
+    }
+    pub fn server_key(&self) -> PathBuf {
+        self.dir.join("server.key")
+    }
+    fn lock(&self) -> PathBuf {
+        self.dir.join(".lock")
+    }
+    fn complete(&self) -> bool {
+        self.ca_cert().is_file() && self.server_cert().is_file() && self.server_key().is_file()
+    }
+}
+
+/// Creates the CA and server certificate in `dir` unless all files are already there.
+///
+/// Several processes may start at once (parallel tests), so generation happens under a lock
+/// file and the others wait for it; the key is written owner-only.
+pub fn ensure_certs(dir: &Path) -> anyhow::Result<CertPaths> {
+    let paths = CertPaths::new(dir);
+    if paths.complete() {
+        return Ok(paths);
+    }
+    fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create certificate directory {}", dir.display()))?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(paths.lock())
+        {
+            Ok(_) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                if paths.complete() {
+                    return Ok(paths);
+                }
+                if Instant::now() > deadline {
+                    // A generator died holding the lock; take it over.
+                    let _ = fs::remove_file(paths.lock());
+                    continue;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => return Err(e).with_context(|| format!("cannot write in {}", dir.display())),
+        }
+    }
+    let result = if paths.complete() {
+        Ok(())
+    } else {
+        generate(&paths)
+    };
+    let _ = fs::remove_file(paths.lock());
+    result.map(|_| paths)
+}
+
+fn generate(paths: &CertPaths) -> anyhow::Result<()> {
+    let ca_key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)?;
+    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "transport-bench local CA");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let ca_cert = ca_params.self_signed(&ca_key)?;
+    let issuer = Issuer::new(ca_params, ca_key);
+
+    let server_key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)?;
+    let mut params = CertificateParams::new(vec![SERVER_NAME.to_string()])?;
+    params
+        .subject_alt_names
+        .push(SanType::IpAddress(std::net::Ipv4Addr::LOCALHOST.into()));
+    params
+        .subject_alt_names
+        .push(SanType::IpAddress(std::net::Ipv6Addr::LOCALHOST.into()));
+    params
+        .distinguished_name
+        .push(DnType::CommonName, SERVER_NAME);
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let server_cert = params.signed_by(&server_key, &issuer)?;
+
+    write_file(&paths.ca_cert(), ca_cert.pem().as_bytes(), 0o644)?;
+    write_file(&paths.server_cert(), server_cert.pem().as_bytes(), 0o644)?;
+    write_file(
+        &paths.server_key(),
+        server_key.serialize_pem().as_bytes(),
+        0o600,
+    )?;
+    Ok(())
+}
+
+/// Writes via a temporary file and rename, so readers never see half a PEM.
+fn write_file(path: &Path, contents: &[u8], mode: u32) -> anyhow::Result<()> {
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(&tmp)
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
+    f.write_all(contents)?;
+    f.sync_all()?;
+    fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
+
+/// The server's certificate chain and private key, loaded once per server process.
+#[derive(Debug)]
+pub struct ServerIdentity {
+    pub chain: Vec<CertificateDer<'static>>,
+    pub key: PrivateKeyDer<'static>,
+}
+
+impl ServerIdentity {
+    pub fn load(paths: &CertPaths) -> anyhow::Result<Self> {
+        let chain = CertificateDer::pem_file_iter(paths.server_cert())
+            .with_context(|| format!("cannot read {}", paths.server_cert().display()))?
+            .collect::<Result<Vec<_>, _>>()
+            .with_context(|| format!("bad PEM in {}", paths.server_cert().display()))?;
+        let key = PrivateKeyDer::from_pem_file(paths.server_key())
+            .with_context(|| format!("cannot read key {}", paths.server_key().display()))?;
+        Ok(ServerIdentity { chain, key })
+    }
+}
+
+/// Loads the CA certificates a client trusts.
+pub fn load_ca(path: &Path) -> anyhow::Result<Vec<CertificateDer<'static>>> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .with_context(|| format!("cannot read CA {}", path.display()))?
+        .collect::<Result<Vec<_>, _>>()
+        .with_context(|| format!("bad PEM in CA {}", path.display()))?;
+    if certs.is_empty() {
+        bail!("no certificate in CA file {}", path.display());
+    }
+    Ok(certs)
+}
+
+/// How a client sets up TLS: full handshake every time, or resumption with a session cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HandshakeVariant {
+    /// A full handshake on every new connection (no session cache): the study's setting.
+    #[default]
+    Full,
+    /// TLS 1.3 / QUIC session resumption from tickets cached by the client.
+    Resumed,
+    /// QUIC 0-RTT: resumption plus the request in the first flight (HTTP/3 only).
+    ZeroRtt,
+}
+
+impl HandshakeVariant {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HandshakeVariant::Full => "full",
+            HandshakeVariant::Resumed => "resumed",
+            HandshakeVariant::ZeroRtt => "zero-rtt",
+        }
+    }
+}
+
+/// TLS 1.3-only server config with the given ALPN protocol. Session tickets are issued so that
+/// resuming clients can resume; full-handshake clients simply do not keep them.
+pub fn server_config(
+    identity: &ServerIdentity,
+    alpn: &[u8],
+) -> anyhow::Result<Arc<rustls::ServerConfig>> {
+    install_crypto_provider();
+    let mut config =
+        rustls::ServerConfig::builder_with_protocol_versions(&[&rustls::version::TLS13])
+            .with_no_client_auth()
+            .with_single_cert(identity.chain.clone(), identity.key.clone_key())
+            .context("server certificate and key do not match")?;
+    config.alpn_protocols = vec![alpn.to_vec()];
+    config.ticketer = rustls::crypto::ring::Ticketer::new()?;
+    config.send_tls13_tickets = 2;
+    // QUIC 0-RTT needs the server to accept early data; TCP stacks ignore this.
+    config.max_early_data_size = u32::MAX;
+    Ok(Arc::new(config))
+}
+
+/// TLS 1.3-only client config that verifies the server against `ca` only.
+pub fn client_config(
+    ca: &[CertificateDer<'static>],
+    alpn: &[u8],
+    variant: HandshakeVariant,
+) -> anyhow::Result<Arc<rustls::ClientConfig>> {
+    install_crypto_provider();
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in ca {
+        roots.add(cert.clone()).context("invalid CA certificate")?;
+    }
+    let mut config =
+        rustls::ClientConfig::builder_with_protocol_versions(&[&rustls::version::TLS13])
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+    config.alpn_protocols = vec![alpn.to_vec()];
+    config.resumption = match variant {
+        HandshakeVariant::Full => Resumption::disabled(),
+        HandshakeVariant::Resumed | HandshakeVariant::ZeroRtt => {
+            Resumption::in_memory_sessions(4096)
+        }
+    };
+    config.enable_early_data = variant == HandshakeVariant::ZeroRtt;
+    Ok(Arc::new(config))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn certs_are_generated_once_with_private_key_owner_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = ensure_certs(dir.path()).unwrap();
+        let ca_before = fs::read(paths.ca_cert()).unwrap();
+        let mode = fs::metadata(paths.server_key()).unwrap().permissions();
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(mode.mode() & 0o777, 0o600);
+        ensure_certs(dir.path()).unwrap();
+        assert_eq!(fs::read(paths.ca_cert()).unwrap(), ca_before);
+        let identity = ServerIdentity::load(&paths).unwrap();
+        server_config(&identity, b"h2").unwrap();
+        let ca = load_ca(&paths.ca_cert()).unwrap();
+        client_config(&ca, b"h2", HandshakeVariant::Full).unwrap();
+    }
+}

@@ -1,0 +1,45 @@
+//! REST over HTTP/1.1 (hyper 1) on TLS 1.3 or plaintext TCP.
+#![forbid(unsafe_code)]
+
+pub mod client;
+pub mod hyper_rest;
+pub mod server;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bench_core::{BoundServer, Client, ClientSettings, ServerSettings, Stack, Transport};
+
+/// ALPN for HTTP/1.1.
+pub const ALPN: &[u8] = b"http/1.1";
+
+/// The HTTP/1.1 stack.
+pub struct Http1;
+
+#[async_trait]
+impl Stack for Http1 {
+    fn name(&self) -> &'static str {
+        "h1"
+    }
+    fn description(&self) -> &'static str {
+        "REST over HTTP/1.1 (hyper) on TLS 1.3"
+    }
+    fn alpn(&self) -> &'static [u8] {
+        ALPN
+    }
+    fn transport(&self) -> Transport {
+        Transport::Tcp
+    }
+    fn supports_plaintext(&self) -> bool {
+        true
+    }
+    fn multiplexed(&self) -> bool {
+        false
+    }
+    async fn bind(&self, settings: ServerSettings) -> anyhow::Result<BoundServer> {
+        server::bind(settings)
+    }
+    fn client(&self, settings: &ClientSettings) -> anyhow::Result<Arc<dyn Client>> {
+        Ok(Arc::new(client::H1Client::new(settings)?))
+    }
+}
