@@ -260,9 +260,11 @@ impl FromStr for FaultSpec {
                     format!("fault delay '{ms}' is not a whole number of ms")
                 })?))
             }
-            other => return Err(format!(
+            other => {
+                return Err(format!(
                 "unknown fault '{other}', expected status, bad-body, missing-field or delay-<N>ms"
-            )),
+            ))
+            }
         };
         Ok(FaultSpec { kind, fraction })
     }

@@ -1,1 +1,44 @@
+//! REST over HTTP/2 (hyper 1, ALPN h2) on TLS 1.3, or h2c with prior knowledge in plaintext.
 #![forbid(unsafe_code)]
+
+pub mod client;
+pub mod server;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bench_core::{BoundServer, Client, ClientSettings, ServerSettings, Stack, Transport};
+
+/// ALPN for HTTP/2 over TLS.
+pub const ALPN: &[u8] = b"h2";
+
+/// The HTTP/2 stack.
+pub struct Http2;
+
+#[async_trait]
+impl Stack for Http2 {
+    fn name(&self) -> &'static str {
+        "h2"
+    }
+    fn description(&self) -> &'static str {
+        "REST over HTTP/2 (hyper) on TLS 1.3"
+    }
+    fn alpn(&self) -> &'static [u8] {
+        ALPN
+    }
+    fn transport(&self) -> Transport {
+        Transport::Tcp
+    }
+    fn supports_plaintext(&self) -> bool {
+        true
+    }
+    fn multiplexed(&self) -> bool {
+        true
+    }
+    async fn bind(&self, settings: ServerSettings) -> anyhow::Result<BoundServer> {
+        server::bind(settings)
+    }
+    fn client(&self, settings: &ClientSettings) -> anyhow::Result<Arc<dyn Client>> {
+        Ok(Arc::new(client::H2Client::new(settings)?))
+    }
+}

@@ -1,0 +1,122 @@
+//! HTTP/2 client: one hyper http2 connection per [`bench_core::Connection`]; concurrent
+//! requests become concurrent streams.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use bench_core::net::{TcpConnector, WireCounters};
+use bench_core::workload::item_path;
+use bench_core::{
+    Client, ClientSettings, Connected, Connection, Failure, FailureClass, PayloadProfile, Phase,
+    Reply, WireBytes,
+};
+use bytes::Bytes;
+use http_body_util::Empty;
+use hyper::client::conn::http2::SendRequest;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use stack_h1::hyper_rest::{classify_hyper, read_item};
+use tokio::task::JoinHandle;
+
+pub struct H2Client {
+    connector: TcpConnector,
+    payload: PayloadProfile,
+    scheme: &'static str,
+    authority: String,
+}
+
+impl H2Client {
+    pub fn new(settings: &ClientSettings) -> anyhow::Result<Self> {
+        Ok(H2Client {
+            connector: TcpConnector::new(settings, crate::ALPN)?,
+            payload: settings.payload,
+            scheme: if settings.tls.is_some() {
+                "https"
+            } else {
+                "http"
+            },
+            authority: format!("{}:{}", settings.server_name, settings.target.port()),
+        })
+    }
+}
+
+#[async_trait]
+impl Client for H2Client {
+    async fn connect(&self) -> Result<Connected, Failure> {
+        let (stream, timing) = self.connector.connect().await?;
+        let counters = stream.counters();
+        let (send, conn) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+                .await
+                .map_err(|e| classify_hyper(Phase::Handshake, &e))?;
+        let driver = tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok(Connected {
+            conn: Arc::new(H2Connection {
+                send: std::sync::Mutex::new(Some(send)),
+                driver: std::sync::Mutex::new(Some(driver)),
+                counters,
+                payload: self.payload,
+                uri_prefix: format!("{}://{}", self.scheme, self.authority),
+            }),
+            timing,
+        })
+    }
+}
+
+struct H2Connection {
+    send: std::sync::Mutex<Option<SendRequest<Empty<Bytes>>>>,
+    driver: std::sync::Mutex<Option<JoinHandle<()>>>,
+    counters: Arc<WireCounters>,
+    payload: PayloadProfile,
+    /// HTTP/2 requests carry an absolute URI.
+    uri_prefix: String,
+}
+
+#[async_trait]
+impl Connection for H2Connection {
+    async fn request(&self, id: u64) -> Result<Reply, Failure> {
+        let mut send = self
+            .send
+            .lock()
+            .expect("sender lock")
+            .clone()
+            .ok_or_else(|| Failure::new(FailureClass::ConnReset, "connection already closed"))?;
+        send.ready()
+            .await
+            .map_err(|e| classify_hyper(Phase::Request, &e))?;
+        let req = hyper::Request::get(format!("{}{}", self.uri_prefix, item_path(id)))
+            .body(Empty::new())
+            .expect("valid request");
+        let started = Instant::now();
+        let resp = send
+            .send_request(req)
+            .await
+            .map_err(|e| classify_hyper(Phase::Request, &e))?;
+        read_item(resp, started, id, self.payload).await
+    }
+
+    fn wire_bytes(&self) -> WireBytes {
+        self.counters.snapshot()
+    }
+
+    async fn close(&self) {
+        // With the last sender gone, hyper sends GOAWAY and closes the socket.
+        self.send.lock().expect("sender lock").take();
+        let driver = self.driver.lock().expect("driver lock").take();
+        if let Some(driver) = driver {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), driver).await;
+        }
+    }
+}
+
+impl Drop for H2Connection {
+    fn drop(&mut self) {
+        if let Ok(mut d) = self.driver.lock() {
+            if let Some(d) = d.take() {
+                d.abort();
+            }
+        }
+    }
+}

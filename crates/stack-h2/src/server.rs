@@ -1,0 +1,41 @@
+//! HTTP/2 server: hyper's http2 connection on each accepted (TLS) stream.
+
+use std::sync::Arc;
+
+use bench_core::net::{bind_tcp, serve_tcp, tls_acceptor};
+use bench_core::workload::ServerWorkload;
+use bench_core::{BoundServer, ServerSettings};
+use futures::FutureExt;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use stack_h1::hyper_rest::respond;
+
+/// Streams one connection may carry at once; above the default 100 so that few shared
+/// connections can serve many workers.
+pub const MAX_CONCURRENT_STREAMS: u32 = 1024;
+
+pub fn bind(settings: ServerSettings) -> anyhow::Result<BoundServer> {
+    let listener = bind_tcp(settings.listen, settings.backlog)?;
+    let local_addr = listener.local_addr()?;
+    let tls = tls_acceptor(&settings, crate::ALPN)?;
+    let workload = Arc::new(ServerWorkload::new(settings.payload, settings.fault));
+    let serving = async move {
+        serve_tcp(listener, tls, move |stream| {
+            let workload = workload.clone();
+            async move {
+                let service = service_fn(move |req| respond(workload.clone(), req));
+                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                    .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            }
+        })
+        .await;
+        Ok(())
+    }
+    .boxed();
+    Ok(BoundServer {
+        local_addr,
+        serving,
+    })
+}

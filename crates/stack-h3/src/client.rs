@@ -1,0 +1,276 @@
+//! HTTP/3 client: every connection gets its own UDP socket and quinn endpoint, so "a new
+//! connection" is a new socket and a full QUIC handshake, as on the TCP stacks.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use bench_core::workload::{item_path, validate_json_item};
+use bench_core::{
+    classify_error, Client, ClientSettings, ConnectTiming, Connected, Connection, Failure,
+    FailureClass, HandshakeVariant, PayloadProfile, Phase, Reply, WireBytes,
+};
+use bytes::{Buf, Bytes, BytesMut};
+use quinn::crypto::rustls::QuicClientConfig;
+
+use crate::udp::RefusalAwareSocket;
+
+type SendRequest = h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>;
+
+pub struct H3Client {
+    target: SocketAddr,
+    server_name: String,
+    config: quinn::ClientConfig,
+    variant: HandshakeVariant,
+    handshake_timeout: Duration,
+    payload: PayloadProfile,
+    uri_prefix: String,
+}
+
+impl H3Client {
+    pub fn new(settings: &ClientSettings) -> anyhow::Result<Self> {
+        let Some(tls) = settings.tls.as_ref() else {
+            anyhow::bail!("HTTP/3 has no plaintext form: QUIC always runs TLS 1.3");
+        };
+        let rustls = bench_core::tls::client_config(&tls.ca, crate::ALPN, tls.variant)?;
+        let crypto = QuicClientConfig::try_from((*rustls).clone())?;
+        Ok(H3Client {
+            target: settings.target,
+            server_name: settings.server_name.clone(),
+            config: quinn::ClientConfig::new(Arc::new(crypto)),
+            variant: tls.variant,
+            handshake_timeout: settings.handshake_timeout,
+            payload: settings.payload,
+            uri_prefix: format!(
+                "https://{}:{}",
+                settings.server_name,
+                settings.target.port()
+            ),
+        })
+    }
+
+    async fn handshake(
+        &self,
+    ) -> Result<(quinn::Endpoint, quinn::Connection, ConnectTiming), Failure> {
+        let socket = RefusalAwareSocket::connect(self.target)
+            .map_err(|e| classify_error(Phase::Connect, &e))?;
+        let mut endpoint = quinn::Endpoint::new_with_abstract_socket(
+            quinn::EndpointConfig::default(),
+            None,
+            socket.clone(),
+            Arc::new(quinn::TokioRuntime),
+        )
+        .map_err(|e| classify_error(Phase::Connect, &e))?;
+        endpoint.set_default_client_config(self.config.clone());
+        let started = Instant::now();
+        let connecting = endpoint
+            .connect(self.target, &self.server_name)
+            .map_err(|e| Failure::new(FailureClass::Other, e.to_string()))?;
+        if self.variant == HandshakeVariant::ZeroRtt {
+            match connecting.into_0rtt() {
+                Ok((conn, _accepted)) => {
+                    let timing = ConnectTiming {
+                        tcp_connect: Duration::ZERO,
+                        handshake: started.elapsed(),
+                        resumed: true,
+                    };
+                    return Ok((endpoint, conn, timing));
+                }
+                Err(connecting) => {
+                    return self
+                        .finish_handshake(endpoint, connecting, &socket, started)
+                        .await
+                }
+            }
+        }
+        self.finish_handshake(endpoint, connecting, &socket, started)
+            .await
+    }
+
+    async fn finish_handshake(
+        &self,
+        endpoint: quinn::Endpoint,
+        connecting: quinn::Connecting,
+        socket: &RefusalAwareSocket,
+        started: Instant,
+    ) -> Result<(quinn::Endpoint, quinn::Connection, ConnectTiming), Failure> {
+        let conn = tokio::select! {
+            res = tokio::time::timeout(self.handshake_timeout, connecting) => match res {
+                Err(_) => return Err(Failure::new(FailureClass::HandshakeTimeout, "QUIC handshake timed out")),
+                Ok(Err(e)) => return Err(classify_quinn(Phase::Handshake, &e)),
+                Ok(Ok(conn)) => conn,
+            },
+            _ = socket.refused() => {
+                return Err(Failure::new(FailureClass::ConnectRefused, "ICMP port unreachable: no QUIC server on that port"));
+            }
+        };
+        // quinn does not expose whether rustls resumed; only the 0-RTT path above knows.
+        let resumed = false;
+        let timing = ConnectTiming {
+            tcp_connect: Duration::ZERO,
+            handshake: started.elapsed(),
+            resumed,
+        };
+        Ok((endpoint, conn, timing))
+    }
+}
+
+#[async_trait]
+impl Client for H3Client {
+    async fn connect(&self) -> Result<Connected, Failure> {
+        let (endpoint, conn, timing) = self.handshake().await?;
+        let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(conn.clone()))
+            .await
+            .map_err(|e| classify_h3(&e.to_string(), Phase::Handshake))?;
+        let driver = tokio::spawn(async move {
+            let _ = driver.wait_idle().await;
+        });
+        Ok(Connected {
+            conn: Arc::new(H3Connection {
+                _endpoint: endpoint,
+                conn,
+                send,
+                driver,
+                payload: self.payload,
+                uri_prefix: self.uri_prefix.clone(),
+            }),
+            timing,
+        })
+    }
+}
+
+struct H3Connection {
+    /// Kept so the endpoint's socket lives as long as the connection.
+    _endpoint: quinn::Endpoint,
+    conn: quinn::Connection,
+    send: SendRequest,
+    driver: tokio::task::JoinHandle<()>,
+    payload: PayloadProfile,
+    uri_prefix: String,
+}
+
+impl H3Connection {
+    async fn exchange(&self, id: u64, started: Instant) -> Result<(Duration, u16, Bytes), Failure> {
+        let req = http::Request::get(format!("{}{}", self.uri_prefix, item_path(id)))
+            .body(())
+            .expect("valid request");
+        let mut send = self.send.clone();
+        let mut stream = send
+            .send_request(req)
+            .await
+            .map_err(|e| self.classify(&e.to_string()))?;
+        stream
+            .finish()
+            .await
+            .map_err(|e| self.classify(&e.to_string()))?;
+        let resp = stream
+            .recv_response()
+            .await
+            .map_err(|e| self.classify(&e.to_string()))?;
+        let ttfb = started.elapsed();
+        let mut body = BytesMut::new();
+        while let Some(mut chunk) = stream
+            .recv_data()
+            .await
+            .map_err(|e| self.classify(&e.to_string()))?
+        {
+            while chunk.has_remaining() {
+                let part = chunk.chunk();
+                body.extend_from_slice(part);
+                let n = part.len();
+                chunk.advance(n);
+            }
+        }
+        Ok((ttfb, resp.status().as_u16(), body.freeze()))
+    }
+
+    /// h3 flattens quinn's errors into its own; the connection's close reason says more.
+    fn classify(&self, text: &str) -> Failure {
+        match self.conn.close_reason() {
+            Some(reason) => classify_quinn(Phase::Request, &reason),
+            None => classify_h3(text, Phase::Request),
+        }
+    }
+}
+
+#[async_trait]
+impl Connection for H3Connection {
+    async fn request(&self, id: u64) -> Result<Reply, Failure> {
+        let started = Instant::now();
+        let (ttfb, status, body) = self.exchange(id, started).await?;
+        let total = started.elapsed();
+        if status != 200 {
+            return Err(Failure::new(
+                FailureClass::BadStatus,
+                format!("HTTP status {status}"),
+            ));
+        }
+        validate_json_item(&body, id, self.payload)?;
+        Ok(Reply {
+            ttfb,
+            total,
+            body_bytes: body.len() as u64,
+        })
+    }
+
+    fn wire_bytes(&self) -> WireBytes {
+        let stats = self.conn.stats();
+        WireBytes {
+            sent: stats.udp_tx.bytes,
+            received: stats.udp_rx.bytes,
+        }
+    }
+
+    async fn close(&self) {
+        // Client closes first; the endpoint drains in the background like a TCP TIME_WAIT.
+        self.conn.close(0u32.into(), b"done");
+        self.driver.abort();
+    }
+}
+
+impl Drop for H3Connection {
+    fn drop(&mut self) {
+        self.driver.abort();
+    }
+}
+
+/// Maps quinn's connection errors onto the shared classes.
+fn classify_quinn(phase: Phase, err: &quinn::ConnectionError) -> Failure {
+    let class = match err {
+        quinn::ConnectionError::TimedOut => match phase {
+            Phase::Request => FailureClass::QuicIdleTimeout,
+            _ => FailureClass::HandshakeTimeout,
+        },
+        quinn::ConnectionError::TransportError(t) if t.code.to_string().contains("CRYPTO") => {
+            FailureClass::TlsFailed
+        }
+        quinn::ConnectionError::ConnectionClosed(c)
+            if c.error_code.to_string().contains("CRYPTO") =>
+        {
+            FailureClass::TlsFailed
+        }
+        quinn::ConnectionError::TransportError(_) if phase == Phase::Handshake => {
+            FailureClass::TlsFailed
+        }
+        quinn::ConnectionError::Reset
+        | quinn::ConnectionError::ConnectionClosed(_)
+        | quinn::ConnectionError::ApplicationClosed(_)
+        | quinn::ConnectionError::LocallyClosed => FailureClass::ConnReset,
+        _ => return classify_error(phase, err),
+    };
+    Failure::new(class, err.to_string())
+}
+
+/// Maps an h3 error that carries no quinn close reason (stream-level errors).
+fn classify_h3(text: &str, phase: Phase) -> Failure {
+    let class = if text.contains("Timeout") || text.contains("timeout") {
+        match phase {
+            Phase::Request => FailureClass::QuicIdleTimeout,
+            _ => FailureClass::HandshakeTimeout,
+        }
+    } else {
+        FailureClass::ConnReset
+    };
+    Failure::new(class, text.to_string())
+}

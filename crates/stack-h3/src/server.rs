@@ -1,0 +1,84 @@
+//! HTTP/3 server: one quinn endpoint; each connection and each request in its own task.
+
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use bench_core::workload::ServerWorkload;
+use bench_core::{BoundServer, ServerSettings};
+use bytes::Bytes;
+use futures::FutureExt;
+use quinn::crypto::rustls::QuicServerConfig;
+
+/// Streams one connection may carry at once; above quinn's default 100 so that few shared
+/// connections can serve many workers.
+pub const MAX_CONCURRENT_STREAMS: u32 = 1024;
+
+pub fn bind(settings: ServerSettings) -> anyhow::Result<BoundServer> {
+    let Some(identity) = settings.tls.as_ref() else {
+        bail!("HTTP/3 has no plaintext form: QUIC always runs TLS 1.3");
+    };
+    let tls = bench_core::tls::server_config(identity, crate::ALPN)?;
+    let crypto =
+        QuicServerConfig::try_from((*tls).clone()).context("TLS config is not usable for QUIC")?;
+    let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    let mut transport = quinn::TransportConfig::default();
+    transport.max_concurrent_bidi_streams(MAX_CONCURRENT_STREAMS.into());
+    config.transport_config(Arc::new(transport));
+    let endpoint = quinn::Endpoint::server(config, settings.listen)
+        .with_context(|| format!("cannot bind UDP {}", settings.listen))?;
+    let local_addr = endpoint.local_addr()?;
+    let workload = Arc::new(ServerWorkload::new(settings.payload, settings.fault));
+    let serving = async move {
+        while let Some(incoming) = endpoint.accept().await {
+            let workload = workload.clone();
+            tokio::spawn(async move {
+                if let Ok(conn) = incoming.await {
+                    serve_connection(conn, workload).await;
+                }
+            });
+        }
+        Ok(())
+    }
+    .boxed();
+    Ok(BoundServer {
+        local_addr,
+        serving,
+    })
+}
+
+async fn serve_connection(conn: quinn::Connection, workload: Arc<ServerWorkload>) {
+    let Ok(mut h3) = h3::server::builder()
+        .build::<_, Bytes>(h3_quinn::Connection::new(conn))
+        .await
+    else {
+        return;
+    };
+    while let Ok(Some(resolver)) = h3.accept().await {
+        let workload = workload.clone();
+        tokio::spawn(async move {
+            let _ = serve_request(resolver, workload).await;
+        });
+    }
+}
+
+async fn serve_request(
+    resolver: h3::server::RequestResolver<h3_quinn::Connection, Bytes>,
+    workload: Arc<ServerWorkload>,
+) -> anyhow::Result<()> {
+    let (req, mut stream) = resolver.resolve_request().await?;
+    // Read the request stream to its end first: answering and dropping it early makes quinn send
+    // STOP_SENDING, and the client's finish() then fails.
+    while stream.recv_data().await?.is_some() {}
+    let reply = workload.rest(req.method().as_str(), req.uri().path());
+    if let Some(delay) = reply.delay {
+        tokio::time::sleep(delay).await;
+    }
+    let resp = http::Response::builder()
+        .status(reply.status)
+        .header(http::header::CONTENT_TYPE, reply.content_type)
+        .body(())?;
+    stream.send_response(resp).await?;
+    stream.send_data(reply.body).await?;
+    stream.finish().await?;
+    Ok(())
+}

@@ -1,0 +1,119 @@
+//! A connected UDP socket for one client endpoint that notices ICMP "port unreachable".
+//!
+//! quinn uses unconnected sockets and never hears of ICMP errors, so a QUIC client aimed at a
+//! closed port waits out its handshake timeout. A connected socket gets ECONNREFUSED from the
+//! kernel as a pending socket error, which quinn's send path would swallow; this socket lets
+//! the client wait for that error, so it can report "connect refused" like the TCP stacks do.
+
+use std::fmt;
+use std::io::{self, IoSliceMut};
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use std::task::ready;
+
+use quinn::udp::{RecvMeta, Transmit, UdpSocketState};
+use quinn::{AsyncUdpSocket, UdpPoller};
+use tokio::io::Interest;
+
+pub struct RefusalAwareSocket {
+    io: tokio::net::UdpSocket,
+    state: UdpSocketState,
+}
+
+impl fmt::Debug for RefusalAwareSocket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RefusalAwareSocket").finish_non_exhaustive()
+    }
+}
+
+impl RefusalAwareSocket {
+    /// A new UDP socket on the target's address family, connected to `target`.
+    pub fn connect(target: SocketAddr) -> io::Result<Arc<Self>> {
+        let local: SocketAddr = if target.is_ipv4() {
+            "0.0.0.0:0".parse().expect("address")
+        } else {
+            "[::]:0".parse().expect("address")
+        };
+        let sock = std::net::UdpSocket::bind(local)?;
+        sock.connect(target)?;
+        sock.set_nonblocking(true)?;
+        let state = UdpSocketState::new((&sock).into())?;
+        Ok(Arc::new(RefusalAwareSocket {
+            io: tokio::net::UdpSocket::from_std(sock)?,
+            state,
+        }))
+    }
+
+    /// Resolves once the kernel reports the peer's port unreachable. The error wakes this
+    /// task as soon as the ICMP message arrives, before quinn's next send would consume it.
+    pub async fn refused(&self) {
+        loop {
+            if self.io.ready(Interest::ERROR).await.is_err() {
+                return std::future::pending().await;
+            }
+            match self.io.take_error() {
+                Ok(Some(e)) if is_refusal(&e) => return,
+                _ => tokio::time::sleep(std::time::Duration::from_millis(5)).await,
+            }
+        }
+    }
+}
+
+fn is_refusal(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::ConnectionRefused
+}
+
+impl AsyncUdpSocket for RefusalAwareSocket {
+    fn create_io_poller(self: Arc<Self>) -> Pin<Box<dyn UdpPoller>> {
+        Box::pin(WritablePoller(self))
+    }
+
+    fn try_send(&self, transmit: &Transmit) -> io::Result<()> {
+        self.io.try_io(Interest::WRITABLE, || {
+            self.state.send((&self.io).into(), transmit)
+        })
+    }
+
+    fn poll_recv(
+        &self,
+        cx: &mut Context,
+        bufs: &mut [IoSliceMut<'_>],
+        meta: &mut [RecvMeta],
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            ready!(self.io.poll_recv_ready(cx))?;
+            match self.io.try_io(Interest::READABLE, || {
+                self.state.recv((&self.io).into(), bufs, meta)
+            }) {
+                Ok(n) => return Poll::Ready(Ok(n)),
+                // WouldBlock cleared the readiness; other errors are per-datagram. Poll again.
+                Err(_) => {}
+            }
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.io.local_addr()
+    }
+    fn max_transmit_segments(&self) -> usize {
+        self.state.max_gso_segments()
+    }
+    fn max_receive_segments(&self) -> usize {
+        self.state.gro_segments()
+    }
+    fn may_fragment(&self) -> bool {
+        self.state.may_fragment()
+    }
+}
+
+#[derive(Debug)]
+struct WritablePoller(Arc<RefusalAwareSocket>);
+
+impl UdpPoller for WritablePoller {
+    fn poll_writable(self: Pin<&mut Self>, cx: &mut Context) -> Poll<io::Result<()>> {
+        self.0.io.poll_send_ready(cx)
+    }
+}
