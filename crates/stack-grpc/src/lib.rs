@@ -1,1 +1,57 @@
+//! gRPC (tonic + prost) over HTTP/2 on TLS 1.3, or over h2c in plaintext.
 #![forbid(unsafe_code)]
+
+pub mod client;
+pub mod server;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bench_core::{BoundServer, Client, ClientSettings, ServerSettings, Stack, Transport};
+
+/// Code generated from `proto/bench.proto`.
+pub mod pb {
+    tonic::include_proto!("bench.v1");
+}
+
+/// Code generated from `proto/health.proto`.
+pub mod health {
+    tonic::include_proto!("grpc.health.v1");
+}
+
+/// gRPC runs on HTTP/2.
+pub const ALPN: &[u8] = b"h2";
+
+/// Full method path of the workload's RPC.
+pub const GET_ITEM_PATH: &str = "/bench.v1.ItemService/GetItem";
+
+/// The gRPC stack.
+pub struct Grpc;
+
+#[async_trait]
+impl Stack for Grpc {
+    fn name(&self) -> &'static str {
+        "grpc"
+    }
+    fn description(&self) -> &'static str {
+        "gRPC unary (tonic + prost) over HTTP/2 on TLS 1.3"
+    }
+    fn alpn(&self) -> &'static [u8] {
+        ALPN
+    }
+    fn transport(&self) -> Transport {
+        Transport::Tcp
+    }
+    fn supports_plaintext(&self) -> bool {
+        true
+    }
+    fn multiplexed(&self) -> bool {
+        true
+    }
+    async fn bind(&self, settings: ServerSettings) -> anyhow::Result<BoundServer> {
+        server::bind(settings)
+    }
+    fn client(&self, settings: &ClientSettings) -> anyhow::Result<Arc<dyn Client>> {
+        Ok(Arc::new(client::GrpcClient::new(settings)?))
+    }
+}

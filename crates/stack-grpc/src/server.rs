@@ -1,0 +1,166 @@
+//! gRPC server: tonic's generated service served by hyper's http2 connection on our own TLS
+//! streams (tonic's `ServerTlsConfig` cannot restrict TLS to 1.3).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bench_core::net::{bind_tcp, serve_tcp, tls_acceptor};
+use bench_core::workload::{
+    padding, FaultInjector, FaultKind, ITEM_CURRENCY, ITEM_IN_STOCK, ITEM_NAME, ITEM_PRICE_CENTS,
+    ITEM_TAGS,
+};
+use bench_core::{BoundServer, PayloadProfile, ServerSettings};
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use http_body_util::StreamBody;
+use hyper::body::{Frame, Incoming};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::service::TowerToHyperService;
+use tonic::{Request, Response, Status};
+
+use crate::health::health_server::{Health, HealthServer};
+use crate::health::{
+    health_check_response::ServingStatus, HealthCheckRequest, HealthCheckResponse,
+};
+use crate::pb::item_service_server::{ItemService, ItemServiceServer};
+use crate::pb::{GetItemRequest, Item};
+
+/// Streams one connection may carry at once (as on the HTTP/2 stack).
+pub const MAX_CONCURRENT_STREAMS: u32 = 1024;
+
+/// The workload's item service; faults decided by [`Router`] arrive in the request extensions.
+struct Items {
+    description: String,
+}
+
+#[derive(Clone, Copy)]
+struct InjectedFault(FaultKind);
+
+#[tonic::async_trait]
+impl ItemService for Items {
+    async fn get_item(&self, req: Request<GetItemRequest>) -> Result<Response<Item>, Status> {
+        let fault = req.extensions().get::<InjectedFault>().map(|f| f.0);
+        let id = req.into_inner().id;
+        let mut item = Item {
+            id,
+            name: ITEM_NAME.to_string(),
+            price_cents: ITEM_PRICE_CENTS,
+            currency: ITEM_CURRENCY.to_string(),
+            in_stock: ITEM_IN_STOCK,
+            tags: ITEM_TAGS.iter().map(|t| t.to_string()).collect(),
+            description: self.description.clone(),
+        };
+        match fault {
+            Some(FaultKind::Status) => return Err(Status::internal("injected fault")),
+            Some(FaultKind::MissingField) => {
+                item.name.clear();
+                item.description.clear();
+            }
+            Some(FaultKind::Delay(d)) => tokio::time::sleep(d).await,
+            Some(FaultKind::BadBody) | None => {}
+        }
+        Ok(Response::new(item))
+    }
+}
+
+struct Serving;
+
+#[tonic::async_trait]
+impl Health for Serving {
+    async fn check(
+        &self,
+        _req: Request<HealthCheckRequest>,
+    ) -> Result<Response<HealthCheckResponse>, Status> {
+        Ok(Response::new(HealthCheckResponse {
+            status: ServingStatus::Serving as i32,
+        }))
+    }
+}
+
+/// Routes to the item or health service and applies fault injection; the bad-body fault is
+/// answered here because tonic would only ever encode a valid message.
+#[derive(Clone)]
+struct Router {
+    items: ItemServiceServer<Items>,
+    health: HealthServer<Serving>,
+    faults: Arc<FaultInjector>,
+}
+
+impl tower_service::Service<http::Request<Incoming>> for Router {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, mut req: http::Request<Incoming>) -> Self::Future {
+        if req.uri().path().starts_with("/grpc.health.v1.Health/") {
+            return self.health.call(req).boxed();
+        }
+        match self.faults.next() {
+            Some(FaultKind::BadBody) => async { Ok(undecodable_reply()) }.boxed(),
+            fault => {
+                if let Some(kind) = fault {
+                    req.extensions_mut().insert(InjectedFault(kind));
+                }
+                self.items.call(req).boxed()
+            }
+        }
+    }
+}
+
+/// A well-framed gRPC answer with status OK whose message is not valid protobuf.
+fn undecodable_reply() -> http::Response<tonic::body::Body> {
+    let frame = Bytes::from_static(&[0, 0, 0, 0, 3, 0xff, 0xff, 0xff]);
+    let mut trailers = http::HeaderMap::new();
+    trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+    let frames: Vec<Result<Frame<Bytes>, Infallible>> =
+        vec![Ok(Frame::data(frame)), Ok(Frame::trailers(trailers))];
+    let body = tonic::body::Body::new(StreamBody::new(futures::stream::iter(frames)));
+    http::Response::builder()
+        .status(200)
+        .header("content-type", "application/grpc")
+        .body(body)
+        .expect("valid response")
+}
+
+fn router(payload: PayloadProfile, faults: FaultInjector) -> Router {
+    Router {
+        items: ItemServiceServer::new(Items {
+            description: padding(payload),
+        })
+        .max_decoding_message_size(1 << 20)
+        .max_encoding_message_size(1 << 20),
+        health: HealthServer::new(Serving),
+        faults: Arc::new(faults),
+    }
+}
+
+pub fn bind(settings: ServerSettings) -> anyhow::Result<BoundServer> {
+    let listener = bind_tcp(settings.listen, settings.backlog)?;
+    let local_addr = listener.local_addr()?;
+    let tls = tls_acceptor(&settings, crate::ALPN)?;
+    let router = router(settings.payload, FaultInjector::new(settings.fault));
+    let serving = async move {
+        serve_tcp(listener, tls, move |stream| {
+            let service = TowerToHyperService::new(router.clone());
+            async move {
+                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                    .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            }
+        })
+        .await;
+        Ok(())
+    }
+    .boxed();
+    Ok(BoundServer {
+        local_addr,
+        serving,
+    })
+}
