@@ -15,7 +15,8 @@ use rcgen::{
 };
 use rustls::client::Resumption;
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+pub use rustls_pki_types::CertificateDer;
+use rustls_pki_types::PrivateKeyDer;
 
 /// Names the server certificate is valid for; clients connect with [`SERVER_NAME`].
 pub const SERVER_NAME: &str = "localhost";

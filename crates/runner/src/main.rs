@@ -1,1 +1,134 @@
-fn main() {}
+//! `runner`: runs transport benchmark experiments, or serves one stack (`runner serve`).
+#![forbid(unsafe_code)]
+
+mod cli;
+mod experiment;
+mod load;
+mod output;
+mod pin;
+mod plan;
+mod registry;
+mod run;
+mod sampler;
+mod serve;
+mod stats;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+use crate::serve::{default_certs_dir, ServeOptions};
+
+/// Exit status for invalid input (flags, experiment files): nothing was run or written.
+const EXIT_INVALID: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Some(Command::Serve(args)) => {
+            let Some(stack) = registry::find(&args.stack) else {
+                eprintln!(
+                    "error: unknown stack '{}', expected one of {}",
+                    args.stack,
+                    registry::names().join(", ")
+                );
+                return ExitCode::from(EXIT_INVALID);
+            };
+            let opts = ServeOptions {
+                stack: args.stack,
+                listen: args.listen,
+                plaintext: args.plaintext,
+                payload: args.payload,
+                fault: args.fault,
+                threads: args.threads.max(1),
+                backlog: args.backlog,
+                certs: args.certs.unwrap_or_else(default_certs_dir),
+                cpu: args.cpu,
+            };
+            match serve::serve_blocking(stack, opts) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Some(Command::Check { file }) => {
+            let args = cli::RunArgs {
+                experiment: Some(file.clone()),
+                ..cli.run
+            };
+            match validated(&args) {
+                Ok(exp) => {
+                    println!("{}: ok ({} cells)", file.display(), plan::plan(&exp).len());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(EXIT_INVALID)
+                }
+            }
+        }
+        None => {
+            let exp = match validated(&cli.run) {
+                Ok(e) => e,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(EXIT_INVALID);
+                }
+            };
+            match run_sweep(exp, &cli.run) {
+                Ok(code) => code,
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}
+
+fn validated(args: &cli::RunArgs) -> Result<experiment::Experiment, String> {
+    let exp = args.experiment()?;
+    exp.validate(&registry::names())?;
+    run::check_out_dir(&exp.out)?;
+    Ok(exp)
+}
+
+fn run_sweep(exp: experiment::Experiment, args: &cli::RunArgs) -> anyhow::Result<ExitCode> {
+    let (pinning, server_cpu) = if exp.pin {
+        if pin::usable_cores() < 2 {
+            anyhow::bail!("--pin needs at least two usable cores");
+        }
+        pin::pin_current_thread(1)?;
+        ("server cpu 0, runner cpu 1".to_string(), Some(0))
+    } else {
+        ("none".to_string(), None)
+    };
+    let client_threads = match exp.client_threads {
+        0 => pin::usable_cores(),
+        n => n as usize,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(client_threads)
+        .enable_all()
+        .build()?;
+    let ctx = run::RunContext {
+        certs_dir: args.certs.clone().unwrap_or_else(default_certs_dir),
+        client_threads,
+        pinning,
+        server_cpu,
+        argv: std::env::args().collect(),
+    };
+    bench_core::tls::install_crypto_provider();
+    let outcome = runtime.block_on(run::run(exp, ctx))?;
+    println!("\n{}", output::summary_table(&outcome.results));
+    println!("results: {}", outcome.dir.display());
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    Ok(if outcome.interrupted {
+        ExitCode::from(130)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,213 @@
+//! Command-line flags. Every run flag overrides the same key of the experiment file.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use bench_core::{FaultSpec, HandshakeVariant, PayloadProfile};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::experiment::{Experiment, Regime};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "runner",
+    version,
+    about = "Transport benchmark: HTTP/1.1, HTTP/2, HTTP/3 and gRPC over TLS 1.3"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Serve one stack until SIGINT/SIGTERM; prints one JSON ready line.
+    Serve(ServeArgs),
+    /// Validate an experiment file (and flags) without running anything.
+    Check { file: PathBuf },
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    #[arg(long)]
+    pub stack: String,
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: SocketAddr,
+    #[arg(long)]
+    pub plaintext: bool,
+    #[arg(long, default_value = "small")]
+    pub payload: PayloadProfile,
+    /// Server runtime worker threads.
+    #[arg(long, default_value_t = 2)]
+    pub threads: u32,
+    #[arg(long, default_value_t = 4096)]
+    pub backlog: u32,
+    /// Test-only fault: status | bad-body | missing-field | delay-<N>ms, with optional :<fraction>.
+    #[arg(long)]
+    pub fault: Option<FaultSpec>,
+    /// Certificate directory (created on first use).
+    #[arg(long)]
+    pub certs: Option<PathBuf>,
+    /// Pin the server to this CPU.
+    #[arg(long)]
+    pub cpu: Option<usize>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum RegimeArg {
+    Reuse,
+    NewConn,
+    Both,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum HandshakeArg {
+    Full,
+    Resumed,
+    ZeroRtt,
+}
+
+#[derive(Args, Debug, Default)]
+pub struct RunArgs {
+    /// Experiment file (TOML); flags override its keys.
+    #[arg(long)]
+    pub experiment: Option<PathBuf>,
+    #[arg(long)]
+    pub name: Option<String>,
+    /// reuse, new-conn or both (default both).
+    #[arg(long, value_enum)]
+    pub regime: Option<RegimeArg>,
+    /// Comma-separated stacks: h1,h2,h3,grpc.
+    #[arg(long, value_delimiter = ',')]
+    pub stacks: Option<Vec<String>>,
+    /// Comma-separated concurrency levels (workers).
+    #[arg(long, value_delimiter = ',')]
+    pub concurrency: Option<Vec<u32>>,
+    /// Measured requests per cell, for every regime.
+    #[arg(long)]
+    pub requests: Option<u64>,
+    #[arg(long)]
+    pub repetitions: Option<u32>,
+    /// Request timeout in seconds (also used for connect and handshake unless set in the file).
+    #[arg(long)]
+    pub timeout: Option<f64>,
+    #[arg(long)]
+    pub payload: Option<PayloadProfile>,
+    #[arg(long)]
+    pub plaintext: bool,
+    #[arg(long, value_enum)]
+    pub handshake: Option<HandshakeArg>,
+    /// Reuse regime: connections shared by all workers (0 = one per worker).
+    #[arg(long)]
+    pub connections: Option<u32>,
+    #[arg(long)]
+    pub warmup_fraction: Option<f64>,
+    #[arg(long)]
+    pub max_cell_seconds: Option<u64>,
+    #[arg(long)]
+    pub server_threads: Option<u32>,
+    #[arg(long)]
+    pub client_threads: Option<u32>,
+    /// Pin the server to core 0 and the runner to core 1.
+    #[arg(long)]
+    pub pin: bool,
+    #[arg(long)]
+    pub backlog: Option<u32>,
+    /// Results root; each run writes a new directory below it.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Certificate directory (default: certs/ of this checkout).
+    #[arg(long)]
+    pub certs: Option<PathBuf>,
+}
+
+impl RunArgs {
+    /// The experiment: file (or defaults), then flags on top.
+    pub fn experiment(&self) -> Result<Experiment, String> {
+        let mut e = match &self.experiment {
+            Some(path) => Experiment::from_file(path)?,
+            None => Experiment::default(),
+        };
+        if let Some(v) = &self.name {
+            e.name = v.clone();
+        }
+        if let Some(r) = self.regime {
+            e.regimes = match r {
+                RegimeArg::Reuse => vec![Regime::Reuse],
+                RegimeArg::NewConn => vec![Regime::NewConn],
+                RegimeArg::Both => vec![Regime::Reuse, Regime::NewConn],
+            };
+            if self.name.is_none() && self.experiment.is_none() {
+                e.name = match r {
+                    RegimeArg::Reuse => "reuse".into(),
+                    RegimeArg::NewConn => "new-conn".into(),
+                    RegimeArg::Both => e.name,
+                };
+            }
+        }
+        if let Some(v) = &self.stacks {
+            e.stacks = v.iter().map(|s| s.trim().to_string()).collect();
+        }
+        if let Some(v) = &self.concurrency {
+            e.concurrency = v.clone();
+        }
+        if let Some(n) = self.requests {
+            e.requests_reuse = n;
+            e.requests_new_conn = n;
+        }
+        if let Some(n) = self.repetitions {
+            e.repetitions = n;
+        }
+        if let Some(t) = self.timeout {
+            if !(t.is_finite() && t > 0.0) {
+                return Err(format!(
+                    "--timeout: {t} is not a positive number of seconds"
+                ));
+            }
+            let ms = (t * 1000.0).round().max(1.0) as u64;
+            e.request_timeout_ms = ms;
+            e.connect_timeout_ms = ms;
+            e.handshake_timeout_ms = ms;
+        }
+        if let Some(p) = self.payload {
+            e.payload = p;
+        }
+        if self.plaintext {
+            e.plaintext = true;
+        }
+        if let Some(h) = self.handshake {
+            e.handshake = match h {
+                HandshakeArg::Full => HandshakeVariant::Full,
+                HandshakeArg::Resumed => HandshakeVariant::Resumed,
+                HandshakeArg::ZeroRtt => HandshakeVariant::ZeroRtt,
+            };
+        }
+        if let Some(n) = self.connections {
+            e.connections = n;
+        }
+        if let Some(f) = self.warmup_fraction {
+            e.warmup_fraction = f;
+        }
+        if let Some(n) = self.max_cell_seconds {
+            e.max_cell_seconds = n;
+        }
+        if let Some(n) = self.server_threads {
+            e.server_threads = n;
+        }
+        if let Some(n) = self.client_threads {
+            e.client_threads = n;
+        }
+        if self.pin {
+            e.pin = true;
+        }
+        if let Some(n) = self.backlog {
+            e.backlog = n;
+        }
+        if let Some(o) = &self.out {
+            e.out = o.clone();
+        }
+        Ok(e)
+    }
+}

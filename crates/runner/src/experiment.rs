@@ -1,0 +1,282 @@
+//! One experiment: every knob of a run, from defaults (the study's numbers), an optional TOML
+//! file and flags, validated before any socket or file is opened.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use bench_core::{HandshakeVariant, PayloadProfile};
+use serde::{Deserialize, Serialize};
+
+/// When a worker opens connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Regime {
+    /// One connection per worker (or `connections` shared ones), reused for every request.
+    Reuse,
+    /// A new connection with a full handshake for every request, closed after it.
+    NewConn,
+}
+
+impl Regime {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Regime::Reuse => "reuse",
+            Regime::NewConn => "new-conn",
+        }
+    }
+}
+
+impl fmt::Display for Regime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Regime {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "reuse" => Ok(Regime::Reuse),
+            "new-conn" => Ok(Regime::NewConn),
+            other => Err(format!(
+                "unknown regime '{other}', expected reuse or new-conn"
+            )),
+        }
+    }
+}
+
+/// Every knob of a run. Field names are the TOML keys; README documents each.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Experiment {
+    pub name: String,
+    pub stacks: Vec<String>,
+    pub regimes: Vec<Regime>,
+    pub concurrency: Vec<u32>,
+    pub repetitions: u32,
+    /// Measured requests per cell in the reuse regime (study: 50,000).
+    pub requests_reuse: u64,
+    /// Measured requests per cell in the new-conn regime (study: 5,000).
+    pub requests_new_conn: u64,
+    /// Unrecorded warm-up requests before each cell, as a fraction of its measured requests.
+    pub warmup_fraction: f64,
+    pub payload: PayloadProfile,
+    pub plaintext: bool,
+    pub handshake: HandshakeVariant,
+    /// Reuse regime only: connections shared by all workers; 0 = one per worker.
+    pub connections: u32,
+    pub request_timeout_ms: u64,
+    pub connect_timeout_ms: u64,
+    pub handshake_timeout_ms: u64,
+    /// Hard bound on one cell's measured phase; workers stop when it passes.
+    pub max_cell_seconds: u64,
+    pub sample_interval_ms: u64,
+    pub server_threads: u32,
+    /// Client runtime threads; 0 = one per core the runner may use.
+    pub client_threads: u32,
+    /// Pin the server to core 0 and the runner to core 1.
+    pub pin: bool,
+    pub backlog: u32,
+    pub out: PathBuf,
+}
+
+impl Default for Experiment {
+    fn default() -> Self {
+        Experiment {
+            name: "default".into(),
+            stacks: vec!["h1".into(), "h2".into(), "h3".into(), "grpc".into()],
+            regimes: vec![Regime::Reuse, Regime::NewConn],
+            concurrency: vec![10, 50, 100, 200, 500],
+            repetitions: 1,
+            requests_reuse: 50_000,
+            requests_new_conn: 5_000,
+            warmup_fraction: 0.05,
+            payload: PayloadProfile::Small,
+            plaintext: false,
+            handshake: HandshakeVariant::Full,
+            connections: 0,
+            request_timeout_ms: 10_000,
+            connect_timeout_ms: 10_000,
+            handshake_timeout_ms: 10_000,
+            max_cell_seconds: 300,
+            sample_interval_ms: 100,
+            server_threads: 2,
+            client_threads: 0,
+            pin: false,
+            backlog: 4096,
+            out: PathBuf::from("results"),
+        }
+    }
+}
+
+impl Experiment {
+    /// Reads an experiment file; errors name the file, and for TOML the key, line and column.
+    pub fn from_file(path: &Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("{}: cannot read experiment file: {e}", path.display()))?;
+        toml::from_str(&text).map_err(|e| {
+            let location = e
+                .span()
+                .map(|span| {
+                    let before = &text[..span.start.min(text.len())];
+                    let line = before.matches('\n').count() + 1;
+                    let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+                    format!(":{line}:{column}")
+                })
+                .unwrap_or_default();
+            format!(
+                "{}{location}: {}",
+                path.display(),
+                e.message().replace('\n', " ")
+            )
+        })
+    }
+
+    /// Measured requests per cell for a regime.
+    pub fn requests(&self, regime: Regime) -> u64 {
+        match regime {
+            Regime::Reuse => self.requests_reuse,
+            Regime::NewConn => self.requests_new_conn,
+        }
+    }
+
+    pub fn warmup_requests(&self, regime: Regime) -> u64 {
+        (self.requests(regime) as f64 * self.warmup_fraction).round() as u64
+    }
+
+    /// Checks every knob against what the runner can do; one clear line per problem.
+    pub fn validate(&self, known_stacks: &[&str]) -> Result<(), String> {
+        let fail =
+            |key: &str, msg: String| Err(format!("experiment '{}': {key}: {msg}", self.name));
+        if self.name.trim().is_empty()
+            || !self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return fail(
+                "name",
+                "must be non-empty and use only letters, digits, '-', '_', '.'".into(),
+            );
+        }
+        if self.stacks.is_empty() {
+            return fail("stacks", "must name at least one stack".into());
+        }
+        for (i, s) in self.stacks.iter().enumerate() {
+            if !known_stacks.contains(&s.as_str()) {
+                return fail(
+                    "stacks",
+                    format!(
+                        "unknown stack '{s}', expected one of {}",
+                        known_stacks.join(", ")
+                    ),
+                );
+            }
+            if self.stacks[..i].contains(s) {
+                return fail("stacks", format!("'{s}' is listed twice"));
+            }
+        }
+        if self.regimes.is_empty() {
+            return fail("regimes", "must name at least one regime".into());
+        }
+        if self.concurrency.is_empty() {
+            return fail("concurrency", "must list at least one level".into());
+        }
+        for (i, c) in self.concurrency.iter().enumerate() {
+            if *c == 0 || *c > 100_000 {
+                return fail("concurrency", format!("{c} is outside 1..=100000"));
+            }
+            if self.concurrency[..i].contains(c) {
+                return fail("concurrency", format!("{c} is listed twice"));
+            }
+        }
+        if self.repetitions == 0 {
+            return fail("repetitions", "must be at least 1".into());
+        }
+        for regime in &self.regimes {
+            if self.requests(*regime) == 0 {
+                let key = match regime {
+                    Regime::Reuse => "requests_reuse",
+                    Regime::NewConn => "requests_new_conn",
+                };
+                return fail(key, "must be at least 1".into());
+            }
+        }
+        if !(0.0..=1.0).contains(&self.warmup_fraction) {
+            return fail(
+                "warmup_fraction",
+                format!("{} is outside 0..1", self.warmup_fraction),
+            );
+        }
+        for (key, ms) in [
+            ("request_timeout_ms", self.request_timeout_ms),
+            ("connect_timeout_ms", self.connect_timeout_ms),
+            ("handshake_timeout_ms", self.handshake_timeout_ms),
+            ("sample_interval_ms", self.sample_interval_ms),
+        ] {
+            if ms == 0 {
+                return fail(key, "must be at least 1 ms".into());
+            }
+        }
+        if self.max_cell_seconds == 0 {
+            return fail("max_cell_seconds", "must be at least 1".into());
+        }
+        if self.server_threads == 0 {
+            return fail("server_threads", "must be at least 1".into());
+        }
+        if self.backlog == 0 {
+            return fail("backlog", "must be at least 1".into());
+        }
+        if self.connections > 0 && !self.regimes.contains(&Regime::Reuse) {
+            return fail("connections", "only applies to the reuse regime".into());
+        }
+        if self.plaintext {
+            if self.stacks.iter().any(|s| s == "h3") {
+                return fail(
+                    "plaintext",
+                    "HTTP/3 has no plaintext form; remove h3 from stacks".into(),
+                );
+            }
+            if self.handshake != HandshakeVariant::Full {
+                return fail(
+                    "handshake",
+                    "resumption needs TLS; plaintext has no handshake".into(),
+                );
+            }
+        }
+        if self.handshake == HandshakeVariant::ZeroRtt && self.stacks.iter().any(|s| s != "h3") {
+            return fail("handshake", "zero-rtt exists only for h3".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STACKS: [&str; 4] = ["h1", "h2", "h3", "grpc"];
+
+    #[test]
+    fn defaults_are_the_study_and_valid() {
+        let e = Experiment::default();
+        e.validate(&STACKS).unwrap();
+        assert_eq!(e.requests(Regime::Reuse), 50_000);
+        assert_eq!(e.requests(Regime::NewConn), 5_000);
+        assert_eq!(e.concurrency, vec![10, 50, 100, 200, 500]);
+    }
+
+    #[test]
+    fn file_errors_name_file_key_and_position() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("bad.toml");
+        std::fs::write(&p, "name = \"x\"\nconcurency = [1]\n").unwrap();
+        let err = Experiment::from_file(&p).unwrap_err();
+        assert!(err.contains("bad.toml:2:1"), "{err}");
+        assert!(err.contains("concurency"), "{err}");
+        std::fs::write(&p, "repetitions = \"three\"\n").unwrap();
+        let err = Experiment::from_file(&p).unwrap_err();
+        assert!(err.contains(":1:15"), "{err}");
+    }
+}

@@ -1,0 +1,366 @@
+//! Results on disk: `cells.csv` (one row per cell, flushed as each cell ends),
+//! `resources.csv` (raw samples), `failures.csv` (an example message per failure class) and
+//! `manifest.json` (all knobs and the environment). README's "Results schema" defines each
+//! column.
+
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use bench_core::FailureClass;
+use serde::Serialize;
+
+use crate::experiment::Experiment;
+use crate::plan::Cell;
+use crate::sampler::{ResourceSummary, Sample};
+use crate::stats::{LatencySummary, Measurements};
+
+/// Everything measured for one cell.
+pub struct CellResult {
+    pub cell: Cell,
+    pub measured: Measurements,
+    pub elapsed_s: f64,
+    pub cut_short: bool,
+    pub warmup: Measurements,
+    pub server: ResourceSummary,
+    pub client: ResourceSummary,
+    /// The server's exit status if it died during the cell.
+    pub server_exit: Option<String>,
+    /// Why the cell could not run at all (server failed to start, etc.).
+    pub error: Option<String>,
+}
+
+impl CellResult {
+    pub fn success_rate(&self) -> f64 {
+        if self.measured.sent == 0 {
+            0.0
+        } else {
+            self.measured.ok as f64 / self.measured.sent as f64
+        }
+    }
+
+    pub fn throughput_rps(&self) -> f64 {
+        if self.elapsed_s > 0.0 {
+            self.measured.ok as f64 / self.elapsed_s
+        } else {
+            0.0
+        }
+    }
+
+    /// The cell as ordered (column, value) pairs; the header is the first row's names.
+    pub fn record(&self) -> Vec<(String, String)> {
+        let m = &self.measured;
+        let mut r: Vec<(String, String)> = Vec::with_capacity(96);
+        let mut put = |k: &str, v: String| r.push((k.to_string(), v));
+        put("cell_key", self.cell.key());
+        put("stack", self.cell.stack.clone());
+        put("regime", self.cell.regime.to_string());
+        put("concurrency", self.cell.concurrency.to_string());
+        put("repetition", self.cell.repetition.to_string());
+        put("payload", self.cell.payload.to_string());
+        put("plaintext", self.cell.plaintext.to_string());
+        put("handshake", self.cell.handshake.as_str().to_string());
+        put("connections", self.cell.connections.to_string());
+        put("requests", self.cell.requests.to_string());
+        put("sent", m.sent.to_string());
+        put("ok", m.ok.to_string());
+        put("failed", m.failed().to_string());
+        put("success_rate", format!("{:.6}", self.success_rate()));
+        put("elapsed_s", format!("{:.6}", self.elapsed_s));
+        put("throughput_rps", format!("{:.3}", self.throughput_rps()));
+        put("cut_short", self.cut_short.to_string());
+        put("warmup_sent", self.warmup.sent.to_string());
+        put("warmup_ok", self.warmup.ok.to_string());
+        for (name, h) in [
+            ("latency", &m.latency),
+            ("ttfb", &m.ttfb),
+            ("connect", &m.connect),
+            ("handshake", &m.handshake),
+        ] {
+            let s = LatencySummary::of(h);
+            put(&format!("{name}_min_us"), s.min.to_string());
+            put(&format!("{name}_p50_us"), s.p50.to_string());
+            put(&format!("{name}_p90_us"), s.p90.to_string());
+            put(&format!("{name}_p95_us"), s.p95.to_string());
+            put(&format!("{name}_p99_us"), s.p99.to_string());
+            put(&format!("{name}_p999_us"), s.p999.to_string());
+            put(&format!("{name}_max_us"), s.max.to_string());
+            put(&format!("{name}_mean_us"), format!("{:.1}", s.mean));
+        }
+        put("connections_opened", m.connections_opened.to_string());
+        put("connections_resumed", m.connections_resumed.to_string());
+        for class in FailureClass::ALL {
+            put(
+                &format!("fail_{}", class.as_str()),
+                m.failures[class.index()].to_string(),
+            );
+        }
+        for (role, s) in [("server", &self.server), ("client", &self.client)] {
+            put(
+                &format!("{role}_rss_peak_bytes"),
+                s.rss_peak_bytes.to_string(),
+            );
+            put(
+                &format!("{role}_rss_mean_bytes"),
+                format!("{:.0}", s.rss_mean_bytes),
+            );
+            put(
+                &format!("{role}_cpu_pct_mean"),
+                format!("{:.2}", s.cpu_pct_mean),
+            );
+            put(&format!("{role}_cpu_s"), format!("{:.3}", s.cpu_s));
+            let per_1k = if m.ok > 0 {
+                s.cpu_s * 1000.0 * 1000.0 / m.ok as f64
+            } else {
+                0.0
+            };
+            put(&format!("{role}_cpu_ms_per_1k_ok"), format!("{per_1k:.3}"));
+        }
+        put("wire_sent_bytes", m.wire.sent.to_string());
+        put("wire_received_bytes", m.wire.received.to_string());
+        let per_req = |b: u64| {
+            if m.sent > 0 {
+                b as f64 / m.sent as f64
+            } else {
+                0.0
+            }
+        };
+        put(
+            "wire_sent_bytes_per_request",
+            format!("{:.1}", per_req(m.wire.sent)),
+        );
+        put(
+            "wire_received_bytes_per_request",
+            format!("{:.1}", per_req(m.wire.received)),
+        );
+        put(
+            "body_bytes_per_ok",
+            format!(
+                "{:.1}",
+                if m.ok > 0 {
+                    m.body_bytes as f64 / m.ok as f64
+                } else {
+                    0.0
+                }
+            ),
+        );
+        put("server_exit", self.server_exit.clone().unwrap_or_default());
+        put("error", self.error.clone().unwrap_or_default());
+        r
+    }
+}
+
+/// The CSV files of one results directory; every row is written and flushed at once.
+pub struct ResultsWriter {
+    pub dir: PathBuf,
+    cells: csv::Writer<File>,
+    cells_has_header: bool,
+    resources: csv::Writer<File>,
+    failures: csv::Writer<File>,
+}
+
+fn open_append(path: &Path) -> anyhow::Result<(File, bool)> {
+    let exists = path.exists() && std::fs::metadata(path)?.len() > 0;
+    let file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok((file, exists))
+}
+
+impl ResultsWriter {
+    /// Opens (or, for a resumed run, appends to) the CSVs in `dir`.
+    pub fn open(dir: &Path) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create results directory {}", dir.display()))?;
+        let (cells_file, cells_has_header) = open_append(&dir.join("cells.csv"))?;
+        let (res_file, res_exists) = open_append(&dir.join("resources.csv"))?;
+        let (fail_file, fail_exists) = open_append(&dir.join("failures.csv"))?;
+        let mut resources = csv::Writer::from_writer(res_file);
+        if !res_exists {
+            resources.write_record(["cell_key", "t_s", "role", "rss_bytes", "cpu_pct"])?;
+        }
+        let mut failures = csv::Writer::from_writer(fail_file);
+        if !fail_exists {
+            failures.write_record(["cell_key", "class", "count", "example"])?;
+        }
+        resources.flush()?;
+        failures.flush()?;
+        Ok(ResultsWriter {
+            dir: dir.to_path_buf(),
+            cells: csv::Writer::from_writer(cells_file),
+            cells_has_header,
+            resources,
+            failures,
+        })
+    }
+
+    pub fn write_cell(&mut self, result: &CellResult, samples: &[Sample]) -> anyhow::Result<()> {
+        let key = result.cell.key();
+        for s in samples {
+            self.resources.write_record([
+                key.clone(),
+                format!("{:.3}", s.t.as_secs_f64()),
+                s.role.as_str().to_string(),
+                s.rss_bytes.to_string(),
+                format!("{:.2}", s.cpu_pct),
+            ])?;
+        }
+        self.resources
+            .flush()
+            .context("cannot write resources.csv")?;
+        for class in FailureClass::ALL {
+            let n = result.measured.failures[class.index()];
+            if n > 0 {
+                let example = result.measured.failure_examples[class.index()]
+                    .clone()
+                    .unwrap_or_default();
+                self.failures.write_record([
+                    key.clone(),
+                    class.as_str().to_string(),
+                    n.to_string(),
+                    example,
+                ])?;
+            }
+        }
+        self.failures.flush().context("cannot write failures.csv")?;
+        // The cell row goes last: a row in cells.csv means the cell's other data is on disk.
+        let record = result.record();
+        if !self.cells_has_header {
+            self.cells.write_record(record.iter().map(|(k, _)| k))?;
+            self.cells_has_header = true;
+        }
+        self.cells.write_record(record.iter().map(|(_, v)| v))?;
+        self.cells.flush().context("cannot write cells.csv")?;
+        Ok(())
+    }
+}
+
+/// Where and on what a run happened, rewritten after every cell.
+#[derive(Debug, Serialize, serde::Deserialize)]
+pub struct Manifest {
+    pub experiment: Experiment,
+    pub started_utc: String,
+    pub finished_utc: Option<String>,
+    /// "running", "completed" or "interrupted".
+    pub status: String,
+    pub cells_planned: usize,
+    pub cells_done: usize,
+    pub git_commit: String,
+    pub rustc: String,
+    pub crate_versions: std::collections::BTreeMap<String, String>,
+    pub kernel: String,
+    pub cpu_model: String,
+    pub cores: usize,
+    pub pinning: String,
+    pub client_threads: usize,
+    pub server_threads: u32,
+    pub argv: Vec<String>,
+}
+
+impl Manifest {
+    pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
+        let tmp = dir.join("manifest.json.tmp");
+        std::fs::write(&tmp, serde_json::to_vec_pretty(self)?)
+            .with_context(|| format!("cannot write {}", tmp.display()))?;
+        std::fs::rename(&tmp, dir.join("manifest.json")).context("cannot write manifest.json")?;
+        Ok(())
+    }
+}
+
+/// Versions of the crates that implement the stacks, read from the committed Cargo.lock.
+pub fn crate_versions() -> std::collections::BTreeMap<String, String> {
+    const LOCK: &str = include_str!("../../../Cargo.lock");
+    const WANTED: [&str; 10] = [
+        "tokio",
+        "hyper",
+        "h2",
+        "quinn",
+        "quinn-proto",
+        "h3",
+        "h3-quinn",
+        "tonic",
+        "prost",
+        "rustls",
+    ];
+    let mut out = std::collections::BTreeMap::new();
+    let mut name: Option<&str> = None;
+    for line in LOCK.lines() {
+        if let Some(n) = line.strip_prefix("name = ") {
+            name = Some(n.trim_matches('"'));
+        } else if let (Some(n), Some(v)) = (name, line.strip_prefix("version = ")) {
+            if WANTED.contains(&n) {
+                out.insert(n.to_string(), v.trim_matches('"').to_string());
+            }
+            name = None;
+        }
+    }
+    out
+}
+
+pub fn git_commit() -> String {
+    std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+pub fn kernel() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// Seed 000's stress table: stack, users, median, p95, p99, req/s, failure %.
+pub fn summary_table(results: &[CellResult]) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "{:<6} {:<9} {:>6} {:>4} {:>11} {:>11} {:>11} {:>11} {:>9} {:>11} {:>11}\n",
+        "stack",
+        "regime",
+        "users",
+        "rep",
+        "median ms",
+        "p95 ms",
+        "p99 ms",
+        "req/s",
+        "fail %",
+        "srv RSS MB",
+        "srv CPU %"
+    ));
+    for r in results {
+        let s = LatencySummary::of(&r.measured.latency);
+        out.push_str(&format!(
+            "{:<6} {:<9} {:>6} {:>4} {:>11.3} {:>11.3} {:>11.3} {:>11.1} {:>9.2} {:>11.1} {:>11.1}\n",
+            r.cell.stack,
+            r.cell.regime.as_str(),
+            r.cell.concurrency,
+            r.cell.repetition,
+            s.p50 as f64 / 1000.0,
+            s.p95 as f64 / 1000.0,
+            s.p99 as f64 / 1000.0,
+            r.throughput_rps(),
+            (1.0 - r.success_rate()) * 100.0,
+            r.server.rss_peak_bytes as f64 / 1e6,
+            r.server.cpu_pct_mean,
+        ));
+    }
+    out
+}

@@ -1,0 +1,21 @@
+//! The one place stacks are registered. Adding a stack is one crate plus one line here.
+
+use bench_core::Stack;
+
+/// Every stack the runner knows, in report order.
+pub fn stacks() -> Vec<&'static dyn Stack> {
+    vec![
+        &stack_h1::Http1,
+        &stack_h2::Http2,
+        &stack_h3::Http3,
+        &stack_grpc::Grpc,
+    ]
+}
+
+pub fn find(name: &str) -> Option<&'static dyn Stack> {
+    stacks().into_iter().find(|s| s.name() == name)
+}
+
+pub fn names() -> Vec<&'static str> {
+    stacks().iter().map(|s| s.name()).collect()
+}

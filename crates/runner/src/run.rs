@@ -1,0 +1,310 @@
+//! The sweep: for each planned cell, a fresh server process, warm-up, measured load with
+//! resource sampling, then one flushed row. Knows stacks only through the shared trait.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bench_core::tls::{ensure_certs, load_ca, CertificateDer, SERVER_NAME};
+use bench_core::{ClientSettings, ClientTls, Stack};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::experiment::Experiment;
+use crate::load::{self, LoadSpec, Progress};
+use crate::output::{self, CellResult, Manifest, ResultsWriter};
+use crate::plan::{plan, Cell};
+use crate::registry;
+use crate::sampler::Sampler;
+use crate::serve::{ServeOptions, ServerProcess};
+use crate::stats::Measurements;
+
+/// Settings of the run that are not part of the experiment.
+pub struct RunContext {
+    pub certs_dir: PathBuf,
+    pub client_threads: usize,
+    pub pinning: String,
+    pub server_cpu: Option<usize>,
+    pub argv: Vec<String>,
+}
+
+/// What a finished (or interrupted) run left behind.
+pub struct RunOutcome {
+    pub dir: PathBuf,
+    pub results: Vec<CellResult>,
+    pub interrupted: bool,
+}
+
+/// Waits for SIGINT or SIGTERM and raises the flag.
+fn watch_signals(stop: Arc<AtomicBool>) {
+    tokio::spawn(async move {
+        let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        else {
+            return;
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        eprintln!("\ninterrupted: stopping the current cell; finished rows are kept");
+        stop.store(true, Ordering::SeqCst);
+    });
+}
+
+pub async fn run(exp: Experiment, ctx: RunContext) -> anyhow::Result<RunOutcome> {
+    let cells = plan(&exp);
+    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
+    let dir = exp.out.join(format!("{stamp}-{}", exp.name));
+    let mut writer = ResultsWriter::open(&dir)?;
+    let mut manifest = Manifest {
+        experiment: exp.clone(),
+        started_utc: chrono::Utc::now().to_rfc3339(),
+        finished_utc: None,
+        status: "running".into(),
+        cells_planned: cells.len(),
+        cells_done: 0,
+        git_commit: output::git_commit(),
+        rustc: env!("RUNNER_RUSTC_VERSION").to_string(),
+        crate_versions: output::crate_versions(),
+        kernel: output::kernel(),
+        cpu_model: output::cpu_model(),
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        pinning: ctx.pinning.clone(),
+        client_threads: ctx.client_threads,
+        server_threads: exp.server_threads,
+        argv: ctx.argv.clone(),
+    };
+    manifest.write(&dir)?;
+    let certs = ensure_certs(&ctx.certs_dir)?;
+    let ca = load_ca(&certs.ca_cert())?;
+    let stop = Arc::new(AtomicBool::new(false));
+    watch_signals(stop.clone());
+    eprintln!("writing results to {}", dir.display());
+    let mut results = Vec::new();
+    for (i, cell) in cells.iter().enumerate() {
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let stack = registry::find(&cell.stack).expect("validated stack");
+        let bar = ProgressBar::new(cell.requests);
+        bar.set_style(
+            ProgressStyle::with_template("{prefix:<28} [{bar:30}] {pos}/{len} {msg}")
+                .expect("valid template")
+                .progress_chars("=> "),
+        );
+        bar.set_prefix(format!("[{}/{}] {}", i + 1, cells.len(), cell.key()));
+        let Some((result, samples)) = run_cell(stack, cell, &exp, &ctx, &ca, &bar, &stop).await
+        else {
+            bar.abandon_with_message("interrupted");
+            break;
+        };
+        bar.finish_with_message(format!(
+            "{:.0} req/s, {} failed",
+            result.throughput_rps(),
+            result.measured.failed()
+        ));
+        writer.write_cell(&result, &samples)?;
+        manifest.cells_done += 1;
+        manifest.write(&dir)?;
+        results.push(result);
+    }
+    let interrupted = stop.load(Ordering::SeqCst) && manifest.cells_done < cells.len();
+    manifest.status = if interrupted {
+        "interrupted"
+    } else {
+        "completed"
+    }
+    .into();
+    manifest.finished_utc = Some(chrono::Utc::now().to_rfc3339());
+    manifest.write(&dir)?;
+    Ok(RunOutcome {
+        dir: writer.dir.clone(),
+        results,
+        interrupted,
+    })
+}
+
+fn failed_cell(cell: &Cell, error: String) -> (CellResult, Vec<crate::sampler::Sample>) {
+    (
+        CellResult {
+            cell: cell.clone(),
+            measured: Measurements::default(),
+            elapsed_s: 0.0,
+            cut_short: true,
+            warmup: Measurements::default(),
+            server: Default::default(),
+            client: Default::default(),
+            server_exit: None,
+            error: Some(error),
+        },
+        Vec::new(),
+    )
+}
+
+/// Runs one cell; `None` when the run was interrupted during it (the cell is then not written,
+/// so a resumed run measures it again).
+async fn run_cell(
+    stack: &'static dyn Stack,
+    cell: &Cell,
+    exp: &Experiment,
+    ctx: &RunContext,
+    ca: &[CertificateDer<'static>],
+    bar: &ProgressBar,
+    stop: &Arc<AtomicBool>,
+) -> Option<(CellResult, Vec<crate::sampler::Sample>)> {
+    let serve = ServeOptions {
+        stack: cell.stack.clone(),
+        listen: "127.0.0.1:0".parse().expect("address"),
+        plaintext: cell.plaintext,
+        payload: cell.payload,
+        fault: None,
+        threads: exp.server_threads,
+        backlog: exp.backlog,
+        certs: ctx.certs_dir.clone(),
+        cpu: ctx.server_cpu,
+    };
+    let mut server = match ServerProcess::start(&serve).await {
+        Ok(s) => s,
+        Err(e) => return Some(failed_cell(cell, format!("server did not start: {e:#}"))),
+    };
+    let settings = ClientSettings {
+        target: server.addr,
+        server_name: SERVER_NAME.to_string(),
+        tls: (!cell.plaintext).then(|| ClientTls {
+            ca: ca.to_vec(),
+            variant: cell.handshake,
+        }),
+        connect_timeout: Duration::from_millis(exp.connect_timeout_ms),
+        handshake_timeout: Duration::from_millis(exp.handshake_timeout_ms),
+        payload: cell.payload,
+    };
+    let client = match stack.client(&settings) {
+        Ok(c) => c,
+        Err(e) => {
+            server.stop().await;
+            return Some(failed_cell(cell, format!("client setup failed: {e:#}")));
+        }
+    };
+    let spec = LoadSpec {
+        regime: cell.regime,
+        concurrency: cell.concurrency,
+        requests: cell.requests,
+        connections: cell.connections,
+        request_timeout: Duration::from_millis(exp.request_timeout_ms),
+        connect_bound: Duration::from_millis(
+            exp.connect_timeout_ms + exp.handshake_timeout_ms + exp.request_timeout_ms,
+        ),
+        max_duration: Duration::from_secs(exp.max_cell_seconds),
+        first_id: 1_000_000,
+    };
+    let warmup = if cell.warmup_requests > 0 {
+        bar.set_message("warm-up");
+        let warm = LoadSpec {
+            requests: cell.warmup_requests,
+            first_id: 0,
+            ..spec
+        };
+        let progress = Arc::new(Progress::default());
+        let result = supervised(
+            load::run(client.clone(), warm, progress.clone()),
+            &progress,
+            bar,
+            stop,
+            false,
+        )
+        .await?;
+        result.measurements
+    } else {
+        Measurements::default()
+    };
+    let sampler = Sampler::start(server.pid, Duration::from_millis(exp.sample_interval_ms));
+    let progress = Arc::new(Progress::default());
+    let measured = supervised(
+        load::run(client, spec, progress.clone()),
+        &progress,
+        bar,
+        stop,
+        true,
+    )
+    .await;
+    let (samples, server_res, client_res) = sampler.finish();
+    let server_exit = server.exited();
+    server.stop().await;
+    let measured = measured?;
+    Some((
+        CellResult {
+            cell: cell.clone(),
+            elapsed_s: measured.elapsed.as_secs_f64(),
+            cut_short: measured.cut_short,
+            measured: measured.measurements,
+            warmup,
+            server: server_res,
+            client: client_res,
+            server_exit,
+            error: None,
+        },
+        samples,
+    ))
+}
+
+/// Runs a load phase while updating the bar; on interruption stops it and gives it two
+/// seconds to finish in-flight requests before abandoning it.
+async fn supervised(
+    phase: impl std::future::Future<Output = load::LoadResult>,
+    progress: &Arc<Progress>,
+    bar: &ProgressBar,
+    stop: &Arc<AtomicBool>,
+    show: bool,
+) -> Option<load::LoadResult> {
+    tokio::pin!(phase);
+    let started = std::time::Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    loop {
+        tokio::select! {
+            result = &mut phase => {
+                return (!stop.load(Ordering::SeqCst)).then_some(result);
+            }
+            _ = tick.tick() => {
+                if show {
+                    let done = progress.done.load(Ordering::Relaxed);
+                    bar.set_position(done);
+                    let rate = done as f64 / started.elapsed().as_secs_f64().max(1e-3);
+                    bar.set_message(format!("{rate:.0} req/s, {} failed", progress.failed.load(Ordering::Relaxed)));
+                }
+                if stop.load(Ordering::SeqCst) {
+                    progress.stop.store(true, Ordering::SeqCst);
+                    let _ = tokio::time::timeout(Duration::from_secs(2), &mut phase).await;
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+/// The results directory a run would write, checked before anything is created.
+pub fn check_out_dir(out: &Path) -> Result<(), String> {
+    let mut probe = out;
+    loop {
+        if probe.exists() {
+            if !probe.is_dir() {
+                return Err(format!(
+                    "results directory {}: {} is not a directory",
+                    out.display(),
+                    probe.display()
+                ));
+            }
+            return nix::unistd::access(probe, nix::unistd::AccessFlags::W_OK).map_err(|e| {
+                format!(
+                    "results directory {}: {} is not writable ({e})",
+                    out.display(),
+                    probe.display()
+                )
+            });
+        }
+        match probe.parent() {
+            Some(p) if !p.as_os_str().is_empty() => probe = p,
+            _ => return Ok(()),
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! Measurement: per-worker latency histograms and failure counters, merged per cell. Kept
+//! apart from the socket plumbing so that what a figure means is decided in one place.
+
+use std::time::Duration;
+
+use bench_core::{ConnectTiming, Failure, FailureClass, Reply, WireBytes};
+use hdrhistogram::Histogram;
+
+/// Highest latency a histogram holds: 60 s in microseconds (larger values are clamped).
+pub const MAX_TRACKABLE_US: u64 = 60_000_000;
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_TRACKABLE_US, 3).expect("valid histogram bounds")
+}
+
+fn record(h: &mut Histogram<u64>, d: Duration) {
+    let us = (d.as_micros() as u64).clamp(1, MAX_TRACKABLE_US);
+    h.record(us).expect("value within bounds");
+}
+
+/// What one worker (or, merged, one cell) measured. Memory is constant in the request count.
+#[derive(Debug, Clone)]
+pub struct Measurements {
+    /// Successful requests, from issue (before connecting, in new-conn) to validated body.
+    pub latency: Histogram<u64>,
+    /// TCP connect of each opened connection.
+    pub connect: Histogram<u64>,
+    /// TLS or QUIC handshake of each opened connection.
+    pub handshake: Histogram<u64>,
+    /// Request issued on a ready connection → response head.
+    pub ttfb: Histogram<u64>,
+    pub sent: u64,
+    pub ok: u64,
+    pub failures: [u64; FailureClass::ALL.len()],
+    /// The first message seen for each class, to explain the counts.
+    pub failure_examples: [Option<String>; FailureClass::ALL.len()],
+    pub connections_opened: u64,
+    pub connections_resumed: u64,
+    pub wire: WireBytes,
+    pub body_bytes: u64,
+}
+
+impl Default for Measurements {
+    fn default() -> Self {
+        Measurements {
+            latency: histogram(),
+            connect: histogram(),
+            handshake: histogram(),
+            ttfb: histogram(),
+            sent: 0,
+            ok: 0,
+            failures: [0; FailureClass::ALL.len()],
+            failure_examples: Default::default(),
+            connections_opened: 0,
+            connections_resumed: 0,
+            wire: WireBytes::default(),
+            body_bytes: 0,
+        }
+    }
+}
+
+impl Measurements {
+    pub fn record_connect(&mut self, timing: &ConnectTiming) {
+        self.connections_opened += 1;
+        if timing.resumed {
+            self.connections_resumed += 1;
+        }
+        if !timing.tcp_connect.is_zero() {
+            record(&mut self.connect, timing.tcp_connect);
+        }
+        if !timing.handshake.is_zero() {
+            record(&mut self.handshake, timing.handshake);
+        }
+    }
+
+    pub fn record_ok(&mut self, latency: Duration, reply: &Reply) {
+        self.sent += 1;
+        self.ok += 1;
+        self.body_bytes += reply.body_bytes;
+        record(&mut self.latency, latency);
+        record(&mut self.ttfb, reply.ttfb);
+    }
+
+    pub fn record_failure(&mut self, failure: Failure) {
+        self.sent += 1;
+        let i = failure.class.index();
+        self.failures[i] += 1;
+        if self.failure_examples[i].is_none() {
+            self.failure_examples[i] = Some(failure.detail);
+        }
+    }
+
+    pub fn failed(&self) -> u64 {
+        self.failures.iter().sum()
+    }
+
+    pub fn merge(&mut self, other: &Measurements) {
+        self.latency.add(&other.latency).expect("same bounds");
+        self.connect.add(&other.connect).expect("same bounds");
+        self.handshake.add(&other.handshake).expect("same bounds");
+        self.ttfb.add(&other.ttfb).expect("same bounds");
+        self.sent += other.sent;
+        self.ok += other.ok;
+        for (i, n) in other.failures.iter().enumerate() {
+            self.failures[i] += n;
+            if self.failure_examples[i].is_none() {
+                self.failure_examples[i] = other.failure_examples[i].clone();
+            }
+        }
+        self.connections_opened += other.connections_opened;
+        self.connections_resumed += other.connections_resumed;
+        self.wire.sent += other.wire.sent;
+        self.wire.received += other.wire.received;
+        self.body_bytes += other.body_bytes;
+    }
+}
+
+/// Summary figures of one histogram in microseconds (0 when it is empty).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LatencySummary {
+    pub min: u64,
+    pub p50: u64,
+    pub p90: u64,
+    pub p95: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub max: u64,
+    pub mean: f64,
+}
+
+impl LatencySummary {
+    pub fn of(h: &Histogram<u64>) -> Self {
+        if h.is_empty() {
+            return LatencySummary::default();
+        }
+        LatencySummary {
+            min: h.min(),
+            p50: h.value_at_quantile(0.50),
+            p90: h.value_at_quantile(0.90),
+            p95: h.value_at_quantile(0.95),
+            p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
+            max: h.max(),
+            mean: h.mean(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_stay_out_of_latency_and_merge_adds_up() {
+        let mut a = Measurements::default();
+        let reply = Reply {
+            ttfb: Duration::from_micros(100),
+            total: Duration::from_micros(150),
+            body_bytes: 256,
+        };
+        for us in [100, 200, 300] {
+            a.record_ok(Duration::from_micros(us), &reply);
+        }
+        a.record_failure(Failure::new(FailureClass::BadStatus, "500"));
+        let mut b = Measurements::default();
+        b.record_failure(Failure::new(FailureClass::BadStatus, "503"));
+        b.record_failure(Failure::new(FailureClass::ConnReset, "reset"));
+        a.merge(&b);
+        assert_eq!(a.sent, 6);
+        assert_eq!(a.ok, 3);
+        assert_eq!(a.failed(), 3);
+        assert_eq!(a.latency.len(), 3);
+        assert_eq!(a.failures[FailureClass::BadStatus.index()], 2);
+        assert_eq!(
+            a.failure_examples[FailureClass::BadStatus.index()].as_deref(),
+            Some("500")
+        );
+        let s = LatencySummary::of(&a.latency);
+        assert!(s.min <= s.p50 && s.p50 <= s.p99 && s.p99 <= s.max);
+        assert!((199..=201).contains(&s.p50), "{s:?}");
+    }
+
+    #[test]
+    fn huge_latency_is_clamped_not_lost() {
+        let mut m = Measurements::default();
+        let reply = Reply::default();
+        m.record_ok(Duration::from_secs(3600), &reply);
+        assert_eq!(m.latency.len(), 1);
+        assert!(m.latency.max() >= MAX_TRACKABLE_US - MAX_TRACKABLE_US / 1000);
+    }
+}
