@@ -116,20 +116,24 @@ impl Experiment {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("{}: cannot read experiment file: {e}", path.display()))?;
         toml::from_str(&text).map_err(|e| {
-            let location = e
-                .span()
-                .map(|span| {
-                    let before = &text[..span.start.min(text.len())];
-                    let line = before.matches('\n').count() + 1;
-                    let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
-                    format!(":{line}:{column}")
-                })
-                .unwrap_or_default();
-            format!(
-                "{}{location}: {}",
-                path.display(),
-                e.message().replace('\n', " ")
-            )
+            let message = e.message().replace('\n', " ");
+            let Some(span) = e.span() else {
+                return format!("{}: {message}", path.display());
+            };
+            let before = &text[..span.start.min(text.len())];
+            let line_no = before.matches('\n').count() + 1;
+            let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+            let column = before.len() - line_start + 1;
+            // Name the key whose value is wrong (serde's message names only the type).
+            let line = text[line_start..].lines().next().unwrap_or("");
+            let key = line
+                .split_once('=')
+                .map(|(k, _)| k.trim())
+                .filter(|k| !k.is_empty() && !message.contains(&format!("`{k}`")));
+            match key {
+                Some(key) => format!("{}:{line_no}:{column}: {key}: {message}", path.display()),
+                None => format!("{}:{line_no}:{column}: {message}", path.display()),
+            }
         })
     }
 

@@ -1,0 +1,61 @@
+//! Helpers for the runner's end-to-end tests: run the real binary, read its CSVs.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn runner() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_runner"))
+}
+
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The one results directory a run created under `out`.
+pub fn results_dir(out: &Path) -> PathBuf {
+    let dirs: Vec<_> = std::fs::read_dir(out)
+        .expect("out dir exists")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    assert_eq!(
+        dirs.len(),
+        1,
+        "expected one results directory in {out:?}: {dirs:?}"
+    );
+    dirs[0].clone()
+}
+
+/// Rows of a CSV as column → value maps.
+pub fn read_csv(path: &Path) -> Vec<HashMap<String, String>> {
+    let mut reader = csv::Reader::from_path(path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    let headers = reader.headers().unwrap().clone();
+    reader
+        .records()
+        .map(|r| {
+            let r = r.expect("well-formed CSV row");
+            headers
+                .iter()
+                .zip(r.iter())
+                .map(|(h, v)| (h.to_string(), v.to_string()))
+                .collect()
+        })
+        .collect()
+}
+
+pub fn num(row: &HashMap<String, String>, key: &str) -> f64 {
+    row.get(key)
+        .unwrap_or_else(|| panic!("column {key} missing"))
+        .parse()
+        .unwrap_or_else(|_| panic!("column {key} = {:?} is not a number", row[key]))
+}
+
+pub fn output_text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}

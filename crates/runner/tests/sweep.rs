@@ -1,0 +1,203 @@
+//! The smoke experiment end to end through the real binary, checked against the schema.
+
+mod common;
+
+use common::*;
+
+const FAILURE_CLASSES: [&str; 13] = [
+    "connect_refused",
+    "connect_timeout",
+    "addr_unavailable",
+    "fd_exhausted",
+    "conn_reset",
+    "tls_failed",
+    "handshake_timeout",
+    "quic_idle_timeout",
+    "request_timeout",
+    "bad_status",
+    "bad_body",
+    "missing_data",
+    "other",
+];
+
+#[test]
+fn smoke_experiment_writes_every_cell_with_consistent_figures() {
+    let out = tempfile::tempdir().unwrap();
+    let certs = tempfile::tempdir().unwrap();
+    let output = runner()
+        .arg("--experiment")
+        .arg(workspace().join("experiments/smoke.toml"))
+        .arg("--out")
+        .arg(out.path())
+        .arg("--certs")
+        .arg(certs.path())
+        .output()
+        .unwrap();
+    let text = output_text(&output);
+    assert!(output.status.success(), "{text}");
+    assert!(
+        text.contains("median ms") && text.contains("req/s"),
+        "summary table missing: {text}"
+    );
+    let dir = results_dir(out.path());
+    let rows = read_csv(&dir.join("cells.csv"));
+    let mut keys: Vec<_> = rows.iter().map(|r| r["cell_key"].clone()).collect();
+    keys.sort();
+    let mut expected = Vec::new();
+    for stack in ["grpc", "h1", "h2", "h3"] {
+        for regime in ["new-conn", "reuse"] {
+            for c in [2, 8] {
+                expected.push(format!("{stack}/{regime}/c{c}/r1"));
+            }
+        }
+    }
+    expected.sort();
+    assert_eq!(keys, expected);
+    for row in &rows {
+        let key = &row["cell_key"];
+        let sent = num(row, "sent");
+        let ok = num(row, "ok");
+        let failed: f64 = FAILURE_CLASSES
+            .iter()
+            .map(|c| num(row, &format!("fail_{c}")))
+            .sum();
+        assert_eq!(ok + failed, sent, "{key}: ok + failures != sent");
+        assert_eq!(failed, num(row, "failed"), "{key}");
+        assert_eq!(sent, num(row, "requests"), "{key}: budget not spent");
+        assert_eq!(ok, sent, "{key}: failures on a healthy loopback server");
+        let order = ["min", "p50", "p90", "p95", "p99", "p999", "max"];
+        for pair in order.windows(2) {
+            let (a, b) = (
+                num(row, &format!("latency_{}_us", pair[0])),
+                num(row, &format!("latency_{}_us", pair[1])),
+            );
+            assert!(a <= b, "{key}: latency {} {a} > {} {b}", pair[0], pair[1]);
+        }
+        assert!(num(row, "latency_min_us") > 0.0, "{key}");
+        let throughput = num(row, "throughput_rps");
+        let expected = ok / num(row, "elapsed_s");
+        assert!(
+            (throughput - expected).abs() <= expected * 1e-3 + 1e-3,
+            "{key}: {throughput} vs {expected}"
+        );
+        assert!(num(row, "server_rss_peak_bytes") > 0.0, "{key}");
+        assert!(num(row, "client_rss_peak_bytes") > 0.0, "{key}");
+        assert!(
+            num(row, "server_cpu_s") > 0.0,
+            "{key}: server CPU not measured"
+        );
+        // At least the item's padding (134 B in the small profile) must cross the wire.
+        assert!(
+            num(row, "wire_received_bytes_per_request") >= 134.0,
+            "{key}"
+        );
+        if row["regime"] == "new-conn" {
+            assert_eq!(
+                num(row, "connections_opened"),
+                sent,
+                "{key}: one connection per request"
+            );
+            assert!(num(row, "handshake_p50_us") > 0.0, "{key}");
+            assert!(
+                num(row, "latency_p50_us") >= num(row, "handshake_p50_us"),
+                "{key}: latency includes the handshake"
+            );
+        } else {
+            assert_eq!(
+                num(row, "connections_opened"),
+                num(row, "concurrency"),
+                "{key}: one connection per worker"
+            );
+        }
+        assert_eq!(
+            num(row, "warmup_sent"),
+            (num(row, "requests") * 0.1).round(),
+            "{key}"
+        );
+    }
+    let resources = read_csv(&dir.join("resources.csv"));
+    assert!(resources.iter().any(|r| r["role"] == "server"));
+    assert!(resources.iter().any(|r| r["role"] == "client"));
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["status"], "completed");
+    assert_eq!(manifest["cells_done"], 16);
+    assert_eq!(manifest["experiment"]["name"], "smoke");
+    assert!(manifest["crate_versions"]["quinn"].is_string());
+}
+
+#[test]
+fn killed_server_is_recorded_and_the_sweep_goes_on() {
+    let out = tempfile::tempdir().unwrap();
+    let certs = tempfile::tempdir().unwrap();
+    let child = runner()
+        .args([
+            "--stacks",
+            "h1,h2",
+            "--regime",
+            "new-conn",
+            "--concurrency",
+            "4",
+        ])
+        .args([
+            "--requests",
+            "200000",
+            "--max-cell-seconds",
+            "4",
+            "--warmup-fraction",
+            "0",
+        ])
+        .arg("--out")
+        .arg(out.path())
+        .arg("--certs")
+        .arg(certs.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let server = wait_for_server_child(child.id());
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(server as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", output_text(&output));
+    let rows = read_csv(&results_dir(out.path()).join("cells.csv"));
+    assert_eq!(rows.len(), 2);
+    let killed = &rows[0];
+    assert_eq!(killed["stack"], "h1");
+    assert!(
+        killed["server_exit"].contains('9') || killed["server_exit"].contains("KILL"),
+        "{killed:?}"
+    );
+    assert!(num(killed, "ok") > 0.0);
+    assert!(num(killed, "fail_connect_refused") > 0.0, "{killed:?}");
+    let next = &rows[1];
+    assert_eq!(next["stack"], "h2");
+    assert!(num(next, "ok") > 0.0);
+    assert_eq!(next["server_exit"], "");
+}
+
+/// The pid of the runner's `serve` child, once it exists.
+fn wait_for_server_child(runner_pid: u32) -> u32 {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::time::Instant::now() < deadline {
+        if let Ok(tasks) = std::fs::read_dir(format!("/proc/{runner_pid}/task")) {
+            for task in tasks.flatten() {
+                let children =
+                    std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+                for pid in children.split_whitespace() {
+                    let cmdline =
+                        std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                    if cmdline.contains("serve") {
+                        return pid.parse().unwrap();
+                    }
+                }
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    panic!("the runner never started a server");
+}
