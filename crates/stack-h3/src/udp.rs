@@ -85,12 +85,11 @@ impl AsyncUdpSocket for RefusalAwareSocket {
     ) -> Poll<io::Result<usize>> {
         loop {
             ready!(self.io.poll_recv_ready(cx))?;
-            match self.io.try_io(Interest::READABLE, || {
+            // WouldBlock clears the readiness; other errors are per-datagram. Poll again.
+            if let Ok(n) = self.io.try_io(Interest::READABLE, || {
                 self.state.recv((&self.io).into(), bufs, meta)
             }) {
-                Ok(n) => return Poll::Ready(Ok(n)),
-                // WouldBlock cleared the readiness; other errors are per-datagram. Poll again.
-                Err(_) => {}
+                return Poll::Ready(Ok(n));
             }
         }
     }
