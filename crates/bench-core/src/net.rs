@@ -326,3 +326,40 @@ where
         });
     }
 }
+
+/// The task that drives a client connection (e.g. hyper's connection future). Closing awaits it
+/// (bounded), so the socket is really closed before a worker opens the next one; dropping the
+/// connection without closing aborts it.
+pub struct ConnDriver(std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>);
+
+impl ConnDriver {
+    pub fn spawn<F>(driver: F) -> Self
+    where
+        F: std::future::Future + Send + 'static,
+    {
+        ConnDriver(std::sync::Mutex::new(Some(tokio::spawn(async move {
+            let _ = driver.await;
+        }))))
+    }
+
+    /// Waits up to `within` for the driver to finish, then abandons it.
+    pub async fn finish(&self, within: Duration) {
+        let handle = self.0.lock().expect("driver lock").take();
+        if let Some(handle) = handle {
+            let abort = handle.abort_handle();
+            if tokio::time::timeout(within, handle).await.is_err() {
+                abort.abort();
+            }
+        }
+    }
+}
+
+impl Drop for ConnDriver {
+    fn drop(&mut self) {
+        if let Ok(mut handle) = self.0.lock() {
+            if let Some(handle) = handle.take() {
+                handle.abort();
+            }
+        }
+    }
+}

@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use async_trait::async_trait;
-use bench_core::net::{TcpConnector, WireCounters};
+use bench_core::net::{ConnDriver, TcpConnector, WireCounters};
 use bench_core::workload::{validate_item, ItemView};
 use bench_core::{
     classify_error, Client, ClientSettings, Connected, Connection, Failure, FailureClass,
@@ -20,7 +20,6 @@ use hyper::client::conn::http2::SendRequest;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use prost::Message;
 use stack_h1::hyper_rest::classify_hyper;
-use tokio::task::JoinHandle;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 
 use crate::pb::{GetItemRequest, Item};
@@ -60,13 +59,11 @@ impl Client for GrpcClient {
             hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
                 .await
                 .map_err(|e| classify_hyper(Phase::Handshake, &e))?;
-        let driver = tokio::spawn(async move {
-            let _ = conn.await;
-        });
+        let driver = ConnDriver::spawn(conn);
         Ok(Connected {
             conn: Arc::new(GrpcConnection {
                 send: std::sync::Mutex::new(Some(send)),
-                driver: std::sync::Mutex::new(Some(driver)),
+                driver,
                 counters,
                 payload: self.payload,
                 origin: self.origin.clone(),
@@ -78,7 +75,7 @@ impl Client for GrpcClient {
 
 struct GrpcConnection {
     send: std::sync::Mutex<Option<SendRequest<tonic::body::Body>>>,
-    driver: std::sync::Mutex<Option<JoinHandle<()>>>,
+    driver: ConnDriver,
     counters: Arc<WireCounters>,
     payload: PayloadProfile,
     origin: http::Uri,
@@ -139,20 +136,7 @@ impl Connection for GrpcConnection {
 
     async fn close(&self) {
         self.send.lock().expect("sender lock").take();
-        let driver = self.driver.lock().expect("driver lock").take();
-        if let Some(driver) = driver {
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), driver).await;
-        }
-    }
-}
-
-impl Drop for GrpcConnection {
-    fn drop(&mut self) {
-        if let Ok(mut d) = self.driver.lock() {
-            if let Some(d) = d.take() {
-                d.abort();
-            }
-        }
+        self.driver.finish(std::time::Duration::from_secs(1)).await;
     }
 }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
-use bench_core::net::{TcpConnector, WireCounters};
+use bench_core::net::{ConnDriver, TcpConnector, WireCounters};
 use bench_core::workload::item_path;
 use bench_core::{
     Client, ClientSettings, Connected, Connection, Failure, PayloadProfile, Phase, Reply, WireBytes,
@@ -15,7 +15,6 @@ use http_body_util::Empty;
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use tokio::sync::Mutex;
-use tokio::task::JoinHandle;
 
 use crate::hyper_rest::{classify_hyper, read_item};
 
@@ -41,13 +40,11 @@ impl Client for H1Client {
         let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|e| classify_hyper(Phase::Handshake, &e))?;
-        let driver = tokio::spawn(async move {
-            let _ = conn.await;
-        });
+        let driver = ConnDriver::spawn(conn);
         Ok(Connected {
             conn: Arc::new(H1Connection {
                 send: Mutex::new(Some(send)),
-                driver: std::sync::Mutex::new(Some(driver)),
+                driver,
                 counters,
                 payload: self.payload,
             }),
@@ -58,7 +55,7 @@ impl Client for H1Client {
 
 struct H1Connection {
     send: Mutex<Option<SendRequest<Empty<Bytes>>>>,
-    driver: std::sync::Mutex<Option<JoinHandle<()>>>,
+    driver: ConnDriver,
     counters: Arc<WireCounters>,
     payload: PayloadProfile,
 }
@@ -95,19 +92,6 @@ impl Connection for H1Connection {
     async fn close(&self) {
         // Dropping the sender lets hyper shut the connection down (TLS close_notify, FIN).
         self.send.lock().await.take();
-        let driver = self.driver.lock().expect("driver lock").take();
-        if let Some(driver) = driver {
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), driver).await;
-        }
-    }
-}
-
-impl Drop for H1Connection {
-    fn drop(&mut self) {
-        if let Ok(mut d) = self.driver.lock() {
-            if let Some(d) = d.take() {
-                d.abort();
-            }
-        }
+        self.driver.finish(std::time::Duration::from_secs(1)).await;
     }
 }

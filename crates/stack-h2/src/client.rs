@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
-use bench_core::net::{TcpConnector, WireCounters};
+use bench_core::net::{ConnDriver, TcpConnector, WireCounters};
 use bench_core::workload::item_path;
 use bench_core::{
     Client, ClientSettings, Connected, Connection, Failure, FailureClass, PayloadProfile, Phase,
@@ -16,7 +16,6 @@ use http_body_util::Empty;
 use hyper::client::conn::http2::SendRequest;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use stack_h1::hyper_rest::{classify_hyper, read_item};
-use tokio::task::JoinHandle;
 
 pub struct H2Client {
     connector: TcpConnector,
@@ -49,13 +48,11 @@ impl Client for H2Client {
             hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
                 .await
                 .map_err(|e| classify_hyper(Phase::Handshake, &e))?;
-        let driver = tokio::spawn(async move {
-            let _ = conn.await;
-        });
+        let driver = ConnDriver::spawn(conn);
         Ok(Connected {
             conn: Arc::new(H2Connection {
                 send: std::sync::Mutex::new(Some(send)),
-                driver: std::sync::Mutex::new(Some(driver)),
+                driver,
                 counters,
                 payload: self.payload,
                 uri_prefix: format!("{}://{}", self.scheme, self.authority),
@@ -67,7 +64,7 @@ impl Client for H2Client {
 
 struct H2Connection {
     send: std::sync::Mutex<Option<SendRequest<Empty<Bytes>>>>,
-    driver: std::sync::Mutex<Option<JoinHandle<()>>>,
+    driver: ConnDriver,
     counters: Arc<WireCounters>,
     payload: PayloadProfile,
     /// HTTP/2 requests carry an absolute URI.
@@ -104,19 +101,6 @@ impl Connection for H2Connection {
     async fn close(&self) {
         // With the last sender gone, hyper sends GOAWAY and closes the socket.
         self.send.lock().expect("sender lock").take();
-        let driver = self.driver.lock().expect("driver lock").take();
-        if let Some(driver) = driver {
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), driver).await;
-        }
-    }
-}
-
-impl Drop for H2Connection {
-    fn drop(&mut self) {
-        if let Ok(mut d) = self.driver.lock() {
-            if let Some(d) = d.take() {
-                d.abort();
-            }
-        }
+        self.driver.finish(std::time::Duration::from_secs(1)).await;
     }
 }

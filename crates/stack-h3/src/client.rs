@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use bench_core::net::ConnDriver;
 use bench_core::workload::{item_path, validate_json_item};
 use bench_core::{
     classify_error, Client, ClientSettings, ConnectTiming, Connected, Connection, Failure,
@@ -123,9 +124,7 @@ impl Client for H3Client {
         let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(conn.clone()))
             .await
             .map_err(|e| classify_h3(&e.to_string(), Phase::Handshake))?;
-        let driver = tokio::spawn(async move {
-            let _ = driver.wait_idle().await;
-        });
+        let driver = ConnDriver::spawn(async move { driver.wait_idle().await });
         Ok(Connected {
             conn: Arc::new(H3Connection {
                 _endpoint: endpoint,
@@ -145,7 +144,7 @@ struct H3Connection {
     _endpoint: quinn::Endpoint,
     conn: quinn::Connection,
     send: SendRequest,
-    driver: tokio::task::JoinHandle<()>,
+    driver: ConnDriver,
     payload: PayloadProfile,
     uri_prefix: String,
 }
@@ -225,13 +224,7 @@ impl Connection for H3Connection {
     async fn close(&self) {
         // Client closes first; the endpoint drains in the background like a TCP TIME_WAIT.
         self.conn.close(0u32.into(), b"done");
-        self.driver.abort();
-    }
-}
-
-impl Drop for H3Connection {
-    fn drop(&mut self) {
-        self.driver.abort();
+        self.driver.finish(Duration::ZERO).await;
     }
 }
 
