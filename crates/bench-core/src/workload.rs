@@ -225,6 +225,9 @@ pub enum FaultKind {
     MissingField,
     /// A correct answer after the given delay.
     Delay(Duration),
+    /// The whole server stalls for the given time: every request arriving before the stall
+    /// ends waits for it (a GC pause or a blocked event loop), for coordinated-omission tests.
+    Stall(Duration),
 }
 
 /// A fault kind applied to a fraction of requests, spread evenly (every 1/fraction-th request).
@@ -254,16 +257,22 @@ impl FromStr for FaultSpec {
             "status" => FaultKind::Status,
             "bad-body" => FaultKind::BadBody,
             "missing-field" => FaultKind::MissingField,
-            k if k.starts_with("delay-") && k.ends_with("ms") => {
+            k if k.ends_with("ms") && (k.starts_with("delay-") || k.starts_with("stall-")) => {
                 let ms = &k["delay-".len()..k.len() - 2];
-                FaultKind::Delay(Duration::from_millis(ms.parse().map_err(|_| {
-                    format!("fault delay '{ms}' is not a whole number of ms")
-                })?))
+                let d = Duration::from_millis(
+                    ms.parse()
+                        .map_err(|_| format!("fault time '{ms}' is not a whole number of ms"))?,
+                );
+                if k.starts_with("delay-") {
+                    FaultKind::Delay(d)
+                } else {
+                    FaultKind::Stall(d)
+                }
             }
             other => {
                 return Err(format!(
-                "unknown fault '{other}', expected status, bad-body, missing-field or delay-<N>ms"
-            ))
+                    "unknown fault '{other}', expected status, bad-body, missing-field, delay-<N>ms or stall-<N>ms"
+                ))
             }
         };
         Ok(FaultSpec { kind, fraction })
@@ -277,6 +286,7 @@ impl fmt::Display for FaultSpec {
             FaultKind::BadBody => write!(f, "bad-body")?,
             FaultKind::MissingField => write!(f, "missing-field")?,
             FaultKind::Delay(d) => write!(f, "delay-{}ms", d.as_millis())?,
+            FaultKind::Stall(d) => write!(f, "stall-{}ms", d.as_millis())?,
         }
         write!(f, ":{}", self.fraction)
     }
@@ -287,6 +297,8 @@ impl fmt::Display for FaultSpec {
 pub struct FaultInjector {
     spec: Option<FaultSpec>,
     counter: AtomicU64,
+    /// End of the current stall, for the stall fault.
+    stall_until: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 impl FaultInjector {
@@ -294,15 +306,27 @@ impl FaultInjector {
         FaultInjector {
             spec,
             counter: AtomicU64::new(0),
+            stall_until: std::sync::Mutex::new(None),
         }
     }
 
     /// The fault for the next request, if any: request i is faulted when ⌊(i+1)·f⌋ > ⌊i·f⌋.
+    /// A stall starts on such a request and delays every request until it ends.
     pub fn next(&self) -> Option<FaultKind> {
         let spec = self.spec?;
         let i = self.counter.fetch_add(1, Ordering::Relaxed) as f64;
         let fire = ((i + 1.0) * spec.fraction).floor() > (i * spec.fraction).floor();
-        fire.then_some(spec.kind)
+        let FaultKind::Stall(length) = spec.kind else {
+            return fire.then_some(spec.kind);
+        };
+        let now = std::time::Instant::now();
+        let mut until = self.stall_until.lock().expect("stall lock");
+        if fire && until.is_none_or(|u| u <= now) {
+            *until = Some(now + length);
+        }
+        until
+            .filter(|u| *u > now)
+            .map(|u| FaultKind::Delay(u - now))
     }
 }
 
@@ -362,7 +386,7 @@ impl ServerWorkload {
             Some(FaultKind::Status) => text(500, "injected fault\n"),
             Some(FaultKind::BadBody) => json(Bytes::from_static(b"{\"id\":")),
             Some(FaultKind::MissingField) => json(self.renderer.json_missing_field(id)),
-            Some(FaultKind::Delay(d)) => RestReply {
+            Some(FaultKind::Delay(d) | FaultKind::Stall(d)) => RestReply {
                 delay: Some(d),
                 ..json(self.renderer.json(id))
             },
@@ -442,6 +466,24 @@ mod tests {
         assert!("explode".parse::<FaultSpec>().is_err());
         assert!("status:2".parse::<FaultSpec>().is_err());
         assert!("delay-xms".parse::<FaultSpec>().is_err());
+        assert_eq!(
+            "stall-300ms:0.01".parse::<FaultSpec>().unwrap().to_string(),
+            "stall-300ms:0.01"
+        );
+    }
+
+    #[test]
+    fn a_stall_delays_every_request_until_it_ends() {
+        let inj = FaultInjector::new(Some("stall-200ms:0.5".parse().unwrap()));
+        assert_eq!(inj.next(), None);
+        let Some(FaultKind::Delay(first)) = inj.next() else {
+            panic!("the second request starts the stall");
+        };
+        assert!(first > Duration::from_millis(150));
+        let Some(FaultKind::Delay(third)) = inj.next() else {
+            panic!("a request during the stall waits for its end");
+        };
+        assert!(third <= first);
     }
 
     #[test]

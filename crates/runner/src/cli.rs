@@ -104,6 +104,15 @@ pub struct RunArgs {
     pub connections: Option<u32>,
     #[arg(long)]
     pub warmup_fraction: Option<f64>,
+    /// Single-user baseline per stack and regime, in seconds (0 = none).
+    #[arg(long)]
+    pub baseline_seconds: Option<u64>,
+    /// Open loop: requests per second on a fixed schedule (default: closed loop).
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Test-only: fault the servers inject, e.g. delay-50ms or stall-300ms:0.005.
+    #[arg(long)]
+    pub server_fault: Option<String>,
     #[arg(long)]
     pub max_cell_seconds: Option<u64>,
     #[arg(long)]
@@ -189,6 +198,15 @@ impl RunArgs {
         }
         if let Some(f) = self.warmup_fraction {
             e.warmup_fraction = f;
+        }
+        if let Some(n) = self.baseline_seconds {
+            e.baseline_seconds = n;
+        }
+        if let Some(r) = self.rate {
+            e.rate = Some(r);
+        }
+        if let Some(f) = &self.server_fault {
+            e.server_fault = Some(f.clone());
         }
         if let Some(n) = self.max_cell_seconds {
             e.max_cell_seconds = n;

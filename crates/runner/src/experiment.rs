@@ -61,6 +61,14 @@ pub struct Experiment {
     pub requests_new_conn: u64,
     /// Unrecorded warm-up requests before each cell, as a fraction of its measured requests.
     pub warmup_fraction: f64,
+    /// Single-user baseline per stack and regime: one worker for this many seconds (0 = none).
+    pub baseline_seconds: u64,
+    /// Open loop: requests per second on a fixed arrival schedule, latency from each request's
+    /// scheduled start (no coordinated omission). `None` = closed loop (the study's mode).
+    pub rate: Option<f64>,
+    /// Test-only: a fault the servers inject (`status`, `bad-body`, `missing-field`,
+    /// `delay-<N>ms`, `stall-<N>ms`, each with optional `:<fraction>`).
+    pub server_fault: Option<String>,
     pub payload: PayloadProfile,
     pub plaintext: bool,
     pub handshake: HandshakeVariant,
@@ -92,6 +100,9 @@ impl Default for Experiment {
             requests_reuse: 50_000,
             requests_new_conn: 5_000,
             warmup_fraction: 0.05,
+            baseline_seconds: 10,
+            rate: None,
+            server_fault: None,
             payload: PayloadProfile::Small,
             plaintext: false,
             handshake: HandshakeVariant::Full,
@@ -212,6 +223,22 @@ impl Experiment {
                 "warmup_fraction",
                 format!("{} is outside 0..1", self.warmup_fraction),
             );
+        }
+        if let Some(rate) = self.rate {
+            if !(rate.is_finite() && rate > 0.0) {
+                return fail(
+                    "rate",
+                    format!("{rate} is not a positive number of requests per second"),
+                );
+            }
+        }
+        if let Some(fault) = &self.server_fault {
+            fault
+                .parse::<bench_core::FaultSpec>()
+                .map_err(|e| format!("experiment '{}': server_fault: {e}", self.name))?;
+        }
+        if self.baseline_seconds > 3600 {
+            return fail("baseline_seconds", "must be at most 3600".into());
         }
         for (key, ms) in [
             ("request_timeout_ms", self.request_timeout_ms),

@@ -26,7 +26,13 @@ pub struct LoadSpec {
     pub max_duration: Duration,
     /// First request id, so warm-up and measured ids differ.
     pub first_id: u64,
+    /// Open loop: requests per second on a fixed schedule; `None` = closed loop.
+    pub rate: Option<f64>,
 }
+
+/// An open-loop request that starts this much after its scheduled time counts as late: no
+/// worker was free when it was due (k6's dropped iterations, but still sent and measured).
+pub const LATE_AFTER: Duration = Duration::from_millis(10);
 
 /// Live counters for the progress display; also lets the runner stop a phase early.
 #[derive(Debug, Default)]
@@ -44,33 +50,79 @@ pub struct LoadResult {
     pub cut_short: bool,
 }
 
-/// Hands out request ids until the budget, the deadline or a stop ends the phase.
+/// Hands out requests until the budget, the deadline or a stop ends the phase.
 struct Budget {
     next: AtomicU64,
+    first: u64,
     end: u64,
+    started: Instant,
     deadline: Instant,
+    /// Open loop: time between scheduled starts.
+    interval: Option<Duration>,
     progress: Arc<Progress>,
 }
 
+/// One request to send: its id and, in open loop, when it is due.
+struct Ticket {
+    id: u64,
+    due: Option<Instant>,
+}
+
 impl Budget {
-    fn take(&self) -> Option<u64> {
+    fn take(&self) -> Option<Ticket> {
         if self.progress.stop.load(Ordering::Relaxed) || Instant::now() >= self.deadline {
             return None;
         }
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        (id < self.end).then_some(id)
+        if id >= self.end {
+            return None;
+        }
+        let due = self
+            .interval
+            .map(|i| self.started + i.mul_f64((id - self.first) as f64));
+        Some(Ticket { id, due })
+    }
+}
+
+impl Ticket {
+    /// Waits until the request is due and returns the instant its latency counts from: the
+    /// scheduled start in open loop (so a stall shows in the tail), now in closed loop.
+    async fn start(&self, shard: &Shard) -> Instant {
+        let Some(due) = self.due else {
+            return Instant::now();
+        };
+        let now = Instant::now();
+        if due > now {
+            tokio::time::sleep_until(due.into()).await;
+        } else if now - due > LATE_AFTER {
+            record(shard, |m| m.late += 1);
+        }
+        due
     }
 }
 
 /// A connection slot: one per worker, or one per shared connection.
 type Slot = Mutex<Option<Arc<dyn Connection>>>;
 
+/// Where workers record. A few shards rather than one set per worker: a full set of
+/// histograms is ≈ 0.5 MB, so 500 workers would hold 280 MB. Worker w records into shard
+/// w mod S (S = 4 × runtime threads); the lock is taken only for a record, never across an
+/// await, so two workers contend only when they run at the same instant on different threads.
+type Shard = std::sync::Mutex<Measurements>;
+
+fn record(shard: &Shard, f: impl FnOnce(&mut Measurements)) {
+    f(&mut shard.lock().expect("measurement shard"));
+}
+
 pub async fn run(client: Arc<dyn Client>, spec: LoadSpec, progress: Arc<Progress>) -> LoadResult {
     let started = Instant::now();
     let budget = Arc::new(Budget {
         next: AtomicU64::new(spec.first_id),
-        end: spec.first_id + spec.requests,
+        first: spec.first_id,
+        end: spec.first_id.saturating_add(spec.requests),
+        started,
         deadline: started + spec.max_duration,
+        interval: spec.rate.map(|r| Duration::from_secs_f64(1.0 / r)),
         progress: progress.clone(),
     });
     let slot_count = match (spec.regime, spec.connections) {
@@ -78,32 +130,42 @@ pub async fn run(client: Arc<dyn Client>, spec: LoadSpec, progress: Arc<Progress
         _ => spec.concurrency,
     } as usize;
     let slots: Arc<Vec<Slot>> = Arc::new((0..slot_count).map(|_| Mutex::new(None)).collect());
+    let shard_count = 4 * tokio::runtime::Handle::current()
+        .metrics()
+        .num_workers()
+        .max(1);
+    let shards: Arc<Vec<Shard>> = Arc::new((0..shard_count).map(|_| Shard::default()).collect());
     let mut workers = Vec::with_capacity(spec.concurrency as usize);
     for w in 0..spec.concurrency as usize {
         let client = client.clone();
         let budget = budget.clone();
         let slots = slots.clone();
         let progress = progress.clone();
+        let shards = shards.clone();
         workers.push(tokio::spawn(async move {
+            let shard = &shards[w % shards.len()];
             match spec.regime {
                 Regime::Reuse => {
-                    reuse_worker(&*client, &slots[w % slots.len()], &budget, &spec, &progress).await
+                    let slot = &slots[w % slots.len()];
+                    reuse_worker(&*client, slot, shard, &budget, &spec, &progress).await
                 }
-                Regime::NewConn => new_conn_worker(&*client, &budget, &spec, &progress).await,
+                Regime::NewConn => {
+                    new_conn_worker(&*client, shard, &budget, &spec, &progress).await
+                }
             }
         }));
     }
-    let mut measurements = Measurements::default();
     for w in workers {
-        if let Ok(m) = w.await {
-            measurements.merge(&m);
-        }
+        let _ = w.await;
+    }
+    let mut measurements = Measurements::default();
+    for shard in shards.iter() {
+        measurements.merge(&shard.lock().expect("measurement shard"));
     }
     let elapsed = started.elapsed();
     for slot in slots.iter() {
         if let Some(conn) = slot.lock().await.take() {
-            measurements.wire.sent += conn.wire_bytes().sent;
-            measurements.wire.received += conn.wire_bytes().received;
+            measurements.add_wire(conn.wire_bytes());
             conn.close().await;
         }
     }
@@ -118,7 +180,7 @@ pub async fn run(client: Arc<dyn Client>, spec: LoadSpec, progress: Arc<Progress
 async fn connect(
     client: &dyn Client,
     spec: &LoadSpec,
-    m: &mut Measurements,
+    shard: &Shard,
 ) -> Result<Arc<dyn Connection>, Failure> {
     let connected = tokio::time::timeout(spec.connect_bound, client.connect())
         .await
@@ -128,7 +190,7 @@ async fn connect(
                 "connection setup exceeded its bound",
             )
         })??;
-    m.record_connect(&connected.timing);
+    record(shard, |m| m.record_connect(&connected.timing));
     Ok(connected.conn)
 }
 
@@ -159,18 +221,18 @@ fn count(progress: &Progress, failed: bool) {
 async fn reuse_worker(
     client: &dyn Client,
     slot: &Slot,
+    shard: &Shard,
     budget: &Budget,
     spec: &LoadSpec,
     progress: &Progress,
-) -> Measurements {
-    let mut m = Measurements::default();
-    while let Some(id) = budget.take() {
-        let issued = Instant::now();
+) {
+    while let Some(ticket) = budget.take() {
+        let issued = ticket.start(shard).await;
         let conn = {
             let mut guard = slot.lock().await;
             match guard.as_ref() {
                 Some(c) => Ok(c.clone()),
-                None => match connect(client, spec, &mut m).await {
+                None => match connect(client, spec, shard).await {
                     Ok(c) => {
                         *guard = Some(c.clone());
                         Ok(c)
@@ -180,13 +242,13 @@ async fn reuse_worker(
             }
         };
         let outcome = match conn {
-            Ok(conn) => match request(&*conn, id, spec).await {
+            Ok(conn) => match request(&*conn, ticket.id, spec).await {
                 Err(f) if f.class.breaks_connection() => {
                     let mut guard = slot.lock().await;
                     if guard.as_ref().is_some_and(|c| Arc::ptr_eq(c, &conn)) {
                         guard.take();
-                        m.wire.sent += conn.wire_bytes().sent;
-                        m.wire.received += conn.wire_bytes().received;
+                        let wire = conn.wire_bytes();
+                        record(shard, |m| m.add_wire(wire));
                     }
                     drop(guard);
                     conn.close().await;
@@ -196,52 +258,61 @@ async fn reuse_worker(
             },
             Err(f) => Err(f),
         };
-        match outcome {
-            Ok(reply) => {
-                m.record_ok(issued.elapsed(), &reply);
-                count(progress, false);
-            }
-            Err(f) => {
-                m.record_failure(f);
-                count(progress, true);
-            }
-        }
+        finish_request(shard, progress, issued, outcome);
     }
-    m
 }
 
 /// Every request on a connection of its own: connect (full handshake), request, close.
 async fn new_conn_worker(
     client: &dyn Client,
+    shard: &Shard,
     budget: &Budget,
     spec: &LoadSpec,
     progress: &Progress,
-) -> Measurements {
-    let mut m = Measurements::default();
-    while let Some(id) = budget.take() {
-        let issued = Instant::now();
-        let outcome = match connect(client, spec, &mut m).await {
+) {
+    while let Some(ticket) = budget.take() {
+        let issued = ticket.start(shard).await;
+        let outcome = match connect(client, spec, shard).await {
             Ok(conn) => {
-                let result = request(&*conn, id, spec).await;
-                let latency = issued.elapsed();
+                let result = request(&*conn, ticket.id, spec).await;
+                // Latency ends with the validated answer; the close is not part of it.
+                let answered = Instant::now();
                 conn.close().await;
                 let wire = conn.wire_bytes();
-                m.wire.sent += wire.sent;
-                m.wire.received += wire.received;
-                result.map(|reply| (latency, reply))
+                record(shard, |m| m.add_wire(wire));
+                result.map(|reply| (reply, answered))
             }
             Err(f) => Err(f),
         };
         match outcome {
-            Ok((latency, reply)) => {
-                m.record_ok(latency, &reply);
+            Ok((reply, answered)) => {
+                record(shard, |m| m.record_ok(answered - issued, &reply));
                 count(progress, false);
             }
             Err(f) => {
-                m.record_failure(f);
+                record(shard, |m| m.record_failure(f));
                 count(progress, true);
             }
         }
     }
-    m
+}
+
+/// Records a request's outcome with its latency from `issued` to now.
+fn finish_request(
+    shard: &Shard,
+    progress: &Progress,
+    issued: Instant,
+    outcome: Result<bench_core::Reply, Failure>,
+) {
+    let latency = issued.elapsed();
+    match outcome {
+        Ok(reply) => {
+            record(shard, |m| m.record_ok(latency, &reply));
+            count(progress, false);
+        }
+        Err(f) => {
+            record(shard, |m| m.record_failure(f));
+            count(progress, true);
+        }
+    }
 }

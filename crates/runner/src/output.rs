@@ -53,6 +53,7 @@ impl CellResult {
         let mut r: Vec<(String, String)> = Vec::with_capacity(96);
         let mut put = |k: &str, v: String| r.push((k.to_string(), v));
         put("cell_key", self.cell.key());
+        put("stage", self.cell.stage.as_str().to_string());
         put("stack", self.cell.stack.clone());
         put("regime", self.cell.regime.to_string());
         put("concurrency", self.cell.concurrency.to_string());
@@ -61,7 +62,34 @@ impl CellResult {
         put("plaintext", self.cell.plaintext.to_string());
         put("handshake", self.cell.handshake.as_str().to_string());
         put("connections", self.cell.connections.to_string());
-        put("requests", self.cell.requests.to_string());
+        put(
+            "requests",
+            match self.cell.duration_s {
+                Some(_) => String::new(),
+                None => self.cell.requests.to_string(),
+            },
+        );
+        put(
+            "duration_s",
+            self.cell
+                .duration_s
+                .map(|d| d.to_string())
+                .unwrap_or_default(),
+        );
+        put(
+            "mode",
+            if self.cell.rate.is_some() {
+                "open"
+            } else {
+                "closed"
+            }
+            .to_string(),
+        );
+        put(
+            "rate_rps",
+            self.cell.rate.map(|r| r.to_string()).unwrap_or_default(),
+        );
+        put("late", m.late.to_string());
         put("sent", m.sent.to_string());
         put("ok", m.ok.to_string());
         put("failed", m.failed().to_string());
@@ -351,7 +379,10 @@ pub fn summary_table(results: &[CellResult]) -> String {
             "{:<6} {:<9} {:>6} {:>4} {:>11.3} {:>11.3} {:>11.3} {:>11.1} {:>9.2} {:>11.1} {:>11.1}\n",
             r.cell.stack,
             r.cell.regime.as_str(),
-            r.cell.concurrency,
+            match r.cell.stage {
+                crate::plan::Stage::Baseline => "1*".to_string(),
+                crate::plan::Stage::Stress => r.cell.concurrency.to_string(),
+            },
             r.cell.repetition,
             s.p50 as f64 / 1000.0,
             s.p95 as f64 / 1000.0,

@@ -5,8 +5,27 @@ use bench_core::{HandshakeVariant, PayloadProfile};
 
 use crate::experiment::{Experiment, Regime};
 
+/// What a cell is for in the report: seed 000's single-user baseline or a stress stage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// One worker for a fixed time, no load.
+    Baseline,
+    /// `concurrency` workers for a request budget.
+    Stress,
+}
+
+impl Stage {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::Baseline => "baseline",
+            Stage::Stress => "stress",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cell {
+    pub stage: Stage,
     pub stack: String,
     pub regime: Regime,
     pub concurrency: u32,
@@ -15,42 +34,80 @@ pub struct Cell {
     pub plaintext: bool,
     pub handshake: HandshakeVariant,
     pub connections: u32,
+    /// Measured request budget (for a baseline: an upper bound; its duration ends it).
     pub requests: u64,
     pub warmup_requests: u64,
+    /// Time-bound stages (the baseline) run this long.
+    pub duration_s: Option<u64>,
+    /// Open-loop arrival rate, requests per second.
+    pub rate: Option<f64>,
 }
 
 impl Cell {
     /// Stable identity of a cell within a run, used by the CSVs and by resume.
     pub fn key(&self) -> String {
-        format!(
-            "{}/{}/c{}/r{}",
-            self.stack, self.regime, self.concurrency, self.repetition
-        )
+        match self.stage {
+            Stage::Baseline => format!(
+                "{}/{}/baseline/r{}",
+                self.stack, self.regime, self.repetition
+            ),
+            Stage::Stress => format!(
+                "{}/{}/c{}/r{}",
+                self.stack, self.regime, self.concurrency, self.repetition
+            ),
+        }
     }
 }
 
 pub fn plan(exp: &Experiment) -> Vec<Cell> {
+    let cell = |stage, stack: &String, regime: Regime, concurrency, repetition| Cell {
+        stage,
+        stack: stack.clone(),
+        regime,
+        concurrency,
+        repetition,
+        payload: exp.payload,
+        plaintext: exp.plaintext,
+        handshake: exp.handshake,
+        connections: if regime == Regime::Reuse && stage == Stage::Stress {
+            exp.connections
+        } else {
+            0
+        },
+        requests: match stage {
+            // Bounded by time; the budget only guarantees that the loop ends.
+            Stage::Baseline => u64::MAX / 4,
+            Stage::Stress => exp.requests(regime),
+        },
+        warmup_requests: match stage {
+            Stage::Baseline => 0,
+            Stage::Stress => exp.warmup_requests(regime),
+        },
+        duration_s: (stage == Stage::Baseline).then_some(exp.baseline_seconds),
+        rate: match stage {
+            Stage::Baseline => None,
+            Stage::Stress => exp.rate,
+        },
+    };
     let mut cells = Vec::new();
     for repetition in 1..=exp.repetitions {
+        if exp.baseline_seconds > 0 {
+            for regime in &exp.regimes {
+                for stack in &exp.stacks {
+                    cells.push(cell(Stage::Baseline, stack, *regime, 1, repetition));
+                }
+            }
+        }
         for regime in &exp.regimes {
             for concurrency in &exp.concurrency {
                 for stack in &exp.stacks {
-                    cells.push(Cell {
-                        stack: stack.clone(),
-                        regime: *regime,
-                        concurrency: *concurrency,
+                    cells.push(cell(
+                        Stage::Stress,
+                        stack,
+                        *regime,
+                        *concurrency,
                         repetition,
-                        payload: exp.payload,
-                        plaintext: exp.plaintext,
-                        handshake: exp.handshake,
-                        connections: if *regime == Regime::Reuse {
-                            exp.connections
-                        } else {
-                            0
-                        },
-                        requests: exp.requests(*regime),
-                        warmup_requests: exp.warmup_requests(*regime),
-                    });
+                    ));
                 }
             }
         }
@@ -69,7 +126,10 @@ mod tests {
             ..Experiment::default()
         };
         let cells = plan(&exp);
-        assert_eq!(cells.len(), 4 * 2 * 5 * 2);
+        assert_eq!(cells.len(), (4 * 2 * 5 + 4 * 2) * 2);
+        assert_eq!(cells[0].stage, Stage::Baseline);
+        assert_eq!(cells[0].concurrency, 1);
+        assert_eq!(cells[0].duration_s, Some(10));
         let mut keys: Vec<_> = cells.iter().map(Cell::key).collect();
         keys.sort();
         keys.dedup();

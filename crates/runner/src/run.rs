@@ -87,7 +87,10 @@ pub async fn run(exp: Experiment, ctx: RunContext) -> anyhow::Result<RunOutcome>
             break;
         }
         let stack = registry::find(&cell.stack).expect("validated stack");
-        let bar = ProgressBar::new(cell.requests);
+        let bar = ProgressBar::new(match cell.duration_s {
+            Some(_) => 0,
+            None => cell.requests,
+        });
         bar.set_style(
             ProgressStyle::with_template("{prefix:<28} [{bar:30}] {pos}/{len} {msg}")
                 .expect("valid template")
@@ -158,7 +161,10 @@ async fn run_cell(
         listen: "127.0.0.1:0".parse().expect("address"),
         plaintext: cell.plaintext,
         payload: cell.payload,
-        fault: None,
+        fault: exp
+            .server_fault
+            .as_deref()
+            .map(|f| f.parse().expect("validated fault")),
         threads: exp.server_threads,
         backlog: exp.backlog,
         certs: ctx.certs_dir.clone(),
@@ -195,14 +201,16 @@ async fn run_cell(
         connect_bound: Duration::from_millis(
             exp.connect_timeout_ms + exp.handshake_timeout_ms + exp.request_timeout_ms,
         ),
-        max_duration: Duration::from_secs(exp.max_cell_seconds),
+        max_duration: Duration::from_secs(cell.duration_s.unwrap_or(exp.max_cell_seconds)),
         first_id: 1_000_000,
+        rate: cell.rate,
     };
     let warmup = if cell.warmup_requests > 0 {
         bar.set_message("warm-up");
         let warm = LoadSpec {
             requests: cell.warmup_requests,
             first_id: 0,
+            max_duration: Duration::from_secs(exp.max_cell_seconds),
             ..spec
         };
         let progress = Arc::new(Progress::default());

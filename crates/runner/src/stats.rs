@@ -36,6 +36,8 @@ pub struct Measurements {
     pub failure_examples: [Option<String>; FailureClass::ALL.len()],
     pub connections_opened: u64,
     pub connections_resumed: u64,
+    /// Open loop: requests that started more than `LATE_AFTER` after they were due.
+    pub late: u64,
     pub wire: WireBytes,
     pub body_bytes: u64,
 }
@@ -53,6 +55,7 @@ impl Default for Measurements {
             failure_examples: Default::default(),
             connections_opened: 0,
             connections_resumed: 0,
+            late: 0,
             wire: WireBytes::default(),
             body_bytes: 0,
         }
@@ -90,6 +93,12 @@ impl Measurements {
         }
     }
 
+    /// Adds the bytes one connection moved over its lifetime.
+    pub fn add_wire(&mut self, wire: WireBytes) {
+        self.wire.sent += wire.sent;
+        self.wire.received += wire.received;
+    }
+
     pub fn failed(&self) -> u64 {
         self.failures.iter().sum()
     }
@@ -109,8 +118,8 @@ impl Measurements {
         }
         self.connections_opened += other.connections_opened;
         self.connections_resumed += other.connections_resumed;
-        self.wire.sent += other.wire.sent;
-        self.wire.received += other.wire.received;
+        self.late += other.late;
+        self.add_wire(other.wire);
         self.body_bytes += other.body_bytes;
     }
 }

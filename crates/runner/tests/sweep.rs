@@ -46,6 +46,7 @@ fn smoke_experiment_writes_every_cell_with_consistent_figures() {
     let mut expected = Vec::new();
     for stack in ["grpc", "h1", "h2", "h3"] {
         for regime in ["new-conn", "reuse"] {
+            expected.push(format!("{stack}/{regime}/baseline/r1"));
             for c in [2, 8] {
                 expected.push(format!("{stack}/{regime}/c{c}/r1"));
             }
@@ -63,7 +64,23 @@ fn smoke_experiment_writes_every_cell_with_consistent_figures() {
             .sum();
         assert_eq!(ok + failed, sent, "{key}: ok + failures != sent");
         assert_eq!(failed, num(row, "failed"), "{key}");
-        assert_eq!(sent, num(row, "requests"), "{key}: budget not spent");
+        if row["stage"] == "baseline" {
+            // One user for a fixed time (smoke: 1 s), as seed 000's baseline stage.
+            assert_eq!(num(row, "concurrency"), 1.0, "{key}");
+            assert_eq!(row["requests"], "", "{key}");
+            assert_eq!(num(row, "duration_s"), 1.0, "{key}");
+            let elapsed = num(row, "elapsed_s");
+            assert!((0.9..3.0).contains(&elapsed), "{key}: {elapsed}");
+            assert!(sent >= 5.0, "{key}: only {sent} requests in a second");
+        } else {
+            assert_eq!(row["stage"], "stress", "{key}");
+            assert_eq!(sent, num(row, "requests"), "{key}: budget not spent");
+            assert_eq!(
+                num(row, "warmup_sent"),
+                (num(row, "requests") * 0.1).round(),
+                "{key}"
+            );
+        }
         assert_eq!(ok, sent, "{key}: failures on a healthy loopback server");
         let order = ["min", "p50", "p90", "p95", "p99", "p999", "max"];
         for pair in order.windows(2) {
@@ -109,11 +126,6 @@ fn smoke_experiment_writes_every_cell_with_consistent_figures() {
                 "{key}: one connection per worker"
             );
         }
-        assert_eq!(
-            num(row, "warmup_sent"),
-            (num(row, "requests") * 0.1).round(),
-            "{key}"
-        );
     }
     let resources = read_csv(&dir.join("resources.csv"));
     assert!(resources.iter().any(|r| r["role"] == "server"));
@@ -121,7 +133,7 @@ fn smoke_experiment_writes_every_cell_with_consistent_figures() {
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(manifest["status"], "completed");
-    assert_eq!(manifest["cells_done"], 16);
+    assert_eq!(manifest["cells_done"], 24);
     assert_eq!(manifest["experiment"]["name"], "smoke");
     assert!(manifest["crate_versions"]["quinn"].is_string());
 }
@@ -145,6 +157,8 @@ fn killed_server_is_recorded_and_the_sweep_goes_on() {
             "--max-cell-seconds",
             "4",
             "--warmup-fraction",
+            "0",
+            "--baseline-seconds",
             "0",
         ])
         .arg("--out")

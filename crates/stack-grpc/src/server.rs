@@ -58,7 +58,7 @@ impl ItemService for Items {
                 item.name.clear();
                 item.description.clear();
             }
-            Some(FaultKind::Delay(d)) => tokio::time::sleep(d).await,
+            Some(FaultKind::Delay(d) | FaultKind::Stall(d)) => tokio::time::sleep(d).await,
             Some(FaultKind::BadBody) | None => {}
         }
         Ok(Response::new(item))

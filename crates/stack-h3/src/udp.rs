@@ -41,6 +41,12 @@ impl RefusalAwareSocket {
         sock.connect(target)?;
         sock.set_nonblocking(true)?;
         let state = UdpSocketState::new((&sock).into())?;
+        // No GRO on client sockets: with it quinn sizes each endpoint's receive buffer for 64
+        // coalesced datagrams × 32 per batch (≈ 3 MB), and the client has one endpoint per
+        // connection, so 500 workers would hold ≈ 1.5 GB. One datagram per slot is plenty for
+        // a client that receives small answers.
+        nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::UdpGroSegment, &false)
+            .map_err(io::Error::from)?;
         Ok(Arc::new(RefusalAwareSocket {
             io: tokio::net::UdpSocket::from_std(sock)?,
             state,
@@ -101,7 +107,7 @@ impl AsyncUdpSocket for RefusalAwareSocket {
         self.state.max_gso_segments()
     }
     fn max_receive_segments(&self) -> usize {
-        self.state.gro_segments()
+        1
     }
     fn may_fragment(&self) -> bool {
         self.state.may_fragment()
