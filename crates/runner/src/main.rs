@@ -12,6 +12,7 @@ mod run;
 mod sampler;
 mod serve;
 mod stats;
+mod summary;
 
 use std::process::ExitCode;
 

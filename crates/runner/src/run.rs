@@ -121,6 +121,7 @@ pub async fn run(exp: Experiment, ctx: RunContext) -> anyhow::Result<RunOutcome>
     .into();
     manifest.finished_utc = Some(chrono::Utc::now().to_rfc3339());
     manifest.write(&dir)?;
+    crate::summary::write(&dir)?;
     Ok(RunOutcome {
         dir: writer.dir.clone(),
         results,
