@@ -55,22 +55,26 @@ pub struct ServeArgs {
     pub cpu: Option<usize>,
 }
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
 pub enum RegimeArg {
     Reuse,
     NewConn,
     Both,
 }
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
 pub enum HandshakeArg {
     Full,
     Resumed,
     ZeroRtt,
 }
 
-#[derive(Args, Debug, Default)]
+#[derive(Args, Debug, Default, Clone, PartialEq)]
 pub struct RunArgs {
+    /// Finish an interrupted run: only its missing cells, with its own settings, appended to
+    /// its files.
+    #[arg(long, value_name = "RESULTS_DIR")]
+    pub resume: Option<PathBuf>,
     /// Experiment file (TOML); flags override its keys.
     #[arg(long)]
     pub experiment: Option<PathBuf>,
@@ -115,6 +119,13 @@ pub struct RunArgs {
     pub server_fault: Option<String>,
     #[arg(long)]
     pub max_cell_seconds: Option<u64>,
+    /// Soak: every stress cell runs this long (e.g. 90s, 10m, 1h) instead of a request count.
+    #[arg(long, value_parser = parse_duration_s)]
+    pub duration: Option<u64>,
+    /// Lower the runner's open-file soft limit to N (exhaustion studies; servers are not
+    /// affected).
+    #[arg(long)]
+    pub client_nofile: Option<u64>,
     #[arg(long)]
     pub server_threads: Option<u32>,
     #[arg(long)]
@@ -208,6 +219,12 @@ impl RunArgs {
         if let Some(f) = &self.server_fault {
             e.server_fault = Some(f.clone());
         }
+        if let Some(d) = self.duration {
+            e.duration_seconds = Some(d);
+        }
+        if let Some(n) = self.client_nofile {
+            e.client_nofile = Some(n);
+        }
         if let Some(n) = self.max_cell_seconds {
             e.max_cell_seconds = n;
         }
@@ -228,4 +245,22 @@ impl RunArgs {
         }
         Ok(e)
     }
+}
+
+/// `90`, `90s`, `10m` or `1h` → seconds.
+fn parse_duration_s(text: &str) -> Result<u64, String> {
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => text.split_at(i),
+        None => (text, "s"),
+    };
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("'{text}' is not a duration like 90s, 10m or 1h"))?;
+    let factor = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        _ => return Err(format!("'{text}' is not a duration like 90s, 10m or 1h")),
+    };
+    Ok(n * factor)
 }

@@ -79,6 +79,10 @@ pub struct Experiment {
     pub handshake_timeout_ms: u64,
     /// Hard bound on one cell's measured phase; workers stop when it passes.
     pub max_cell_seconds: u64,
+    /// Soak: stress cells run this long instead of for a request count.
+    pub duration_seconds: Option<u64>,
+    /// The runner's open-file soft limit (`None` = inherited).
+    pub client_nofile: Option<u64>,
     pub sample_interval_ms: u64,
     pub server_threads: u32,
     /// Client runtime threads; 0 = one per core the runner may use.
@@ -111,6 +115,8 @@ impl Default for Experiment {
             connect_timeout_ms: 10_000,
             handshake_timeout_ms: 10_000,
             max_cell_seconds: 300,
+            duration_seconds: None,
+            client_nofile: None,
             sample_interval_ms: 100,
             server_threads: 2,
             client_threads: 0,
@@ -249,6 +255,15 @@ impl Experiment {
             if ms == 0 {
                 return fail(key, "must be at least 1 ms".into());
             }
+        }
+        if self.duration_seconds == Some(0) {
+            return fail("duration_seconds", "must be at least 1".into());
+        }
+        if self.client_nofile.is_some_and(|n| n < 16) {
+            return fail(
+                "client_nofile",
+                "must be at least 16 (the runner needs a few files itself)".into(),
+            );
         }
         if self.max_cell_seconds == 0 {
             return fail("max_cell_seconds", "must be at least 1".into());

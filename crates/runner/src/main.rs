@@ -71,6 +71,23 @@ fn main() -> ExitCode {
                 }
             }
         }
+        None if cli.run.resume.is_some() => {
+            let dir = cli.run.resume.clone().expect("checked");
+            let exp = match resumed(&cli.run, &dir) {
+                Ok(e) => e,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(EXIT_INVALID);
+                }
+            };
+            match run_sweep(exp, &cli.run, Some(dir)) {
+                Ok(code) => code,
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         None => {
             let exp = match validated(&cli.run) {
                 Ok(e) => e,
@@ -79,7 +96,7 @@ fn main() -> ExitCode {
                     return ExitCode::from(EXIT_INVALID);
                 }
             };
-            match run_sweep(exp, &cli.run) {
+            match run_sweep(exp, &cli.run, None) {
                 Ok(code) => code,
                 Err(e) => {
                     eprintln!("error: {e:#}");
@@ -97,7 +114,34 @@ fn validated(args: &cli::RunArgs) -> Result<experiment::Experiment, String> {
     Ok(exp)
 }
 
-fn run_sweep(exp: experiment::Experiment, args: &cli::RunArgs) -> anyhow::Result<ExitCode> {
+/// The experiment of the run in `dir`, for `--resume`; no other run flag may change it.
+fn resumed(args: &cli::RunArgs, dir: &std::path::Path) -> Result<experiment::Experiment, String> {
+    let others = cli::RunArgs {
+        resume: None,
+        certs: None,
+        ..cli::RunArgs::default()
+    };
+    let given = cli::RunArgs {
+        resume: None,
+        certs: None,
+        ..args.clone()
+    };
+    if given != others {
+        return Err("--resume reuses the settings of the run it resumes; give no other run flags (except --certs)".into());
+    }
+    let manifest = output::Manifest::read(dir).map_err(|e| format!("{e:#}"))?;
+    manifest.experiment.validate(&registry::names())?;
+    Ok(manifest.experiment)
+}
+
+fn run_sweep(
+    exp: experiment::Experiment,
+    args: &cli::RunArgs,
+    resume: Option<std::path::PathBuf>,
+) -> anyhow::Result<ExitCode> {
+    if let Some(n) = exp.client_nofile {
+        pin::set_nofile_soft_limit(n)?;
+    }
     let (pinning, server_cpu) = if exp.pin {
         if pin::usable_cores() < 2 {
             anyhow::bail!("--pin needs at least two usable cores");
@@ -123,7 +167,7 @@ fn run_sweep(exp: experiment::Experiment, args: &cli::RunArgs) -> anyhow::Result
         argv: std::env::args().collect(),
     };
     bench_core::tls::install_crypto_provider();
-    let outcome = runtime.block_on(run::run(exp, ctx))?;
+    let outcome = runtime.block_on(run::run(exp, ctx, resume))?;
     println!("\n{}", output::summary_table(&outcome.results));
     println!("results: {}", outcome.dir.display());
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));

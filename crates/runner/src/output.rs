@@ -4,6 +4,7 @@
 //! column.
 
 use std::fs::{File, OpenOptions};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -178,23 +179,65 @@ impl CellResult {
     }
 }
 
-/// The CSV files of one results directory; every row is written and flushed at once.
-pub struct ResultsWriter {
-    pub dir: PathBuf,
-    cells: csv::Writer<File>,
-    cells_has_header: bool,
-    resources: csv::Writer<File>,
-    failures: csv::Writer<File>,
+/// An append-only CSV file written whole rows at a time: each batch is encoded in memory and
+/// written with one call; if that fails (disk full), the file is cut back to where it was, so
+/// it never ends in half a line.
+struct CsvFile {
+    path: PathBuf,
+    file: File,
+    has_header: bool,
 }
 
-fn open_append(path: &Path) -> anyhow::Result<(File, bool)> {
-    let exists = path.exists() && std::fs::metadata(path)?.len() > 0;
-    let file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    Ok((file, exists))
+impl CsvFile {
+    fn open(path: PathBuf) -> anyhow::Result<Self> {
+        let has_header = path.exists() && std::fs::metadata(&path)?.len() > 0;
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        Ok(CsvFile {
+            path,
+            file,
+            has_header,
+        })
+    }
+
+    fn append<I, R, F>(&mut self, header: R, rows: I) -> anyhow::Result<()>
+    where
+        I: IntoIterator<Item = R>,
+        R: IntoIterator<Item = F>,
+        F: AsRef<[u8]>,
+    {
+        let mut encoder = csv::Writer::from_writer(Vec::new());
+        if !self.has_header {
+            encoder.write_record(header)?;
+        }
+        for row in rows {
+            encoder.write_record(row)?;
+        }
+        let bytes = encoder.into_inner().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let before = self.file.metadata()?.len();
+        let written = self
+            .file
+            .write_all(&bytes)
+            .and_then(|_| self.file.sync_data());
+        if let Err(e) = written {
+            let _ = self.file.set_len(before);
+            return Err(e).with_context(|| format!("cannot write {}", self.path.display()));
+        }
+        self.has_header = true;
+        Ok(())
+    }
+}
+
+/// The CSV files of one results directory; every cell's rows are written at once, as the
+/// cell ends.
+pub struct ResultsWriter {
+    pub dir: PathBuf,
+    cells: CsvFile,
+    resources: CsvFile,
+    failures: CsvFile,
 }
 
 impl ResultsWriter {
@@ -202,67 +245,66 @@ impl ResultsWriter {
     pub fn open(dir: &Path) -> anyhow::Result<Self> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create results directory {}", dir.display()))?;
-        let (cells_file, cells_has_header) = open_append(&dir.join("cells.csv"))?;
-        let (res_file, res_exists) = open_append(&dir.join("resources.csv"))?;
-        let (fail_file, fail_exists) = open_append(&dir.join("failures.csv"))?;
-        let mut resources = csv::Writer::from_writer(res_file);
-        if !res_exists {
-            resources.write_record(["cell_key", "t_s", "role", "rss_bytes", "cpu_pct"])?;
-        }
-        let mut failures = csv::Writer::from_writer(fail_file);
-        if !fail_exists {
-            failures.write_record(["cell_key", "class", "count", "example"])?;
-        }
-        resources.flush()?;
-        failures.flush()?;
         Ok(ResultsWriter {
             dir: dir.to_path_buf(),
-            cells: csv::Writer::from_writer(cells_file),
-            cells_has_header,
-            resources,
-            failures,
+            cells: CsvFile::open(dir.join("cells.csv"))?,
+            resources: CsvFile::open(dir.join("resources.csv"))?,
+            failures: CsvFile::open(dir.join("failures.csv"))?,
         })
     }
 
     pub fn write_cell(&mut self, result: &CellResult, samples: &[Sample]) -> anyhow::Result<()> {
         let key = result.cell.key();
-        for s in samples {
-            self.resources.write_record([
-                key.clone(),
-                format!("{:.3}", s.t.as_secs_f64()),
-                s.role.as_str().to_string(),
-                s.rss_bytes.to_string(),
-                format!("{:.2}", s.cpu_pct),
-            ])?;
-        }
-        self.resources
-            .flush()
-            .context("cannot write resources.csv")?;
-        for class in FailureClass::ALL {
-            let n = result.measured.failures[class.index()];
-            if n > 0 {
-                let example = result.measured.failure_examples[class.index()]
-                    .clone()
-                    .unwrap_or_default();
-                self.failures.write_record([
+        self.resources.append(
+            ["cell_key", "t_s", "role", "rss_bytes", "cpu_pct"].map(String::from),
+            samples.iter().map(|s| {
+                [
                     key.clone(),
-                    class.as_str().to_string(),
-                    n.to_string(),
-                    example,
-                ])?;
-            }
-        }
-        self.failures.flush().context("cannot write failures.csv")?;
+                    format!("{:.3}", s.t.as_secs_f64()),
+                    s.role.as_str().to_string(),
+                    s.rss_bytes.to_string(),
+                    format!("{:.2}", s.cpu_pct),
+                ]
+            }),
+        )?;
+        let m = &result.measured;
+        self.failures.append(
+            ["cell_key", "class", "count", "example"].map(String::from),
+            FailureClass::ALL
+                .iter()
+                .filter(|c| m.failures[c.index()] > 0)
+                .map(|c| {
+                    [
+                        key.clone(),
+                        c.as_str().to_string(),
+                        m.failures[c.index()].to_string(),
+                        m.failure_examples[c.index()].clone().unwrap_or_default(),
+                    ]
+                }),
+        )?;
         // The cell row goes last: a row in cells.csv means the cell's other data is on disk.
         let record = result.record();
-        if !self.cells_has_header {
-            self.cells.write_record(record.iter().map(|(k, _)| k))?;
-            self.cells_has_header = true;
-        }
-        self.cells.write_record(record.iter().map(|(_, v)| v))?;
-        self.cells.flush().context("cannot write cells.csv")?;
-        Ok(())
+        self.cells.append(
+            record.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
+            [record.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>()],
+        )
     }
+}
+
+/// Keys of the cells already in a results directory's `cells.csv` (for resume).
+pub fn finished_cells(dir: &Path) -> anyhow::Result<std::collections::HashSet<String>> {
+    let path = dir.join("cells.csv");
+    if !path.exists() {
+        return Ok(Default::default());
+    }
+    let mut reader =
+        csv::Reader::from_path(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut keys = std::collections::HashSet::new();
+    for record in reader.records() {
+        let record = record.with_context(|| format!("malformed row in {}", path.display()))?;
+        keys.insert(record.get(0).unwrap_or_default().to_string());
+    }
+    Ok(keys)
 }
 
 /// Where and on what a run happened, rewritten after every cell.
@@ -288,6 +330,14 @@ pub struct Manifest {
 }
 
 impl Manifest {
+    pub fn read(dir: &Path) -> anyhow::Result<Self> {
+        let path = dir.join("manifest.json");
+        let bytes =
+            std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        serde_json::from_slice(&bytes)
+            .with_context(|| format!("{} is not a run manifest", path.display()))
+    }
+
     pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
         let tmp = dir.join("manifest.json.tmp");
         std::fs::write(&tmp, serde_json::to_vec_pretty(self)?)

@@ -74,16 +74,19 @@ pub fn plan(exp: &Experiment) -> Vec<Cell> {
         } else {
             0
         },
-        requests: match stage {
+        requests: match (stage, exp.duration_seconds) {
+            (Stage::Stress, None) => exp.requests(regime),
             // Bounded by time; the budget only guarantees that the loop ends.
-            Stage::Baseline => u64::MAX / 4,
-            Stage::Stress => exp.requests(regime),
+            _ => u64::MAX / 4,
         },
-        warmup_requests: match stage {
-            Stage::Baseline => 0,
-            Stage::Stress => exp.warmup_requests(regime),
+        warmup_requests: match (stage, exp.duration_seconds) {
+            (Stage::Stress, None) => exp.warmup_requests(regime),
+            _ => 0,
         },
-        duration_s: (stage == Stage::Baseline).then_some(exp.baseline_seconds),
+        duration_s: match stage {
+            Stage::Baseline => Some(exp.baseline_seconds),
+            Stage::Stress => exp.duration_seconds,
+        },
         rate: match stage {
             Stage::Baseline => None,
             Stage::Stress => exp.rate,

@@ -52,18 +52,39 @@ fn watch_signals(stop: Arc<AtomicBool>) {
     });
 }
 
-pub async fn run(exp: Experiment, ctx: RunContext) -> anyhow::Result<RunOutcome> {
-    let cells = plan(&exp);
-    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
-    let dir = exp.out.join(format!("{stamp}-{}", exp.name));
+/// Runs the experiment into a new results directory, or, with `resume`, runs the cells that
+/// directory does not have yet and appends them.
+pub async fn run(
+    exp: Experiment,
+    ctx: RunContext,
+    resume: Option<PathBuf>,
+) -> anyhow::Result<RunOutcome> {
+    let planned = plan(&exp);
+    let (dir, done, started_utc) = match resume {
+        Some(dir) => {
+            let done = output::finished_cells(&dir)?;
+            let started = Manifest::read(&dir)?.started_utc;
+            (dir, done, started)
+        }
+        None => {
+            let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
+            let dir = exp.out.join(format!("{stamp}-{}", exp.name));
+            (dir, Default::default(), chrono::Utc::now().to_rfc3339())
+        }
+    };
+    let cells: Vec<Cell> = planned
+        .iter()
+        .filter(|c| !done.contains(&c.key()))
+        .cloned()
+        .collect();
     let mut writer = ResultsWriter::open(&dir)?;
     let mut manifest = Manifest {
         experiment: exp.clone(),
-        started_utc: chrono::Utc::now().to_rfc3339(),
+        started_utc,
         finished_utc: None,
         status: "running".into(),
-        cells_planned: cells.len(),
-        cells_done: 0,
+        cells_planned: planned.len(),
+        cells_done: done.len(),
         git_commit: output::git_commit(),
         rustc: env!("RUNNER_RUSTC_VERSION").to_string(),
         crate_versions: output::crate_versions(),
@@ -112,7 +133,7 @@ pub async fn run(exp: Experiment, ctx: RunContext) -> anyhow::Result<RunOutcome>
         manifest.write(&dir)?;
         results.push(result);
     }
-    let interrupted = stop.load(Ordering::SeqCst) && manifest.cells_done < cells.len();
+    let interrupted = stop.load(Ordering::SeqCst) && manifest.cells_done < planned.len();
     manifest.status = if interrupted {
         "interrupted"
     } else {
@@ -222,7 +243,11 @@ async fn run_cell(
             stop,
             false,
         )
-        .await?;
+        .await;
+        let Some(result) = result else {
+            server.stop().await;
+            return None;
+        };
         result.measurements
     } else {
         Measurements::default()

@@ -41,6 +41,7 @@ pub fn serve_blocking(stack: &'static dyn Stack, opts: ServeOptions) -> anyhow::
     if let Some(cpu) = opts.cpu {
         crate::pin::pin_current_thread(cpu)?;
     }
+    crate::pin::raise_nofile_soft_limit()?;
     if !opts.listen.ip().is_loopback() {
         eprintln!(
             "warning: serving on {}, which is not a loopback address",

@@ -1,0 +1,179 @@
+//! Reliability as a user meets it: interrupt and resume, exhaustion as a result, a port in use.
+
+mod common;
+
+use std::collections::HashSet;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+#[test]
+fn sigint_mid_sweep_then_resume_gives_every_cell_exactly_once() {
+    let out = tempfile::tempdir().unwrap();
+    let certs = tempfile::tempdir().unwrap();
+    let args = [
+        "--stacks",
+        "h1,h2",
+        "--regime",
+        "both",
+        "--concurrency",
+        "2,4",
+        "--requests",
+        "3000",
+        "--baseline-seconds",
+        "1",
+        "--name",
+        "resumable",
+    ];
+    let child = runner()
+        .args(args)
+        .arg("--out")
+        .arg(out.path())
+        .arg("--certs")
+        .arg(certs.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until a few cells are on disk, then interrupt like Ctrl-C.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let dir = loop {
+        assert!(Instant::now() < deadline, "no rows appeared");
+        if let Ok(entries) = std::fs::read_dir(out.path()) {
+            if let Some(dir) = entries.flatten().map(|e| e.path()).next() {
+                let cells = dir.join("cells.csv");
+                if cells.exists() && read_csv(&cells).len() >= 3 {
+                    break dir;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let sent = Instant::now();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        sent.elapsed() < Duration::from_secs(5),
+        "took {:?} to stop",
+        sent.elapsed()
+    );
+    assert_eq!(output.status.code(), Some(130), "{}", output_text(&output));
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["status"], "interrupted");
+    let before = read_csv(&dir.join("cells.csv")).len();
+    assert!(before < 12, "the run finished before the interrupt");
+    assert_no_server_left(certs.path());
+
+    let output = runner()
+        .arg("--resume")
+        .arg(&dir)
+        .arg("--certs")
+        .arg(certs.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", output_text(&output));
+    let rows = read_csv(&dir.join("cells.csv"));
+    let keys: Vec<_> = rows.iter().map(|r| r["cell_key"].clone()).collect();
+    let unique: HashSet<_> = keys.iter().cloned().collect();
+    assert_eq!(
+        keys.len(),
+        unique.len(),
+        "a cell was written twice: {keys:?}"
+    );
+    assert_eq!(keys.len(), 2 * 2 * 2 + 2 * 2, "{keys:?}");
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["status"], "completed");
+    assert_eq!(manifest["cells_done"], 12);
+    assert!(dir.join("summary.csv").exists());
+}
+
+#[test]
+fn resume_refuses_other_settings() {
+    let output = runner()
+        .args(["--resume", "/nonexistent", "--requests", "5"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--resume"));
+}
+
+/// No `runner serve` using this certificate directory is still running.
+fn assert_no_server_left(certs: &std::path::Path) {
+    std::thread::sleep(Duration::from_millis(300));
+    let needle = certs.to_string_lossy().to_string();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        assert!(
+            !(cmdline.contains(" serve ") && cmdline.contains(&needle)),
+            "orphaned server: {cmdline}"
+        );
+    }
+}
+
+#[test]
+fn a_lowered_open_file_limit_is_classified_not_a_crash() {
+    let out = tempfile::tempdir().unwrap();
+    let certs = tempfile::tempdir().unwrap();
+    let output = runner()
+        .args([
+            "--stacks",
+            "h1,h2",
+            "--regime",
+            "new-conn",
+            "--concurrency",
+            "200",
+        ])
+        .args([
+            "--requests",
+            "600",
+            "--client-nofile",
+            "64",
+            "--baseline-seconds",
+            "0",
+        ])
+        .args(["--warmup-fraction", "0"])
+        .arg("--out")
+        .arg(out.path())
+        .arg("--certs")
+        .arg(certs.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", output_text(&output));
+    let rows = read_csv(&results_dir(out.path()).join("cells.csv"));
+    assert_eq!(rows.len(), 2, "the sweep went on after exhaustion");
+    for row in &rows {
+        assert!(num(row, "fail_fd_exhausted") > 0.0, "{row:?}");
+        assert!(num(row, "ok") > 0.0, "{row:?}");
+        assert_eq!(num(row, "sent"), 600.0);
+    }
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(results_dir(out.path()).join("manifest.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(manifest["experiment"]["client_nofile"], 64);
+}
+
+#[test]
+fn serving_on_a_port_in_use_is_one_clear_error() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let certs = tempfile::tempdir().unwrap();
+    let output = runner()
+        .args(["serve", "--stack", "h1", "--listen", &addr])
+        .arg("--certs")
+        .arg(certs.path())
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&addr) && stderr.contains("in use"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+}
