@@ -108,6 +108,8 @@ pub trait Stack: Send + Sync + 'static {
     fn name(&self) -> &'static str;
     /// Human-readable description for reports.
     fn description(&self) -> &'static str;
+    /// Short label for tables and charts ("HTTP/1.1").
+    fn label(&self) -> &'static str;
     /// The ALPN protocol negotiated under TLS.
     fn alpn(&self) -> &'static [u8];
     fn transport(&self) -> Transport;

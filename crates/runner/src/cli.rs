@@ -25,6 +25,8 @@ pub struct Cli {
 pub enum Command {
     /// Serve one stack until SIGINT/SIGTERM; prints one JSON ready line.
     Serve(ServeArgs),
+    /// Write RESULTS_DIR/report.html: one self-contained page in the shape of seed 000's report.
+    Report { dir: PathBuf },
     /// Validate an experiment file (and flags) without running anything.
     Check { file: PathBuf },
 }

@@ -1,6 +1,7 @@
 //! `runner`: runs transport benchmark experiments, or serves one stack (`runner serve`).
 #![forbid(unsafe_code)]
 
+mod chart;
 mod cli;
 mod experiment;
 mod load;
@@ -8,6 +9,7 @@ mod output;
 mod pin;
 mod plan;
 mod registry;
+mod report;
 mod run;
 mod sampler;
 mod serve;
@@ -55,6 +57,16 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Some(Command::Report { dir }) => match report::write(&dir) {
+            Ok(path) => {
+                println!("report: {}", path.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::from(EXIT_INVALID)
+            }
+        },
         Some(Command::Check { file }) => {
             let args = cli::RunArgs {
                 experiment: Some(file.clone()),

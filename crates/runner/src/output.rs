@@ -238,7 +238,14 @@ pub struct ResultsWriter {
     cells: CsvFile,
     resources: CsvFile,
     failures: CsvFile,
+    latency: CsvFile,
 }
+
+/// Quantiles written to `latency.csv` for every cell: enough for a CDF, dense in the tail.
+pub const CDF_QUANTILES: [f64; 30] = [
+    0.0, 0.01, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75,
+    0.8, 0.85, 0.9, 0.925, 0.95, 0.975, 0.99, 0.995, 0.999, 0.9995, 0.9999, 0.99999, 1.0,
+];
 
 impl ResultsWriter {
     /// Opens (or, for a resumed run, appends to) the CSVs in `dir`.
@@ -250,6 +257,7 @@ impl ResultsWriter {
             cells: CsvFile::open(dir.join("cells.csv"))?,
             resources: CsvFile::open(dir.join("resources.csv"))?,
             failures: CsvFile::open(dir.join("failures.csv"))?,
+            latency: CsvFile::open(dir.join("latency.csv"))?,
         })
     }
 
@@ -281,6 +289,17 @@ impl ResultsWriter {
                         m.failure_examples[c.index()].clone().unwrap_or_default(),
                     ]
                 }),
+        )?;
+        let h = &m.latency;
+        self.latency.append(
+            ["cell_key", "quantile", "latency_us"].map(String::from),
+            CDF_QUANTILES.iter().filter(|_| !h.is_empty()).map(|q| {
+                [
+                    key.clone(),
+                    q.to_string(),
+                    h.value_at_quantile(*q).to_string(),
+                ]
+            }),
         )?;
         // The cell row goes last: a row in cells.csv means the cell's other data is on disk.
         let record = result.record();

@@ -36,6 +36,9 @@ impl Stack for Grpc {
     fn description(&self) -> &'static str {
         "gRPC unary (tonic + prost) over HTTP/2 on TLS 1.3"
     }
+    fn label(&self) -> &'static str {
+        "gRPC"
+    }
     fn alpn(&self) -> &'static [u8] {
         ALPN
     }

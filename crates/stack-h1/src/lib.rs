@@ -24,6 +24,9 @@ impl Stack for Http1 {
     fn description(&self) -> &'static str {
         "REST over HTTP/1.1 (hyper) on TLS 1.3"
     }
+    fn label(&self) -> &'static str {
+        "HTTP/1.1"
+    }
     fn alpn(&self) -> &'static [u8] {
         ALPN
     }

@@ -23,6 +23,9 @@ impl Stack for Http2 {
     fn description(&self) -> &'static str {
         "REST over HTTP/2 (hyper) on TLS 1.3"
     }
+    fn label(&self) -> &'static str {
+        "HTTP/2"
+    }
     fn alpn(&self) -> &'static [u8] {
         ALPN
     }

@@ -24,6 +24,9 @@ impl Stack for Http3 {
     fn description(&self) -> &'static str {
         "REST over HTTP/3 (h3 + quinn) on QUIC"
     }
+    fn label(&self) -> &'static str {
+        "HTTP/3"
+    }
     fn alpn(&self) -> &'static [u8] {
         ALPN
     }

@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""Figures from a results directory (cells.csv, latency.csv, summary.csv), as PNG and PDF.
+
+Usage: scripts/plot.py RESULTS_DIR [--out DIR] [--cdf-concurrency N]
+
+Writes into RESULTS_DIR/figures (or --out):
+  throughput.{png,pdf}   successful req/s vs concurrency, one panel per regime
+  latency_p95.{png,pdf}  p95 latency vs concurrency
+  success_rate.{png,pdf} success rate vs concurrency
+  server_resources.{png,pdf}  server peak RSS and mean CPU vs concurrency
+  latency_cdf.{png,pdf}  latency CDF per stack at one concurrency, one panel per regime
+  new_conn_breakdown.{png,pdf}  new-conn mean latency split into connect, handshake,
+                         time to first byte and the rest (only if the run has new-conn cells)
+Every line has markers as well as colours, so the figures read in black and white.
+"""
+import argparse
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+STACK_STYLE = {
+    "h1": ("HTTP/1.1", "o", "-"),
+    "h2": ("HTTP/2", "s", "--"),
+    "h3": ("HTTP/3", "^", "-."),
+    "grpc": ("gRPC", "D", ":"),
+}
+
+
+def fail(message):
+    print(f"plot.py: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def load(results):
+    cells_path = results / "cells.csv"
+    if not results.is_dir() or not cells_path.is_file():
+        fail(f"{results} is not a results directory (no cells.csv); run the runner first")
+    cells = pd.read_csv(cells_path)
+    needed = {"stage", "stack", "regime", "concurrency", "throughput_rps", "latency_p95_us"}
+    missing = needed - set(cells.columns)
+    if missing:
+        fail(f"{cells_path} lacks columns {sorted(missing)}: not a cells.csv of this suite")
+    cells = cells[(cells["stage"] == "stress") & (cells["error"].isna() | (cells["error"] == ""))]
+    if cells.empty:
+        fail(f"{cells_path} has no stress cells to plot")
+    summary_path = results / "summary.csv"
+    summary = pd.read_csv(summary_path) if summary_path.is_file() else None
+    latency_path = results / "latency.csv"
+    latency = pd.read_csv(latency_path) if latency_path.is_file() else None
+    return cells, summary, latency
+
+
+def style(stack):
+    return STACK_STYLE.get(stack, (stack, "x", "-"))
+
+
+def per_regime_figure(cells, title):
+    regimes = sorted(cells["regime"].unique())
+    fig, axes = plt.subplots(1, len(regimes), figsize=(6 * len(regimes), 4.2), squeeze=False)
+    fig.suptitle(title)
+    return fig, dict(zip(regimes, axes[0]))
+
+
+def line_plot(cells, summary, column, ylabel, title, path, scale=1.0, logy=False):
+    fig, axes = per_regime_figure(cells, title)
+    for regime, ax in axes.items():
+        sub = cells[cells["regime"] == regime]
+        for stack in sub["stack"].unique():
+            label, marker, dash = style(stack)
+            s = sub[sub["stack"] == stack].groupby("concurrency")[column].mean().sort_index()
+            ax.plot(s.index, s.values * scale, marker=marker, linestyle=dash, label=label)
+            if summary is not None and f"{column}_ci95_low" in summary.columns:
+                band = summary[(summary["stage"] == "stress") & (summary["regime"] == regime)
+                               & (summary["stack"] == stack)].sort_values("concurrency")
+                band = band.dropna(subset=[f"{column}_ci95_low"])
+                if not band.empty:
+                    ax.fill_between(band["concurrency"], band[f"{column}_ci95_low"] * scale,
+                                    band[f"{column}_ci95_high"] * scale, alpha=0.2)
+        ax.set_title(f"{regime}")
+        ax.set_xlabel("concurrent workers")
+        ax.set_ylabel(ylabel)
+        if sub["concurrency"].nunique() > 1 and sub["concurrency"].max() / sub["concurrency"].min() >= 10:
+            ax.set_xscale("log")
+        if logy:
+            ax.set_yscale("log")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    save(fig, path)
+
+
+def resources_plot(cells, path):
+    fig, axes = plt.subplots(2, cells["regime"].nunique(), figsize=(6 * cells["regime"].nunique(), 7.5),
+                             squeeze=False)
+    fig.suptitle("Server resources under load")
+    for col, regime in enumerate(sorted(cells["regime"].unique())):
+        sub = cells[cells["regime"] == regime]
+        for stack in sub["stack"].unique():
+            label, marker, dash = style(stack)
+            s = sub[sub["stack"] == stack].groupby("concurrency")
+            axes[0][col].plot(s["server_rss_peak_bytes"].mean() / 1e6, marker=marker, linestyle=dash, label=label)
+            axes[1][col].plot(s["server_cpu_pct_mean"].mean(), marker=marker, linestyle=dash, label=label)
+        axes[0][col].set_title(f"{regime}: server peak RSS")
+        axes[0][col].set_ylabel("peak RSS (MB)")
+        axes[1][col].set_title(f"{regime}: server CPU")
+        axes[1][col].set_ylabel("mean CPU (% of one core)")
+        for ax in (axes[0][col], axes[1][col]):
+            ax.set_xlabel("concurrent workers")
+            ax.set_xscale("log")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend()
+    save(fig, path)
+
+
+def cdf_plot(cells, latency, concurrency, path):
+    if latency is None:
+        return
+    fig, axes = per_regime_figure(cells, f"Latency CDF at {concurrency} workers")
+    for regime, ax in axes.items():
+        sub = cells[(cells["regime"] == regime) & (cells["concurrency"] == concurrency)]
+        for _, row in sub.drop_duplicates("stack").iterrows():
+            label, marker, dash = style(row["stack"])
+            q = latency[latency["cell_key"] == row["cell_key"]].sort_values("quantile")
+            ax.plot(q["latency_us"] / 1000.0, q["quantile"], marker=marker, markersize=3,
+                    linestyle=dash, label=label)
+        ax.set_title(regime)
+        ax.set_xlabel("latency (ms)")
+        ax.set_ylabel("fraction of requests ≤ latency")
+        ax.set_xscale("log")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    save(fig, path)
+
+
+def breakdown_plot(cells, path):
+    sub = cells[cells["regime"] == "new-conn"]
+    if sub.empty:
+        return False
+    sub = sub.groupby(["stack", "concurrency"])[
+        ["connect_mean_us", "handshake_mean_us", "ttfb_mean_us", "latency_mean_us"]].mean().reset_index()
+    sub["rest_us"] = (sub["latency_mean_us"] - sub["connect_mean_us"] - sub["handshake_mean_us"]
+                      - sub["ttfb_mean_us"]).clip(lower=0)
+    labels = [f"{style(r.stack)[0]}\nc={r.concurrency}" for r in sub.itertuples()]
+    fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(sub)), 4.5))
+    bottom = pd.Series([0.0] * len(sub))
+    parts = [("connect_mean_us", "TCP connect", "//"), ("handshake_mean_us", "TLS/QUIC handshake", ".."),
+             ("ttfb_mean_us", "request → first byte", "xx"), ("rest_us", "rest (queueing, body)", "")]
+    for column, label, hatch in parts:
+        values = sub[column].reset_index(drop=True) / 1000.0
+        ax.bar(range(len(sub)), values, bottom=bottom, label=label, hatch=hatch, edgecolor="black")
+        bottom = bottom + values
+    ax.set_xticks(range(len(sub)))
+    ax.set_xticklabels(labels, fontsize=7)
+    ax.set_ylabel("mean latency (ms)")
+    ax.set_title("New-connection latency by phase")
+    ax.legend()
+    save(fig, path)
+    return True
+
+
+def save(fig, path):
+    fig.tight_layout()
+    fig.savefig(path.with_suffix(".png"), dpi=120)
+    fig.savefig(path.with_suffix(".pdf"))
+    plt.close(fig)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("results", type=Path)
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--cdf-concurrency", type=int)
+    args = parser.parse_args()
+    cells, summary, latency = load(args.results)
+    out = args.out or args.results / "figures"
+    out.mkdir(parents=True, exist_ok=True)
+    line_plot(cells, summary, "throughput_rps", "successful requests / s", "Throughput", out / "throughput")
+    line_plot(cells, summary, "latency_p95_us", "p95 latency (ms)", "p95 latency", out / "latency_p95",
+              scale=1e-3, logy=True)
+    line_plot(cells, summary, "success_rate", "success rate (%)", "Success rate", out / "success_rate", scale=100)
+    resources_plot(cells, out / "server_resources")
+    concurrency = args.cdf_concurrency or int(cells["concurrency"].max())
+    if concurrency not in set(cells["concurrency"]):
+        fail(f"no cells at concurrency {concurrency}")
+    cdf_plot(cells, latency, concurrency, out / "latency_cdf")
+    breakdown_plot(cells, out / "new_conn_breakdown")
+    print(f"figures written to {out}")
+
+
+if __name__ == "__main__":
+    main()
