@@ -196,6 +196,7 @@ pub struct TcpConnector {
     tls: Option<(TlsConnector, rustls_pki_types::ServerName<'static>)>,
     connect_timeout: Duration,
     handshake_timeout: Duration,
+    linger_zero: bool,
 }
 
 impl TcpConnector {
@@ -214,27 +215,30 @@ impl TcpConnector {
             tls,
             connect_timeout: settings.connect_timeout,
             handshake_timeout: settings.handshake_timeout,
+            linger_zero: settings.tuning.linger_zero,
         })
     }
 
     /// Opens a new socket and, with TLS, completes a handshake; each phase timed on its own.
-    pub async fn connect(&self) -> Result<(Stream, ConnectTiming), Failure> {
+    pub async fn connect(&self) -> Result<(Stream, ConnectTiming, Closer), Failure> {
         let started = Instant::now();
-        let tcp = tokio::time::timeout(self.connect_timeout, open_tcp(self.target))
-            .await
-            .map_err(|_| Failure::new(timeout_class(Phase::Connect), "TCP connect timed out"))?
-            .map_err(|e| classify_error(Phase::Connect, &e))?;
+        let tcp = tokio::time::timeout(
+            self.connect_timeout,
+            open_tcp(self.target, self.linger_zero),
+        )
+        .await
+        .map_err(|_| Failure::new(timeout_class(Phase::Connect), "TCP connect timed out"))?
+        .map_err(|e| classify_error(Phase::Connect, &e))?;
         let tcp_connect = started.elapsed();
+        let closer = Closer::new(&tcp, self.linger_zero);
         let counted = Counted::new(tcp);
         let Some((connector, name)) = &self.tls else {
-            return Ok((
-                Stream::Plain(counted),
-                ConnectTiming {
-                    tcp_connect,
-                    handshake: Duration::ZERO,
-                    resumed: false,
-                },
-            ));
+            let timing = ConnectTiming {
+                tcp_connect,
+                handshake: Duration::ZERO,
+                resumed: false,
+            };
+            return Ok((Stream::Plain(counted), timing, closer));
         };
         let hs_started = Instant::now();
         let tls = tokio::time::timeout(
@@ -246,25 +250,74 @@ impl TcpConnector {
         .map_err(|e| classify_error(Phase::Handshake, &e))?;
         let handshake = hs_started.elapsed();
         let resumed = tls.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
-        Ok((
-            Stream::TlsClient(Box::new(tls)),
-            ConnectTiming {
-                tcp_connect,
-                handshake,
-                resumed,
-            },
-        ))
+        let timing = ConnectTiming {
+            tcp_connect,
+            handshake,
+            resumed,
+        };
+        Ok((Stream::TlsClient(Box::new(tls)), timing, closer))
+    }
+}
+
+/// Ends a client TCP connection the same way every time, whatever the protocol library does
+/// with its socket: the client sends its FIN first, waits (bounded) for the server's, and
+/// discards anything unread, so the client's port ends in TIME_WAIT, as the study's clients'
+/// did. Closing with unread bytes (a late session ticket, a close_notify) would otherwise
+/// turn the close into an RST at random and leave no TIME_WAIT. With `linger_zero` the close
+/// is an RST on purpose.
+pub struct Closer {
+    /// A second descriptor of the socket, kept after the library drops its own.
+    socket: Option<std::net::TcpStream>,
+}
+
+impl Closer {
+    fn new(tcp: &TcpStream, linger_zero: bool) -> Self {
+        use std::os::fd::AsFd;
+        let socket = if linger_zero {
+            None
+        } else {
+            tcp.as_fd()
+                .try_clone_to_owned()
+                .ok()
+                .map(std::net::TcpStream::from)
+        };
+        Closer { socket }
+    }
+
+    /// Sends FIN if the library has not, then reads to the server's FIN (at most `within`).
+    pub async fn finish(self, within: Duration) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let Some(socket) = self.socket else {
+            return;
+        };
+        let Ok(mut tcp) = TcpStream::from_std(socket) else {
+            return;
+        };
+        let _ = tcp.shutdown().await;
+        let mut sink = [0u8; 4096];
+        let _ = tokio::time::timeout(within, async {
+            while let Ok(n) = tcp.read(&mut sink).await {
+                if n == 0 {
+                    break;
+                }
+            }
+        })
+        .await;
     }
 }
 
 /// A new TCP socket to `addr` with TCP_NODELAY (Nagle + delayed ACK add 40 ms tails otherwise).
-async fn open_tcp(addr: SocketAddr) -> io::Result<TcpStream> {
+/// With `linger_zero` the close is an RST and leaves no TIME_WAIT behind.
+async fn open_tcp(addr: SocketAddr, linger_zero: bool) -> io::Result<TcpStream> {
     let socket = if addr.is_ipv4() {
         TcpSocket::new_v4()?
     } else {
         TcpSocket::new_v6()?
     };
     socket.set_nodelay(true)?;
+    if linger_zero {
+        socket.set_zero_linger()?;
+    }
     socket.connect(addr).await
 }
 
@@ -330,33 +383,54 @@ where
 /// The task that drives a client connection (e.g. hyper's connection future). Closing awaits it
 /// (bounded), so the socket is really closed before a worker opens the next one; dropping the
 /// connection without closing aborts it.
-pub struct ConnDriver(std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>);
+pub struct ConnDriver {
+    task: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    closer: std::sync::Mutex<Option<Closer>>,
+}
 
 impl ConnDriver {
     pub fn spawn<F>(driver: F) -> Self
     where
         F: std::future::Future + Send + 'static,
     {
-        ConnDriver(std::sync::Mutex::new(Some(tokio::spawn(async move {
-            let _ = driver.await;
-        }))))
+        ConnDriver {
+            task: std::sync::Mutex::new(Some(tokio::spawn(async move {
+                let _ = driver.await;
+            }))),
+            closer: std::sync::Mutex::new(None),
+        }
     }
 
-    /// Waits up to `within` for the driver to finish, then abandons it.
+    /// The same, for a TCP connection whose close the [`Closer`] completes.
+    pub fn spawn_tcp<F>(driver: F, closer: Closer) -> Self
+    where
+        F: std::future::Future + Send + 'static,
+    {
+        let d = ConnDriver::spawn(driver);
+        *d.closer.lock().expect("closer lock") = Some(closer);
+        d
+    }
+
+    /// Waits up to `within` for the driver to finish (then abandons it), then completes the
+    /// TCP close.
     pub async fn finish(&self, within: Duration) {
-        let handle = self.0.lock().expect("driver lock").take();
+        let handle = self.task.lock().expect("driver lock").take();
         if let Some(handle) = handle {
             let abort = handle.abort_handle();
             if tokio::time::timeout(within, handle).await.is_err() {
                 abort.abort();
             }
         }
+        let closer = self.closer.lock().expect("closer lock").take();
+        if let Some(closer) = closer {
+            closer.finish(within).await;
+        }
     }
 }
 
 impl Drop for ConnDriver {
     fn drop(&mut self) {
-        if let Ok(mut handle) = self.0.lock() {
+        if let Ok(mut handle) = self.task.lock() {
             if let Some(handle) = handle.take() {
                 handle.abort();
             }

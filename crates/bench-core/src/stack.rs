@@ -30,6 +30,23 @@ pub struct ServerSettings {
     pub fault: Option<FaultSpec>,
     /// Accept backlog for TCP listeners.
     pub backlog: u32,
+    pub tuning: Tuning,
+}
+
+/// Transport knobs a study may turn (the study's collapse candidates); `None` keeps the
+/// library's default. Each stack applies the ones that exist for it.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Tuning {
+    /// QUIC: the initial RTT estimate before any sample (quinn's default is 333 ms, so a lost
+    /// Initial costs about a second).
+    pub quic_initial_rtt_ms: Option<u64>,
+    /// QUIC: SO_RCVBUF and SO_SNDBUF of the UDP sockets, in bytes.
+    pub udp_buffer_bytes: Option<usize>,
+    /// QUIC: connection-level receive window in bytes (stream windows follow it).
+    pub quic_receive_window: Option<u64>,
+    /// TCP client: close with SO_LINGER 0 (an RST, no TIME_WAIT) instead of a FIN.
+    pub linger_zero: bool,
 }
 
 /// Client-side TLS: the CA to verify against and the handshake variant.
@@ -51,6 +68,7 @@ pub struct ClientSettings {
     pub handshake_timeout: Duration,
     /// The profile the server uses, so the client can check the padding size.
     pub payload: PayloadProfile,
+    pub tuning: Tuning,
 }
 
 /// A bound, not yet running server: its address is known before it serves, so a ready line

@@ -44,6 +44,7 @@ pub async fn start_server(
             payload,
             fault: fault.map(|f| f.parse::<FaultSpec>().expect("fault spec")),
             backlog: 1024,
+            tuning: Default::default(),
         })
         .await
         .expect("bind");
@@ -72,6 +73,7 @@ pub fn client_settings(
         connect_timeout: Duration::from_secs(5),
         handshake_timeout: Duration::from_secs(5),
         payload,
+        tuning: Default::default(),
     }
 }
 

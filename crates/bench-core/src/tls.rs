@@ -201,8 +201,9 @@ impl HandshakeVariant {
     }
 }
 
-/// TLS 1.3-only server config with the given ALPN protocol. Session tickets are issued so that
-/// resuming clients can resume; full-handshake clients simply do not keep them.
+/// TLS 1.3-only server config with the given ALPN protocol. Sessions are kept in a stateful
+/// server cache (rustls refuses 0-RTT with stateless tickets, as a replay defence), so resuming
+/// clients can resume and QUIC clients can send 0-RTT; full-handshake clients keep no tickets.
 pub fn server_config(
     identity: &ServerIdentity,
     alpn: &[u8],
@@ -214,7 +215,7 @@ pub fn server_config(
             .with_single_cert(identity.chain.clone(), identity.key.clone_key())
             .context("server certificate and key do not match")?;
     config.alpn_protocols = vec![alpn.to_vec()];
-    config.ticketer = rustls::crypto::ring::Ticketer::new()?;
+    config.session_storage = rustls::server::ServerSessionMemoryCache::new(65_536);
     config.send_tls13_tickets = 2;
     // QUIC 0-RTT needs the server to accept early data; TCP stacks ignore this.
     config.max_early_data_size = u32::MAX;
@@ -243,7 +244,10 @@ pub fn client_config(
             Resumption::in_memory_sessions(4096)
         }
     };
-    config.enable_early_data = variant == HandshakeVariant::ZeroRtt;
+    // Tickets must allow early data for quinn to report a cached session (into_0rtt); the
+    // resumed variant still sends nothing before the handshake completes, and tokio-rustls
+    // sends TCP early data only when asked to, which it never is here.
+    config.enable_early_data = variant != HandshakeVariant::Full;
     Ok(Arc::new(config))
 }
 

@@ -55,6 +55,13 @@ pub struct ServeArgs {
     /// Pin the server to this CPU.
     #[arg(long)]
     pub cpu: Option<usize>,
+    /// Transport knobs as JSON, e.g. '{"quic_initial_rtt_ms":100,"udp_buffer_bytes":4194304}'.
+    #[arg(long, value_parser = parse_tuning)]
+    pub tuning: Option<bench_core::Tuning>,
+}
+
+fn parse_tuning(text: &str) -> Result<bench_core::Tuning, String> {
+    serde_json::from_str(text).map_err(|e| format!("invalid tuning JSON: {e}"))
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]

@@ -91,6 +91,115 @@ pub struct Experiment {
     pub pin: bool,
     pub backlog: u32,
     pub out: PathBuf,
+    /// Network emulation on the loopback of a private network namespace, e.g.
+    /// `rtt=40ms,jitter=2ms,loss=0.5%,rate=100mbit` (`delay=` is the one-way qdisc delay).
+    pub netem: Option<String>,
+    /// `net.ipv4.ip_local_port_range` inside the private namespace, e.g. `"40000 40999"`.
+    pub port_range: Option<String>,
+    /// `net.ipv4.tcp_tw_reuse` inside the private namespace (0, 1 or 2).
+    pub tcp_tw_reuse: Option<u8>,
+    /// `net.core.somaxconn` inside the private namespace.
+    pub somaxconn: Option<u32>,
+    pub quic_initial_rtt_ms: Option<u64>,
+    pub udp_buffer_bytes: Option<usize>,
+    pub quic_receive_window: Option<u64>,
+    /// TCP clients close with SO_LINGER 0 (RST, no TIME_WAIT) instead of a FIN.
+    pub linger_zero: bool,
+    /// Conditions to compare: each variant overrides some knobs and runs the whole plan.
+    pub variants: Vec<Variant>,
+}
+
+/// A named set of knob overrides; every cell of the plan runs once per variant.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Variant {
+    pub name: String,
+    pub stacks: Option<Vec<String>>,
+    pub regimes: Option<Vec<Regime>>,
+    pub concurrency: Option<Vec<u32>>,
+    pub handshake: Option<HandshakeVariant>,
+    pub netem: Option<String>,
+    pub port_range: Option<String>,
+    pub tcp_tw_reuse: Option<u8>,
+    pub somaxconn: Option<u32>,
+    pub backlog: Option<u32>,
+    pub client_nofile: Option<u64>,
+    pub request_timeout_ms: Option<u64>,
+    pub connect_timeout_ms: Option<u64>,
+    pub handshake_timeout_ms: Option<u64>,
+    pub quic_initial_rtt_ms: Option<u64>,
+    pub udp_buffer_bytes: Option<usize>,
+    pub quic_receive_window: Option<u64>,
+    pub linger_zero: Option<bool>,
+    pub server_threads: Option<u32>,
+    pub client_threads: Option<u32>,
+}
+
+/// The emulated network of a cell, parsed from `netem`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Netem {
+    /// One-way qdisc delay on loopback; a round trip crosses it twice.
+    pub delay_ms: f64,
+    pub jitter_ms: f64,
+    pub loss_pct: f64,
+    pub rate: Option<String>,
+}
+
+impl Netem {
+    pub fn parse(text: &str) -> Result<Netem, String> {
+        let mut netem = Netem {
+            delay_ms: 0.0,
+            jitter_ms: 0.0,
+            loss_pct: 0.0,
+            rate: None,
+        };
+        let ms = |v: &str| -> Result<f64, String> {
+            let n = v
+                .strip_suffix("ms")
+                .ok_or_else(|| format!("'{v}' needs a unit of ms"))?;
+            n.parse::<f64>()
+                .ok()
+                .filter(|n| n.is_finite() && *n >= 0.0)
+                .ok_or_else(|| format!("'{v}' is not a duration in ms"))
+        };
+        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (key, value) = part
+                .split_once('=')
+                .ok_or_else(|| format!("'{part}' is not key=value"))?;
+            match key {
+                "delay" => netem.delay_ms = ms(value)?,
+                "rtt" => netem.delay_ms = ms(value)? / 2.0,
+                "jitter" => netem.jitter_ms = ms(value)?,
+                "loss" => {
+                    let pct = value
+                        .strip_suffix('%')
+                        .ok_or_else(|| format!("loss '{value}' needs a %"))?;
+                    netem.loss_pct = pct
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|p| (0.0..=100.0).contains(p))
+                        .ok_or_else(|| format!("loss '{value}' is not a percentage"))?;
+                }
+                "rate" => {
+                    let ok = value
+                        .trim_end_matches(|c: char| c.is_ascii_alphabetic())
+                        .parse::<f64>()
+                        .is_ok()
+                        && ["kbit", "mbit", "gbit"].iter().any(|u| value.ends_with(u));
+                    if !ok {
+                        return Err(format!("rate '{value}' must look like 100mbit"));
+                    }
+                    netem.rate = Some(value.to_string());
+                }
+                other => {
+                    return Err(format!(
+                        "unknown netem key '{other}', expected delay, rtt, jitter, loss or rate"
+                    ))
+                }
+            }
+        }
+        Ok(netem)
+    }
 }
 
 impl Default for Experiment {
@@ -123,11 +232,60 @@ impl Default for Experiment {
             pin: false,
             backlog: 4096,
             out: PathBuf::from("results"),
+            netem: None,
+            port_range: None,
+            tcp_tw_reuse: None,
+            somaxconn: None,
+            quic_initial_rtt_ms: None,
+            udp_buffer_bytes: None,
+            quic_receive_window: None,
+            linger_zero: false,
+            variants: Vec::new(),
         }
     }
 }
 
 impl Experiment {
+    /// Whether cells need a private network namespace (emulation or namespace sysctls).
+    pub fn needs_netns(&self) -> bool {
+        self.netem.is_some()
+            || self.port_range.is_some()
+            || self.tcp_tw_reuse.is_some()
+            || self.somaxconn.is_some()
+    }
+
+    /// The transport knobs the stacks apply.
+    pub fn tuning(&self) -> bench_core::Tuning {
+        bench_core::Tuning {
+            quic_initial_rtt_ms: self.quic_initial_rtt_ms,
+            udp_buffer_bytes: self.udp_buffer_bytes,
+            quic_receive_window: self.quic_receive_window,
+            linger_zero: self.linger_zero,
+        }
+    }
+
+    /// One experiment per variant (the knobs overridden), or just this one, named `default`.
+    pub fn variant_experiments(&self) -> Vec<(String, Experiment)> {
+        if self.variants.is_empty() {
+            return vec![("default".into(), self.clone())];
+        }
+        self.variants
+            .iter()
+            .map(|v| {
+                let mut e = Experiment { variants: Vec::new(), ..self.clone() };
+                macro_rules! over {
+                    ($($f:ident),*) => { $( if let Some(x) = &v.$f { e.$f = x.clone().into(); } )* };
+                }
+                over!(stacks, regimes, concurrency, handshake, backlog, request_timeout_ms, connect_timeout_ms, handshake_timeout_ms, linger_zero, server_threads, client_threads);
+                macro_rules! over_opt {
+                    ($($f:ident),*) => { $( if v.$f.is_some() { e.$f = v.$f.clone(); } )* };
+                }
+                over_opt!(netem, port_range, tcp_tw_reuse, somaxconn, client_nofile, quic_initial_rtt_ms, udp_buffer_bytes, quic_receive_window);
+                (v.name.clone(), e)
+            })
+            .collect()
+    }
+
     /// Reads an experiment file; errors name the file, and for TOML the key, line and column.
     pub fn from_file(path: &Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path)
@@ -293,6 +451,62 @@ impl Experiment {
         }
         if self.handshake == HandshakeVariant::ZeroRtt && self.stacks.iter().any(|s| s != "h3") {
             return fail("handshake", "zero-rtt exists only for h3".into());
+        }
+        if let Some(netem) = &self.netem {
+            Netem::parse(netem).map_err(|e| format!("experiment '{}': netem: {e}", self.name))?;
+        }
+        if let Some(range) = &self.port_range {
+            let ports: Vec<u32> = range
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect();
+            if ports.len() != 2 || ports[0] == 0 || ports[0] > ports[1] || ports[1] > 65535 {
+                return fail(
+                    "port_range",
+                    format!("'{range}' must be two ports 'low high' with low <= high"),
+                );
+            }
+        }
+        if self.tcp_tw_reuse.is_some_and(|v| v > 2) {
+            return fail("tcp_tw_reuse", "must be 0, 1 or 2".into());
+        }
+        if self.somaxconn == Some(0) {
+            return fail("somaxconn", "must be at least 1".into());
+        }
+        if self.udp_buffer_bytes.is_some_and(|b| b < 1024) {
+            return fail("udp_buffer_bytes", "must be at least 1024".into());
+        }
+        if self.quic_initial_rtt_ms == Some(0) {
+            return fail("quic_initial_rtt_ms", "must be at least 1".into());
+        }
+        if self.quic_receive_window.is_some_and(|w| w < 1024) {
+            return fail("quic_receive_window", "must be at least 1024".into());
+        }
+        let mut names = Vec::new();
+        for v in &self.variants {
+            if v.name.is_empty()
+                || !v
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            {
+                return fail("variants", format!("variant name '{}' must be non-empty and use only letters, digits, '-', '_', '.'", v.name));
+            }
+            if names.contains(&&v.name) {
+                return fail("variants", format!("variant '{}' is listed twice", v.name));
+            }
+            names.push(&v.name);
+        }
+        if !self.variants.is_empty() {
+            for (name, e) in self.variant_experiments() {
+                e.validate(known_stacks).map_err(|msg| {
+                    msg.replacen(
+                        &format!("experiment '{}'", self.name),
+                        &format!("experiment '{}', variant '{name}'", self.name),
+                        1,
+                    )
+                })?;
+            }
         }
         Ok(())
     }

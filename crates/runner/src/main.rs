@@ -3,8 +3,10 @@
 
 mod chart;
 mod cli;
+mod emulator;
 mod experiment;
 mod load;
+mod netns;
 mod output;
 mod pin;
 mod plan;
@@ -48,6 +50,7 @@ fn main() -> ExitCode {
                 backlog: args.backlog,
                 certs: args.certs.unwrap_or_else(default_certs_dir),
                 cpu: args.cpu,
+                tuning: args.tuning.unwrap_or_default(),
             };
             match serve::serve_blocking(stack, opts) {
                 Ok(()) => ExitCode::SUCCESS,
@@ -122,6 +125,15 @@ fn main() -> ExitCode {
 fn validated(args: &cli::RunArgs) -> Result<experiment::Experiment, String> {
     let exp = args.experiment()?;
     exp.validate(&registry::names())?;
+    if exp
+        .variant_experiments()
+        .iter()
+        .any(|(_, e)| e.needs_netns())
+    {
+        if let Some(why) = netns::unavailable() {
+            return Err(format!("experiment '{}': {why}", exp.name));
+        }
+    }
     run::check_out_dir(&exp.out)?;
     Ok(exp)
 }

@@ -29,6 +29,8 @@ pub struct CellResult {
     pub server_exit: Option<String>,
     /// Why the cell could not run at all (server failed to start, etc.).
     pub error: Option<String>,
+    /// With network emulation: packets the emulator delayed and dropped.
+    pub emulated_packets: Option<(u64, u64)>,
 }
 
 impl CellResult {
@@ -54,6 +56,7 @@ impl CellResult {
         let mut r: Vec<(String, String)> = Vec::with_capacity(96);
         let mut put = |k: &str, v: String| r.push((k.to_string(), v));
         put("cell_key", self.cell.key());
+        put("variant", self.cell.variant.clone());
         put("stage", self.cell.stage.as_str().to_string());
         put("stack", self.cell.stack.clone());
         put("regime", self.cell.regime.to_string());
@@ -173,6 +176,37 @@ impl CellResult {
                 }
             ),
         );
+        let e = &self.cell.exp;
+        let opt = |v: Option<String>| v.unwrap_or_default();
+        put("netem", opt(e.netem.clone()));
+        put("port_range", opt(e.port_range.clone()));
+        put("tcp_tw_reuse", opt(e.tcp_tw_reuse.map(|v| v.to_string())));
+        put("somaxconn", opt(e.somaxconn.map(|v| v.to_string())));
+        put("backlog", e.backlog.to_string());
+        put("client_nofile", opt(e.client_nofile.map(|v| v.to_string())));
+        put("request_timeout_ms", e.request_timeout_ms.to_string());
+        put("connect_timeout_ms", e.connect_timeout_ms.to_string());
+        put("handshake_timeout_ms", e.handshake_timeout_ms.to_string());
+        put(
+            "quic_initial_rtt_ms",
+            opt(e.quic_initial_rtt_ms.map(|v| v.to_string())),
+        );
+        put(
+            "udp_buffer_bytes",
+            opt(e.udp_buffer_bytes.map(|v| v.to_string())),
+        );
+        put(
+            "quic_receive_window",
+            opt(e.quic_receive_window.map(|v| v.to_string())),
+        );
+        put("linger_zero", e.linger_zero.to_string());
+        put("server_threads", e.server_threads.to_string());
+        let (delayed, dropped) = match self.emulated_packets {
+            Some((a, b)) => (a.to_string(), b.to_string()),
+            None => (String::new(), String::new()),
+        };
+        put("emulated_packets_delayed", delayed);
+        put("emulated_packets_dropped", dropped);
         put("server_exit", self.server_exit.clone().unwrap_or_default());
         put("error", self.error.clone().unwrap_or_default());
         r

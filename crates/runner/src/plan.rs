@@ -25,6 +25,9 @@ impl Stage {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cell {
+    /// The variant's name (`default` without variants) and its effective settings.
+    pub variant: String,
+    pub exp: std::sync::Arc<Experiment>,
     pub stage: Stage,
     pub stack: String,
     pub regime: Regime,
@@ -46,7 +49,7 @@ pub struct Cell {
 impl Cell {
     /// Stable identity of a cell within a run, used by the CSVs and by resume.
     pub fn key(&self) -> String {
-        match self.stage {
+        let key = match self.stage {
             Stage::Baseline => format!(
                 "{}/{}/baseline/r{}",
                 self.stack, self.regime, self.repetition
@@ -55,12 +58,34 @@ impl Cell {
                 "{}/{}/c{}/r{}",
                 self.stack, self.regime, self.concurrency, self.repetition
             ),
+        };
+        if self.variant == "default" {
+            key
+        } else {
+            format!("{}/{key}", self.variant)
         }
     }
 }
 
-pub fn plan(exp: &Experiment) -> Vec<Cell> {
+pub fn plan(base: &Experiment) -> Vec<Cell> {
+    let variants: Vec<(String, std::sync::Arc<Experiment>)> = base
+        .variant_experiments()
+        .into_iter()
+        .map(|(name, e)| (name, std::sync::Arc::new(e)))
+        .collect();
+    let mut cells = Vec::new();
+    for repetition in 1..=base.repetitions {
+        for (variant, exp) in &variants {
+            cells.extend(plan_variant(variant, exp, repetition));
+        }
+    }
+    cells
+}
+
+fn plan_variant(variant: &str, exp: &std::sync::Arc<Experiment>, repetition: u32) -> Vec<Cell> {
     let cell = |stage, stack: &String, regime: Regime, concurrency, repetition| Cell {
+        variant: variant.to_string(),
+        exp: exp.clone(),
         stage,
         stack: stack.clone(),
         regime,
@@ -93,25 +118,23 @@ pub fn plan(exp: &Experiment) -> Vec<Cell> {
         },
     };
     let mut cells = Vec::new();
-    for repetition in 1..=exp.repetitions {
-        if exp.baseline_seconds > 0 {
-            for regime in &exp.regimes {
-                for stack in &exp.stacks {
-                    cells.push(cell(Stage::Baseline, stack, *regime, 1, repetition));
-                }
+    if exp.baseline_seconds > 0 {
+        for regime in &exp.regimes {
+            for stack in &exp.stacks {
+                cells.push(cell(Stage::Baseline, stack, *regime, 1, repetition));
             }
         }
-        for regime in &exp.regimes {
-            for concurrency in &exp.concurrency {
-                for stack in &exp.stacks {
-                    cells.push(cell(
-                        Stage::Stress,
-                        stack,
-                        *regime,
-                        *concurrency,
-                        repetition,
-                    ));
-                }
+    }
+    for regime in &exp.regimes {
+        for concurrency in &exp.concurrency {
+            for stack in &exp.stacks {
+                cells.push(cell(
+                    Stage::Stress,
+                    stack,
+                    *regime,
+                    *concurrency,
+                    repetition,
+                ));
             }
         }
     }

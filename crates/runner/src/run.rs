@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::Context;
 use bench_core::tls::{ensure_certs, load_ca, CertificateDer, SERVER_NAME};
 use bench_core::{ClientSettings, ClientTls, Stack};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -59,6 +60,10 @@ pub async fn run(
     ctx: RunContext,
     resume: Option<PathBuf>,
 ) -> anyhow::Result<RunOutcome> {
+    let ctx = Arc::new(ctx);
+    if netns_in_use(&exp) {
+        crate::netns::remove_stale();
+    }
     let planned = plan(&exp);
     let (dir, done, started_utc) = match resume {
         Some(dir) => {
@@ -118,10 +123,17 @@ pub async fn run(
                 .progress_chars("=> "),
         );
         bar.set_prefix(format!("[{}/{}] {}", i + 1, cells.len(), cell.key()));
-        let Some((result, samples)) = run_cell(stack, cell, &exp, &ctx, &ca, &bar, &stop).await
-        else {
-            bar.abandon_with_message("interrupted");
-            break;
+        let outcome = run_isolated(stack, cell, &ctx, &ca, &bar, &stop, i).await;
+        let (result, samples) = match outcome {
+            Ok(Some(done)) => done,
+            Ok(None) => {
+                bar.abandon_with_message("interrupted");
+                break;
+            }
+            Err(e) => {
+                bar.abandon_with_message("could not run");
+                failed_cell(cell, format!("{e:#}"))
+            }
         };
         bar.finish_with_message(format!(
             "{:.0} req/s, {} failed",
@@ -162,6 +174,7 @@ fn failed_cell(cell: &Cell, error: String) -> (CellResult, Vec<crate::sampler::S
             client: Default::default(),
             server_exit: None,
             error: Some(error),
+            emulated_packets: None,
         },
         Vec::new(),
     )
@@ -172,12 +185,12 @@ fn failed_cell(cell: &Cell, error: String) -> (CellResult, Vec<crate::sampler::S
 async fn run_cell(
     stack: &'static dyn Stack,
     cell: &Cell,
-    exp: &Experiment,
     ctx: &RunContext,
     ca: &[CertificateDer<'static>],
     bar: &ProgressBar,
     stop: &Arc<AtomicBool>,
 ) -> Option<(CellResult, Vec<crate::sampler::Sample>)> {
+    let exp = &*cell.exp;
     let serve = ServeOptions {
         stack: cell.stack.clone(),
         listen: "127.0.0.1:0".parse().expect("address"),
@@ -191,6 +204,7 @@ async fn run_cell(
         backlog: exp.backlog,
         certs: ctx.certs_dir.clone(),
         cpu: ctx.server_cpu,
+        tuning: exp.tuning(),
     };
     let mut server = match ServerProcess::start(&serve).await {
         Ok(s) => s,
@@ -206,6 +220,7 @@ async fn run_cell(
         connect_timeout: Duration::from_millis(exp.connect_timeout_ms),
         handshake_timeout: Duration::from_millis(exp.handshake_timeout_ms),
         payload: cell.payload,
+        tuning: exp.tuning(),
     };
     let client = match stack.client(&settings) {
         Ok(c) => c,
@@ -277,6 +292,7 @@ async fn run_cell(
             client: client_res,
             server_exit,
             error: None,
+            emulated_packets: None,
         },
         samples,
     ))
@@ -341,4 +357,71 @@ pub fn check_out_dir(out: &Path) -> Result<(), String> {
             _ => return Ok(()),
         }
     }
+}
+
+/// Runs one cell on a runtime of its own, inside a private network namespace when the cell's
+/// conditions need one, with the cell's open-file limit; restores the limit afterwards.
+async fn run_isolated(
+    stack: &'static dyn Stack,
+    cell: &Cell,
+    ctx: &Arc<RunContext>,
+    ca: &[CertificateDer<'static>],
+    bar: &ProgressBar,
+    stop: &Arc<AtomicBool>,
+    index: usize,
+) -> anyhow::Result<Option<(CellResult, Vec<crate::sampler::Sample>)>> {
+    let netns = if cell.exp.needs_netns() {
+        Some(Arc::new(crate::netns::Netns::create(&cell.exp, index)?))
+    } else {
+        None
+    };
+    let (_, hard) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)?;
+    let (soft_before, _) =
+        nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)?;
+    if let Some(n) = cell.exp.client_nofile {
+        crate::pin::set_nofile_soft_limit(n.min(hard))?;
+    }
+    let threads = match cell.exp.client_threads {
+        0 => ctx.client_threads,
+        n => n as usize,
+    };
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.worker_threads(threads).enable_all();
+    if let Some(ns) = &netns {
+        let ns = ns.clone();
+        builder.on_thread_start(move || {
+            ns.enter()
+                .expect("cannot enter the cell's network namespace");
+        });
+    }
+    let runtime = builder.build().context("cannot start the cell's runtime")?;
+    let (cell, ctx, ca, bar, stop) = (
+        cell.clone(),
+        ctx.clone(),
+        ca.to_vec(),
+        bar.clone(),
+        stop.clone(),
+    );
+    let outcome = tokio::task::spawn_blocking(move || {
+        let outcome = runtime.block_on(async move {
+            // Spawned, so that the cell runs on a worker thread (inside the namespace).
+            tokio::spawn(async move { run_cell(stack, &cell, &ctx, &ca, &bar, &stop).await }).await
+        });
+        runtime.shutdown_timeout(Duration::from_millis(500));
+        outcome
+    })
+    .await?;
+    let _ = crate::pin::set_nofile_soft_limit(soft_before);
+    let mut outcome = outcome?;
+    if let (Some(ns), Some((result, _))) = (&netns, outcome.as_mut()) {
+        result.emulated_packets = Some(ns.emulated_packets());
+    }
+    drop(netns);
+    Ok(outcome)
+}
+
+fn netns_in_use(exp: &Experiment) -> bool {
+    exp.variant_experiments()
+        .iter()
+        .any(|(_, e)| e.needs_netns())
 }

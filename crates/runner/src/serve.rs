@@ -34,6 +34,7 @@ pub struct ServeOptions {
     pub backlog: u32,
     pub certs: PathBuf,
     pub cpu: Option<usize>,
+    pub tuning: bench_core::Tuning,
 }
 
 /// Runs a server until SIGINT/SIGTERM (in the `serve` process).
@@ -70,6 +71,7 @@ pub fn serve_blocking(stack: &'static dyn Stack, opts: ServeOptions) -> anyhow::
                 payload: opts.payload,
                 fault: opts.fault,
                 backlog: opts.backlog,
+                tuning: opts.tuning.clone(),
             })
             .await
             .with_context(|| format!("cannot listen on {}", opts.listen))?;
@@ -121,6 +123,9 @@ impl ServerProcess {
         }
         if let Some(cpu) = opts.cpu {
             cmd.args(["--cpu", &cpu.to_string()]);
+        }
+        if opts.tuning != bench_core::Tuning::default() {
+            cmd.args(["--tuning", &serde_json::to_string(&opts.tuning)?]);
         }
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -53,13 +53,13 @@ impl GrpcClient {
 #[async_trait]
 impl Client for GrpcClient {
     async fn connect(&self) -> Result<Connected, Failure> {
-        let (stream, timing) = self.connector.connect().await?;
+        let (stream, timing, closer) = self.connector.connect().await?;
         let counters = stream.counters();
         let (send, conn) =
             hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
                 .await
                 .map_err(|e| classify_hyper(Phase::Handshake, &e))?;
-        let driver = ConnDriver::spawn(conn);
+        let driver = ConnDriver::spawn_tcp(conn, closer);
         Ok(Connected {
             conn: Arc::new(GrpcConnection {
                 send: std::sync::Mutex::new(Some(send)),

@@ -35,12 +35,12 @@ impl H1Client {
 #[async_trait]
 impl Client for H1Client {
     async fn connect(&self) -> Result<Connected, Failure> {
-        let (stream, timing) = self.connector.connect().await?;
+        let (stream, timing, closer) = self.connector.connect().await?;
         let counters = stream.counters();
         let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|e| classify_hyper(Phase::Handshake, &e))?;
-        let driver = ConnDriver::spawn(conn);
+        let driver = ConnDriver::spawn_tcp(conn, closer);
         Ok(Connected {
             conn: Arc::new(H1Connection {
                 send: Mutex::new(Some(send)),

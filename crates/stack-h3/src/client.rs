@@ -25,6 +25,7 @@ pub struct H3Client {
     config: quinn::ClientConfig,
     variant: HandshakeVariant,
     handshake_timeout: Duration,
+    tuning: bench_core::Tuning,
     payload: PayloadProfile,
     uri_prefix: String,
 }
@@ -39,7 +40,15 @@ impl H3Client {
         Ok(H3Client {
             target: settings.target,
             server_name: settings.server_name.clone(),
-            config: quinn::ClientConfig::new(Arc::new(crypto)),
+            config: {
+                let mut config = quinn::ClientConfig::new(Arc::new(crypto));
+                config.transport_config(crate::tuning::transport_config(
+                    &settings.tuning,
+                    crate::server::MAX_CONCURRENT_STREAMS,
+                ));
+                config
+            },
+            tuning: settings.tuning.clone(),
             variant: tls.variant,
             handshake_timeout: settings.handshake_timeout,
             payload: settings.payload,
@@ -54,7 +63,7 @@ impl H3Client {
     async fn handshake(
         &self,
     ) -> Result<(quinn::Endpoint, quinn::Connection, ConnectTiming), Failure> {
-        let socket = RefusalAwareSocket::connect(self.target)
+        let socket = RefusalAwareSocket::connect(self.target, &self.tuning)
             .map_err(|e| classify_error(Phase::Connect, &e))?;
         let mut endpoint = quinn::Endpoint::new_with_abstract_socket(
             quinn::EndpointConfig::default(),
@@ -68,25 +77,41 @@ impl H3Client {
         let connecting = endpoint
             .connect(self.target, &self.server_name)
             .map_err(|e| Failure::new(FailureClass::Other, e.to_string()))?;
-        if self.variant == HandshakeVariant::ZeroRtt {
-            match connecting.into_0rtt() {
-                Ok((conn, _accepted)) => {
-                    let timing = ConnectTiming {
-                        tcp_connect: Duration::ZERO,
-                        handshake: started.elapsed(),
-                        resumed: true,
-                    };
-                    return Ok((endpoint, conn, timing));
+        if self.variant == HandshakeVariant::Full {
+            return self
+                .finish_handshake(endpoint, connecting, &socket, started)
+                .await;
+        }
+        // A cached session exists exactly when quinn can offer 0-RTT; without one this is a
+        // full handshake (the first connection, which fetches the ticket).
+        let (conn, accepted) = match connecting.into_0rtt() {
+            Ok(pair) => pair,
+            Err(connecting) => {
+                return self
+                    .finish_handshake(endpoint, connecting, &socket, started)
+                    .await
+            }
+        };
+        if self.variant == HandshakeVariant::Resumed {
+            // Resumption without early data: wait for the (abbreviated) handshake to finish
+            // before the request goes out.
+            tokio::select! {
+                done = tokio::time::timeout(self.handshake_timeout, accepted) => {
+                    if done.is_err() {
+                        return Err(Failure::new(FailureClass::HandshakeTimeout, "QUIC handshake timed out"));
+                    }
                 }
-                Err(connecting) => {
-                    return self
-                        .finish_handshake(endpoint, connecting, &socket, started)
-                        .await
+                _ = socket.refused() => {
+                    return Err(Failure::new(FailureClass::ConnectRefused, "ICMP port unreachable: no QUIC server on that port"));
                 }
             }
         }
-        self.finish_handshake(endpoint, connecting, &socket, started)
-            .await
+        let timing = ConnectTiming {
+            tcp_connect: Duration::ZERO,
+            handshake: started.elapsed(),
+            resumed: true,
+        };
+        Ok((endpoint, conn, timing))
     }
 
     async fn finish_handshake(
@@ -106,12 +131,11 @@ impl H3Client {
                 return Err(Failure::new(FailureClass::ConnectRefused, "ICMP port unreachable: no QUIC server on that port"));
             }
         };
-        // quinn does not expose whether rustls resumed; only the 0-RTT path above knows.
-        let resumed = false;
+        // No cached session was offered on this path, so this was a full handshake.
         let timing = ConnectTiming {
             tcp_connect: Duration::ZERO,
             handshake: started.elapsed(),
-            resumed,
+            resumed: false,
         };
         Ok((endpoint, conn, timing))
     }

@@ -3,6 +3,7 @@
 
 pub mod client;
 pub mod server;
+mod tuning;
 mod udp;
 
 use std::sync::Arc;

@@ -21,20 +21,38 @@ pub fn bind(settings: ServerSettings) -> anyhow::Result<BoundServer> {
     let crypto =
         QuicServerConfig::try_from((*tls).clone()).context("TLS config is not usable for QUIC")?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-    let mut transport = quinn::TransportConfig::default();
-    transport.max_concurrent_bidi_streams(MAX_CONCURRENT_STREAMS.into());
-    config.transport_config(Arc::new(transport));
-    let endpoint = quinn::Endpoint::server(config, settings.listen)
+    config.transport_config(crate::tuning::transport_config(
+        &settings.tuning,
+        MAX_CONCURRENT_STREAMS,
+    ));
+    let socket = std::net::UdpSocket::bind(settings.listen)
         .with_context(|| format!("cannot bind UDP {}", settings.listen))?;
+    crate::tuning::size_buffers(&socket, &settings.tuning)?;
+    let endpoint = quinn::Endpoint::new(
+        quinn::EndpointConfig::default(),
+        Some(config),
+        socket,
+        Arc::new(quinn::TokioRuntime),
+    )?;
     let local_addr = endpoint.local_addr()?;
     let workload = Arc::new(ServerWorkload::new(settings.payload, settings.fault));
     let serving = async move {
         while let Some(incoming) = endpoint.accept().await {
             let workload = workload.clone();
             tokio::spawn(async move {
-                if let Ok(conn) = incoming.await {
-                    serve_connection(conn, workload).await;
-                }
+                let Ok(connecting) = incoming.accept() else {
+                    return;
+                };
+                // Take the connection before the handshake completes, so requests a client
+                // sends as 0-RTT are answered at once (half-RTT data), as 0-RTT servers do.
+                let conn = match connecting.into_0rtt() {
+                    Ok((conn, _)) => conn,
+                    Err(connecting) => match connecting.await {
+                        Ok(conn) => conn,
+                        Err(_) => return,
+                    },
+                };
+                serve_connection(conn, workload).await;
             });
         }
         Ok(())

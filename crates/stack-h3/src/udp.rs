@@ -31,7 +31,7 @@ impl fmt::Debug for RefusalAwareSocket {
 
 impl RefusalAwareSocket {
     /// A new UDP socket on the target's address family, connected to `target`.
-    pub fn connect(target: SocketAddr) -> io::Result<Arc<Self>> {
+    pub fn connect(target: SocketAddr, tuning: &bench_core::Tuning) -> io::Result<Arc<Self>> {
         let local: SocketAddr = if target.is_ipv4() {
             "0.0.0.0:0".parse().expect("address")
         } else {
@@ -39,6 +39,7 @@ impl RefusalAwareSocket {
         };
         let sock = std::net::UdpSocket::bind(local)?;
         sock.connect(target)?;
+        crate::tuning::size_buffers(&sock, tuning)?;
         sock.set_nonblocking(true)?;
         let state = UdpSocketState::new((&sock).into())?;
         // No GRO on client sockets: with it quinn sizes each endpoint's receive buffer for 64

@@ -1,0 +1,147 @@
+//! Conditions the study left out, in a private network namespace (needs root, iproute2 and
+//! iptables, which .ci/run installs): emulated RTT, resumption and 0-RTT, port exhaustion.
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::*;
+
+fn run_experiment(toml: &str) -> Vec<HashMap<String, String>> {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("exp.toml");
+    std::fs::write(&file, toml).unwrap();
+    let out = tmp.path().join("results");
+    let output = runner()
+        .arg("--experiment")
+        .arg(&file)
+        .arg("--out")
+        .arg(&out)
+        .arg("--certs")
+        .arg(tmp.path().join("certs"))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", output_text(&output));
+    let rows = read_csv(&results_dir(&out).join("cells.csv"));
+    for row in &rows {
+        assert_eq!(row["error"], "", "{}: {}", row["cell_key"], row["error"]);
+    }
+    rows
+}
+
+/// Round trips of the new-connection exchange, by how many the protocol needs: TCP (1) +
+/// TLS 1.3 (1) + request (1) = 3; QUIC + TLS (1) + request (1) = 2; QUIC 0-RTT: 1.
+#[test]
+fn emulated_rtt_shows_each_protocols_handshake_round_trips() {
+    const RTT_MS: f64 = 40.0;
+    let rows = run_experiment(&format!(
+        r#"
+name = "rtt"
+regimes = ["new-conn"]
+concurrency = [1]
+requests_new_conn = 12
+warmup_fraction = 0.1
+baseline_seconds = 0
+netem = "rtt={RTT_MS}ms"
+[[variants]]
+name = "full"
+[[variants]]
+name = "resumed"
+handshake = "resumed"
+[[variants]]
+name = "zero-rtt"
+handshake = "zero-rtt"
+stacks = ["h3"]
+"#
+    ));
+    assert_eq!(rows.len(), 9);
+    let find = |key: &str| {
+        rows.iter()
+            .find(|r| r["cell_key"] == key)
+            .unwrap_or_else(|| panic!("{key}"))
+    };
+    // The emulator delays every packet by RTT/2 (it cannot be faster), and each round trip adds
+    // a little processing: TLS and QUIC crypto plus request handling in a debug build on a
+    // shared two-core machine, a few ms in all, and up to 0.2 ms of emulator timer slack per
+    // packet. So: at least n·RTT, at most n·RTT + RTT/4 + 5 ms.
+    let check = |key: &str, round_trips: f64| {
+        let p50 = num(find(key), "latency_p50_us") / 1000.0;
+        let (lo, hi) = (
+            round_trips * RTT_MS - 1.0,
+            round_trips * RTT_MS + RTT_MS / 4.0 + 5.0,
+        );
+        assert!(
+            (lo..=hi).contains(&p50),
+            "{key}: median {p50:.1} ms, expected {lo:.0}–{hi:.0} ms"
+        );
+        assert!(
+            num(find(key), "emulated_packets_delayed") > 0.0,
+            "{key}: nothing was emulated"
+        );
+    };
+    for stack in ["h1", "h2", "grpc"] {
+        check(&format!("full/{stack}/new-conn/c1/r1"), 3.0);
+        check(&format!("resumed/{stack}/new-conn/c1/r1"), 3.0);
+        // TCP connect and TLS handshake are one round trip each.
+        let full = find(&format!("full/{stack}/new-conn/c1/r1"));
+        for phase in ["connect_p50_us", "handshake_p50_us"] {
+            let ms = num(full, phase) / 1000.0;
+            assert!(
+                (RTT_MS - 1.0..RTT_MS + RTT_MS / 4.0 + 5.0).contains(&ms),
+                "{stack} {phase}: {ms} ms"
+            );
+        }
+    }
+    check("full/h3/new-conn/c1/r1", 2.0);
+    check("resumed/h3/new-conn/c1/r1", 2.0);
+    check("zero-rtt/h3/new-conn/c1/r1", 1.0);
+    // Resumption is really used: flagged on every connection, and over TCP no certificate
+    // crosses the wire (QUIC pads its handshake datagrams, which hides the saving).
+    for stack in ["h1", "h2", "h3", "grpc"] {
+        let full = find(&format!("full/{stack}/new-conn/c1/r1"));
+        let resumed = find(&format!("resumed/{stack}/new-conn/c1/r1"));
+        assert_eq!(num(full, "connections_resumed"), 0.0, "{stack}");
+        assert_eq!(
+            num(resumed, "connections_resumed"),
+            num(resumed, "connections_opened"),
+            "{stack}"
+        );
+        if stack == "h3" {
+            continue;
+        }
+        assert!(
+            num(resumed, "wire_received_bytes_per_request")
+                < num(full, "wire_received_bytes_per_request"),
+            "{stack}: a resumed handshake should receive fewer bytes"
+        );
+    }
+}
+
+#[test]
+fn a_narrow_port_range_without_tw_reuse_exhausts_ports_and_the_sweep_goes_on() {
+    // 50 ephemeral ports; the client closes first, so each connection leaves a TIME_WAIT on
+    // the client's port for 60 s. tcp_tw_reuse=0 stops the kernel reusing them (its default, 2,
+    // reuses them on loopback).
+    let rows = run_experiment(
+        r#"
+name = "ports"
+stacks = ["h1", "grpc"]
+regimes = ["new-conn"]
+concurrency = [10]
+requests_new_conn = 200
+warmup_fraction = 0
+baseline_seconds = 0
+port_range = "40000 40049"
+tcp_tw_reuse = 0
+"#,
+    );
+    assert_eq!(rows.len(), 2);
+    for row in &rows {
+        assert_eq!(num(row, "sent"), 200.0);
+        // About one success per port; a few connections end without a TIME_WAIT (the server
+        // closed first), so their ports come back.
+        assert!(num(row, "ok") >= 1.0 && num(row, "ok") <= 75.0, "{row:?}");
+        assert!(num(row, "fail_addr_unavailable") > 0.0, "{row:?}");
+        assert_eq!(row["port_range"], "40000 40049");
+    }
+}

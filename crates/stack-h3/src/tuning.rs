@@ -1,0 +1,32 @@
+//! The QUIC knobs of [`bench_core::Tuning`], applied the same way on both sides.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bench_core::Tuning;
+
+/// quinn's transport config with the study's knobs applied; `streams` is the concurrent
+/// bidirectional stream limit the peer may open.
+pub fn transport_config(tuning: &Tuning, streams: u32) -> Arc<quinn::TransportConfig> {
+    let mut transport = quinn::TransportConfig::default();
+    transport.max_concurrent_bidi_streams(streams.into());
+    if let Some(ms) = tuning.quic_initial_rtt_ms {
+        transport.initial_rtt(Duration::from_millis(ms));
+    }
+    if let Some(window) = tuning.quic_receive_window {
+        let window = quinn::VarInt::from_u64(window).unwrap_or(quinn::VarInt::MAX);
+        transport.receive_window(window);
+        transport.stream_receive_window(window);
+    }
+    Arc::new(transport)
+}
+
+/// Applies the UDP buffer sizes to a socket before quinn takes it.
+pub fn size_buffers(socket: &std::net::UdpSocket, tuning: &Tuning) -> std::io::Result<()> {
+    if let Some(bytes) = tuning.udp_buffer_bytes {
+        let s = socket2::SockRef::from(socket);
+        s.set_recv_buffer_size(bytes)?;
+        s.set_send_buffer_size(bytes)?;
+    }
+    Ok(())
+}
