@@ -27,6 +27,17 @@ pub enum Command {
     Serve(ServeArgs),
     /// Write RESULTS_DIR/report.html: one self-contained page in the shape of seed 000's report.
     Report { dir: PathBuf },
+    /// Write OUT/reproduction.md from a reference run of the default sweep and claim runs.
+    Paper {
+        /// Results directory of the default sweep.
+        #[arg(long)]
+        reference: PathBuf,
+        /// Results directories of the experiments in experiments/claims/.
+        #[arg(long, num_args = 0..)]
+        claims: Vec<PathBuf>,
+        #[arg(long, default_value = "paper")]
+        out: PathBuf,
+    },
     /// Validate an experiment file (and flags) without running anything.
     Check { file: PathBuf },
 }
@@ -150,6 +161,13 @@ pub struct RunArgs {
     /// Certificate directory (default: certs/ of this checkout).
     #[arg(long)]
     pub certs: Option<PathBuf>,
+    /// Measure an already running `runner serve` at this loopback address instead of starting
+    /// a server per cell (one stack; for comparisons with other load tools).
+    #[arg(long)]
+    pub target: Option<std::net::SocketAddr>,
+    /// The pid of the --target server, so its RSS and CPU are sampled.
+    #[arg(long, requires = "target")]
+    pub target_pid: Option<u32>,
 }
 
 impl RunArgs {

@@ -117,6 +117,8 @@ pub struct Variant {
     pub stacks: Option<Vec<String>>,
     pub regimes: Option<Vec<Regime>>,
     pub concurrency: Option<Vec<u32>>,
+    pub connections: Option<u32>,
+    pub payload: Option<PayloadProfile>,
     pub handshake: Option<HandshakeVariant>,
     pub netem: Option<String>,
     pub port_range: Option<String>,
@@ -276,7 +278,7 @@ impl Experiment {
                 macro_rules! over {
                     ($($f:ident),*) => { $( if let Some(x) = &v.$f { e.$f = x.clone().into(); } )* };
                 }
-                over!(stacks, regimes, concurrency, handshake, backlog, request_timeout_ms, connect_timeout_ms, handshake_timeout_ms, linger_zero, server_threads, client_threads);
+                over!(stacks, regimes, concurrency, connections, payload, handshake, backlog, request_timeout_ms, connect_timeout_ms, handshake_timeout_ms, linger_zero, server_threads, client_threads);
                 macro_rules! over_opt {
                     ($($f:ident),*) => { $( if v.$f.is_some() { e.$f = v.$f.clone(); } )* };
                 }

@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::chart::{line_chart, Series};
 use crate::registry;
 
-type Row = HashMap<String, String>;
+pub type Row = HashMap<String, String>;
 
 /// The rows of `cells.csv` (those that ran) and the run's manifest.
 pub struct Results {
@@ -47,7 +47,23 @@ impl Results {
                 dir.display()
             );
         }
-        let cells: Vec<Row> = read_rows(&cells_path)?
+        let all = read_rows(&cells_path)?;
+        const NEEDED: [&str; 8] = [
+            "cell_key",
+            "variant",
+            "stage",
+            "stack",
+            "regime",
+            "concurrency",
+            "repetition",
+            "success_rate",
+        ];
+        if let Some(first) = all.first() {
+            if let Some(missing) = NEEDED.iter().find(|c| !first.contains_key(**c)) {
+                bail!("{} has no '{missing}' column: it was written by an older runner; run the experiment again", cells_path.display());
+            }
+        }
+        let cells: Vec<Row> = all
             .into_iter()
             .filter(|r| r.get("error").is_none_or(|e| e.is_empty()))
             .collect();
@@ -71,12 +87,12 @@ pub fn num(row: &Row, key: &str) -> f64 {
     row.get(key).and_then(|v| v.parse().ok()).unwrap_or(0.0)
 }
 
-fn label(stack: &str) -> String {
+pub fn label(stack: &str) -> String {
     registry::find(stack).map_or_else(|| stack.to_string(), |s| s.label().to_string())
 }
 
 /// Stacks in registry order, then any unknown ones.
-fn stack_order(rows: &[&Row]) -> Vec<String> {
+pub fn stack_order(rows: &[&Row]) -> Vec<String> {
     let mut names: Vec<String> = registry::names().iter().map(|s| s.to_string()).collect();
     names.retain(|n| rows.iter().any(|r| &r["stack"] == n));
     for r in rows {
@@ -87,7 +103,7 @@ fn stack_order(rows: &[&Row]) -> Vec<String> {
     names
 }
 
-fn ms(us: f64) -> String {
+pub fn ms(us: f64) -> String {
     format!("{:.3}", us / 1000.0)
 }
 
@@ -173,7 +189,7 @@ fn stage_label(row: &Row) -> String {
     }
 }
 
-fn regimes(rows: &[&Row]) -> Vec<String> {
+pub fn regimes(rows: &[&Row]) -> Vec<String> {
     let mut r: Vec<String> = rows.iter().map(|r| r["regime"].clone()).collect();
     r.sort();
     r.dedup();
@@ -182,7 +198,13 @@ fn regimes(rows: &[&Row]) -> Vec<String> {
 }
 
 /// Mean of a column over the repetitions of (stack, regime, concurrency) in `rows`.
-fn mean_of(rows: &[&Row], stack: &str, regime: &str, concurrency: u64, col: &str) -> Option<f64> {
+pub fn mean_of(
+    rows: &[&Row],
+    stack: &str,
+    regime: &str,
+    concurrency: u64,
+    col: &str,
+) -> Option<f64> {
     let v: Vec<f64> = rows
         .iter()
         .filter(|r| {
@@ -195,7 +217,7 @@ fn mean_of(rows: &[&Row], stack: &str, regime: &str, concurrency: u64, col: &str
     (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
 }
 
-fn levels(rows: &[&Row], regime: &str) -> Vec<u64> {
+pub fn levels(rows: &[&Row], regime: &str) -> Vec<u64> {
     let mut c: Vec<u64> = rows
         .iter()
         .filter(|r| r["regime"] == regime)

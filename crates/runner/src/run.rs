@@ -17,7 +17,7 @@ use crate::output::{self, CellResult, Manifest, ResultsWriter};
 use crate::plan::{plan, Cell};
 use crate::registry;
 use crate::sampler::Sampler;
-use crate::serve::{ServeOptions, ServerProcess};
+use crate::serve::{ServeOptions, ServerHandle, ServerProcess};
 use crate::stats::Measurements;
 
 /// Settings of the run that are not part of the experiment.
@@ -26,6 +26,8 @@ pub struct RunContext {
     pub client_threads: usize,
     pub pinning: String,
     pub server_cpu: Option<usize>,
+    /// An already running server to measure instead of starting one per cell.
+    pub target: Option<(std::net::SocketAddr, Option<u32>)>,
     pub argv: Vec<String>,
 }
 
@@ -206,12 +208,15 @@ async fn run_cell(
         cpu: ctx.server_cpu,
         tuning: exp.tuning(),
     };
-    let mut server = match ServerProcess::start(&serve).await {
-        Ok(s) => s,
-        Err(e) => return Some(failed_cell(cell, format!("server did not start: {e:#}"))),
+    let mut server = match ctx.target {
+        Some((addr, pid)) => ServerHandle::External { addr, pid },
+        None => match ServerProcess::start(&serve).await {
+            Ok(s) => ServerHandle::Child(s),
+            Err(e) => return Some(failed_cell(cell, format!("server did not start: {e:#}"))),
+        },
     };
     let settings = ClientSettings {
-        target: server.addr,
+        target: server.addr(),
         server_name: SERVER_NAME.to_string(),
         tls: (!cell.plaintext).then(|| ClientTls {
             ca: ca.to_vec(),
@@ -267,7 +272,7 @@ async fn run_cell(
     } else {
         Measurements::default()
     };
-    let sampler = Sampler::start(server.pid, Duration::from_millis(exp.sample_interval_ms));
+    let sampler = Sampler::start(server.pid(), Duration::from_millis(exp.sample_interval_ms));
     let progress = Arc::new(Progress::default());
     let measured = supervised(
         load::run(client, spec, progress.clone()),

@@ -59,7 +59,8 @@ struct Track {
 }
 
 impl Sampler {
-    pub fn start(server_pid: u32, interval: Duration) -> Self {
+    /// Samples the server (when its pid is known) and this process.
+    pub fn start(server_pid: Option<u32>, interval: Duration) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::spawn(move || {
@@ -67,7 +68,7 @@ impl Sampler {
                 return (Vec::new(), [ResourceSummary::default(); 2]);
             };
             let mut tracks = [
-                Track::new(Pid::from_u32(server_pid), Role::Server),
+                Track::new(Pid::from_u32(server_pid.unwrap_or(u32::MAX)), Role::Server),
                 Track::new(Pid::from_u32(std::process::id()), Role::Client),
             ];
             let pids = [tracks[0].pid, tracks[1].pid];

@@ -186,3 +186,38 @@ impl ServerProcess {
 pub fn default_certs_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../certs")
 }
+
+/// The server a cell measures: a child the runner started, or one already running that the
+/// user pointed the runner at (`--target`, for comparisons with other load tools).
+pub enum ServerHandle {
+    Child(ServerProcess),
+    External { addr: SocketAddr, pid: Option<u32> },
+}
+
+impl ServerHandle {
+    pub fn addr(&self) -> SocketAddr {
+        match self {
+            ServerHandle::Child(p) => p.addr,
+            ServerHandle::External { addr, .. } => *addr,
+        }
+    }
+    pub fn pid(&self) -> Option<u32> {
+        match self {
+            ServerHandle::Child(p) => Some(p.pid),
+            ServerHandle::External { pid, .. } => *pid,
+        }
+    }
+    pub fn exited(&mut self) -> Option<String> {
+        match self {
+            ServerHandle::Child(p) => p.exited(),
+            ServerHandle::External { .. } => None,
+        }
+    }
+    /// Stops a child; leaves an external server running.
+    pub async fn stop(self) -> Option<String> {
+        match self {
+            ServerHandle::Child(p) => p.stop().await,
+            ServerHandle::External { .. } => None,
+        }
+    }
+}

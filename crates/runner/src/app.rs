@@ -1,0 +1,211 @@
+//! Command dispatch: what `runner` does with its command line.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+use crate::serve::{default_certs_dir, ServeOptions};
+use crate::{cli, experiment, netns, output, paper, pin, plan, registry, report, run, serve};
+
+/// Exit status for invalid input (flags, experiment files): nothing was run or written.
+const EXIT_INVALID: u8 = 2;
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Some(Command::Serve(args)) => {
+            let Some(stack) = registry::find(&args.stack) else {
+                eprintln!(
+                    "error: unknown stack '{}', expected one of {}",
+                    args.stack,
+                    registry::names().join(", ")
+                );
+                return ExitCode::from(EXIT_INVALID);
+            };
+            let opts = ServeOptions {
+                stack: args.stack,
+                listen: args.listen,
+                plaintext: args.plaintext,
+                payload: args.payload,
+                fault: args.fault,
+                threads: args.threads.max(1),
+                backlog: args.backlog,
+                certs: args.certs.unwrap_or_else(default_certs_dir),
+                cpu: args.cpu,
+                tuning: args.tuning.unwrap_or_default(),
+            };
+            match serve::serve_blocking(stack, opts) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Some(Command::Report { dir }) => match report::write(&dir) {
+            Ok(path) => {
+                println!("report: {}", path.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::from(EXIT_INVALID)
+            }
+        },
+        Some(Command::Paper {
+            reference,
+            claims,
+            out,
+        }) => match paper::write(&reference, &claims, &out) {
+            Ok(path) => {
+                println!("paper: {}", path.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::from(EXIT_INVALID)
+            }
+        },
+        Some(Command::Check { file }) => {
+            let args = cli::RunArgs {
+                experiment: Some(file.clone()),
+                ..cli.run
+            };
+            match validated(&args) {
+                Ok(exp) => {
+                    println!("{}: ok ({} cells)", file.display(), plan::plan(&exp).len());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(EXIT_INVALID)
+                }
+            }
+        }
+        None if cli.run.resume.is_some() => {
+            let dir = cli.run.resume.clone().expect("checked");
+            let exp = match resumed(&cli.run, &dir) {
+                Ok(e) => e,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(EXIT_INVALID);
+                }
+            };
+            match run_sweep(exp, &cli.run, Some(dir)) {
+                Ok(code) => code,
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        None => {
+            let exp = match validated(&cli.run) {
+                Ok(e) => e,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(EXIT_INVALID);
+                }
+            };
+            match run_sweep(exp, &cli.run, None) {
+                Ok(code) => code,
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}
+
+fn validated(args: &cli::RunArgs) -> Result<experiment::Experiment, String> {
+    let exp = args.experiment()?;
+    exp.validate(&registry::names())?;
+    if exp
+        .variant_experiments()
+        .iter()
+        .any(|(_, e)| e.needs_netns())
+    {
+        if let Some(why) = netns::unavailable() {
+            return Err(format!("experiment '{}': {why}", exp.name));
+        }
+    }
+    if let Some(target) = args.target {
+        if !target.ip().is_loopback() {
+            return Err(format!(
+                "--target {target}: only loopback servers may be measured"
+            ));
+        }
+        if exp.stacks.len() != 1 || exp.needs_netns() || !exp.variants.is_empty() {
+            return Err("--target measures one running server: give exactly one stack, no variants and no network emulation".into());
+        }
+    }
+    run::check_out_dir(&exp.out)?;
+    Ok(exp)
+}
+
+/// The experiment of the run in `dir`, for `--resume`; no other run flag may change it.
+fn resumed(args: &cli::RunArgs, dir: &std::path::Path) -> Result<experiment::Experiment, String> {
+    let others = cli::RunArgs {
+        resume: None,
+        certs: None,
+        ..cli::RunArgs::default()
+    };
+    let given = cli::RunArgs {
+        resume: None,
+        certs: None,
+        ..args.clone()
+    };
+    if given != others {
+        return Err("--resume reuses the settings of the run it resumes; give no other run flags (except --certs)".into());
+    }
+    let manifest = output::Manifest::read(dir).map_err(|e| format!("{e:#}"))?;
+    manifest.experiment.validate(&registry::names())?;
+    Ok(manifest.experiment)
+}
+
+fn run_sweep(
+    exp: experiment::Experiment,
+    args: &cli::RunArgs,
+    resume: Option<std::path::PathBuf>,
+) -> anyhow::Result<ExitCode> {
+    if let Some(n) = exp.client_nofile {
+        pin::set_nofile_soft_limit(n)?;
+    }
+    let (pinning, server_cpu) = if exp.pin {
+        if pin::usable_cores() < 2 {
+            anyhow::bail!("--pin needs at least two usable cores");
+        }
+        pin::pin_current_thread(1)?;
+        ("server cpu 0, runner cpu 1".to_string(), Some(0))
+    } else {
+        ("none".to_string(), None)
+    };
+    let client_threads = match exp.client_threads {
+        0 => pin::usable_cores(),
+        n => n as usize,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(client_threads)
+        .enable_all()
+        .build()?;
+    let ctx = run::RunContext {
+        certs_dir: args.certs.clone().unwrap_or_else(default_certs_dir),
+        client_threads,
+        pinning,
+        server_cpu,
+        target: args.target.map(|addr| (addr, args.target_pid)),
+        argv: std::env::args().collect(),
+    };
+    bench_core::tls::install_crypto_provider();
+    let outcome = runtime.block_on(run::run(exp, ctx, resume))?;
+    println!("\n{}", output::summary_table(&outcome.results));
+    println!("results: {}", outcome.dir.display());
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    Ok(if outcome.interrupted {
+        ExitCode::from(130)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
