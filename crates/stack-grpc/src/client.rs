@@ -1,33 +1,33 @@
-//! gRPC client: tonic's unary call machinery on a hyper http2 connection we open ourselves, so
-//! a "new connection" is exactly one new socket and handshake (no channel pool, no reconnects).
+//! gRPC client: unary calls in gRPC's wire format (length-prefixed protobuf, grpc-status
+//! trailers) on a hyper HTTP/2 connection we open ourselves, so a "new connection" is exactly
+//! one new socket and handshake (no channel pool, no reconnects). tonic's client machinery cost
+//! twice h2load's CPU per call here (scripts/compare-anchors), which would make the load
+//! generator measure itself; the server is tonic's.
 
-use std::error::Error as StdError;
-use std::sync::{Arc, OnceLock};
-use std::task::{Context, Poll};
+use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
 use bench_core::net::{ConnDriver, TcpConnector, WireCounters};
 use bench_core::workload::{validate_item, ItemView};
 use bench_core::{
-    classify_error, Client, ClientSettings, Connected, Connection, Failure, FailureClass,
-    PayloadProfile, Phase, Reply, WireBytes,
+    Client, ClientSettings, Connected, Connection, Failure, FailureClass, PayloadProfile, Phase,
+    Reply, WireBytes,
 };
-use bytes::{Buf, BufMut, Bytes};
-use futures::future::BoxFuture;
-use futures::FutureExt;
+use bytes::{BufMut, Bytes, BytesMut};
+use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http2::SendRequest;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use prost::Message;
 use stack_h1::hyper_rest::classify_hyper;
-use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 
-use crate::pb::{GetItemRequest, Item};
+use crate::pb::GetItemRequest;
 
 pub struct GrpcClient {
     connector: TcpConnector,
     payload: PayloadProfile,
-    origin: http::Uri,
+    /// Absolute URI of the method (HTTP/2 requests carry scheme and authority).
+    uri: http::Uri,
 }
 
 impl GrpcClient {
@@ -40,10 +40,11 @@ impl GrpcClient {
         Ok(GrpcClient {
             connector: TcpConnector::new(settings, crate::ALPN)?,
             payload: settings.payload,
-            origin: format!(
-                "{scheme}://{}:{}",
+            uri: format!(
+                "{scheme}://{}:{}{}",
                 settings.server_name,
-                settings.target.port()
+                settings.target.port(),
+                crate::GET_ITEM_PATH
             )
             .parse()?,
         })
@@ -66,7 +67,7 @@ impl Client for GrpcClient {
                 driver,
                 counters,
                 payload: self.payload,
-                origin: self.origin.clone(),
+                uri: self.uri.clone(),
             }),
             timing,
         })
@@ -74,59 +75,53 @@ impl Client for GrpcClient {
 }
 
 struct GrpcConnection {
-    send: std::sync::Mutex<Option<SendRequest<tonic::body::Body>>>,
+    send: std::sync::Mutex<Option<SendRequest<Full<Bytes>>>>,
     driver: ConnDriver,
     counters: Arc<WireCounters>,
     payload: PayloadProfile,
-    origin: http::Uri,
+    uri: http::Uri,
 }
 
 #[async_trait]
 impl Connection for GrpcConnection {
     async fn request(&self, id: u64) -> Result<Reply, Failure> {
-        let send = self
+        let mut send = self
             .send
             .lock()
             .expect("sender lock")
             .clone()
             .ok_or_else(|| Failure::new(FailureClass::ConnReset, "connection already closed"))?;
-        let first_byte = Arc::new(OnceLock::new());
-        let service = Http2Service {
-            send,
-            first_byte: first_byte.clone(),
-        };
-        let mut grpc = tonic::client::Grpc::with_origin(service, self.origin.clone());
-        grpc.ready()
+        send.ready()
             .await
             .map_err(|e| classify_hyper(Phase::Request, &e))?;
-        let request = Bytes::from(GetItemRequest { id }.encode_to_vec());
+        let req = http::Request::post(self.uri.clone())
+            .header(http::header::CONTENT_TYPE, "application/grpc")
+            .header(http::header::TE, "trailers")
+            .body(Full::new(frame(&GetItemRequest { id })))
+            .expect("valid request");
         let started = Instant::now();
-        let result = grpc
-            .unary(
-                tonic::Request::new(request),
-                http::uri::PathAndQuery::from_static(crate::GET_ITEM_PATH),
-                RawCodec,
-            )
-            .await;
+        let resp = send
+            .send_request(req)
+            .await
+            .map_err(|e| classify_hyper(Phase::Request, &e))?;
+        let ttfb = started.elapsed();
+        let (head, body) = resp.into_parts();
+        let collected = body
+            .collect()
+            .await
+            .map_err(|e| classify_hyper(Phase::Request, &e))?;
         let total = started.elapsed();
-        let body = result.map_err(|s| classify_status(&s))?.into_inner();
-        let ttfb = first_byte
-            .get()
-            .map_or(total, |t: &Instant| t.duration_since(started));
-        let item = Item::decode(body.clone()).map_err(|e| {
+        check_status(&head, collected.trailers())?;
+        let data = collected.to_bytes();
+        let message = unframe(&data)?;
+        let view = decode_item_view(&message).map_err(|e| {
             Failure::new(FailureClass::BadBody, format!("invalid protobuf item: {e}"))
         })?;
-        let view = ItemView {
-            id: Some(item.id),
-            name: Some(item.name.as_str().into()),
-            currency: Some(item.currency.as_str().into()),
-            description_len: Some(item.description.len()),
-        };
         validate_item(&view, id, self.payload)?;
         Ok(Reply {
             ttfb,
             total,
-            body_bytes: body.len() as u64,
+            body_bytes: message.len() as u64,
         })
     }
 
@@ -140,90 +135,167 @@ impl Connection for GrpcConnection {
     }
 }
 
-/// A status the server sent is `bad_status`; one tonic made from a transport error carries
-/// that error as its source and is classified by it.
-fn classify_status(status: &tonic::Status) -> Failure {
-    let Some(source) = status.source() else {
-        return Failure::new(
-            FailureClass::BadStatus,
-            format!("gRPC status {:?}: {}", status.code(), status.message()),
-        );
-    };
-    if let Some(h) = source.downcast_ref::<hyper::Error>() {
-        return classify_hyper(Phase::Request, h);
-    }
-    let failure = classify_error(Phase::Request, source);
-    if failure.class == FailureClass::Other
-        && matches!(
-            status.code(),
-            tonic::Code::Unavailable | tonic::Code::Cancelled | tonic::Code::Unknown
-        )
-    {
-        return Failure::new(FailureClass::ConnReset, failure.detail);
-    }
-    failure
-}
-
-/// The hyper http2 sender as the tower service tonic's client expects; notes when the
-/// response head arrives so time to first byte can be reported.
-#[derive(Clone)]
-struct Http2Service {
-    send: SendRequest<tonic::body::Body>,
-    first_byte: Arc<OnceLock<Instant>>,
-}
-
-impl tower_service::Service<http::Request<tonic::body::Body>> for Http2Service {
-    type Response = http::Response<hyper::body::Incoming>;
-    type Error = hyper::Error;
-    type Future = BoxFuture<'static, Result<Self::Response, hyper::Error>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), hyper::Error>> {
-        self.send.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: http::Request<tonic::body::Body>) -> Self::Future {
-        let response = self.send.send_request(req);
-        let first_byte = self.first_byte.clone();
-        async move {
-            let resp = response.await;
-            let _ = first_byte.set(Instant::now());
-            resp
+/// Decodes the fields validation needs from an `Item` without allocating: the same wire rules
+/// as prost's generated decoder (tags, wire types, lengths, UTF-8 strings), but the strings
+/// are borrowed from the received bytes and unknown fields skipped.
+fn decode_item_view(mut buf: &[u8]) -> Result<ItemView<'_>, String> {
+    use prost::encoding::{decode_key, decode_varint, skip_field, DecodeContext, WireType};
+    let mut view = ItemView::default();
+    let expect = |got: WireType, want: WireType, tag: u32| {
+        if got == want {
+            Ok(())
+        } else {
+            Err(format!(
+                "field {tag} has wire type {got:?}, expected {want:?}"
+            ))
         }
-        .boxed()
+    };
+    while !buf.is_empty() {
+        let (tag, wire_type) = decode_key(&mut buf).map_err(|e| e.to_string())?;
+        match tag {
+            1 => {
+                expect(wire_type, WireType::Varint, tag)?;
+                view.id = Some(decode_varint(&mut buf).map_err(|e| e.to_string())?);
+            }
+            2 | 4 | 7 => {
+                expect(wire_type, WireType::LengthDelimited, tag)?;
+                let len = decode_varint(&mut buf).map_err(|e| e.to_string())? as usize;
+                if len > buf.len() {
+                    return Err(format!("field {tag} is {len} bytes, {} remain", buf.len()));
+                }
+                let (field, rest) = buf.split_at(len);
+                buf = rest;
+                let text = std::str::from_utf8(field).map_err(|e| format!("field {tag}: {e}"))?;
+                match tag {
+                    2 => view.name = Some(text.into()),
+                    4 => view.currency = Some(text.into()),
+                    _ => view.description_len = Some(text.len()),
+                }
+            }
+            _ => skip_field(wire_type, tag, &mut buf, DecodeContext::default())
+                .map_err(|e| e.to_string())?,
+        }
+    }
+    // proto3 omits empty strings and zero numbers: absent means default, as prost decodes it.
+    view.id.get_or_insert(0);
+    view.name.get_or_insert_with(|| "".into());
+    view.currency.get_or_insert_with(|| "".into());
+    view.description_len.get_or_insert(0);
+    Ok(view)
+}
+
+/// A protobuf message as one gRPC length-prefixed message (uncompressed).
+fn frame(message: &GetItemRequest) -> Bytes {
+    let len = message.encoded_len();
+    let mut buf = BytesMut::with_capacity(5 + len);
+    buf.put_u8(0);
+    buf.put_u32(len as u32);
+    message.encode(&mut buf).expect("capacity reserved");
+    buf.freeze()
+}
+
+/// The single message of a unary answer; bad framing is an undecodable body.
+fn unframe(data: &Bytes) -> Result<Bytes, Failure> {
+    let bad = |what: &str| Failure::new(FailureClass::BadBody, format!("gRPC framing: {what}"));
+    if data.len() < 5 {
+        return Err(bad("fewer than 5 bytes"));
+    }
+    if data[0] != 0 {
+        return Err(bad("compressed message, none was negotiated"));
+    }
+    let len = u32::from_be_bytes([data[1], data[2], data[3], data[4]]) as usize;
+    if data.len() != 5 + len {
+        return Err(bad(&format!(
+            "length prefix {len} for {} bytes",
+            data.len() - 5
+        )));
+    }
+    Ok(data.slice(5..))
+}
+
+/// HTTP 200, a gRPC content type and grpc-status 0 (in the trailers, or in the head of a
+/// trailers-only answer); anything else is a non-success status.
+fn check_status(
+    head: &http::response::Parts,
+    trailers: Option<&http::HeaderMap>,
+) -> Result<(), Failure> {
+    if head.status != http::StatusCode::OK {
+        return Err(Failure::new(
+            FailureClass::BadStatus,
+            format!("HTTP status {} on a gRPC call", head.status.as_u16()),
+        ));
+    }
+    let is_grpc = head
+        .headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/grpc"));
+    if !is_grpc {
+        return Err(Failure::new(
+            FailureClass::BadBody,
+            "answer is not application/grpc",
+        ));
+    }
+    let status = trailers
+        .and_then(|t| t.get("grpc-status"))
+        .or_else(|| head.headers.get("grpc-status"))
+        .and_then(|v| v.to_str().ok());
+    match status {
+        Some("0") => Ok(()),
+        Some(code) => {
+            let message = trailers
+                .and_then(|t| t.get("grpc-message"))
+                .or_else(|| head.headers.get("grpc-message"))
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            Err(Failure::new(
+                FailureClass::BadStatus,
+                format!("gRPC status {code}: {message}"),
+            ))
+        }
+        None => Err(Failure::new(
+            FailureClass::ConnReset,
+            "gRPC answer ended without grpc-status",
+        )),
     }
 }
 
-/// Passes message bytes through untouched, so decoding (and its failure class) happens in
-/// our validation rather than inside tonic, where it would look like a server status.
-#[derive(Debug, Clone, Copy, Default)]
-struct RawCodec;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pb::Item;
 
-impl Codec for RawCodec {
-    type Encode = Bytes;
-    type Decode = Bytes;
-    type Encoder = RawCodec;
-    type Decoder = RawCodec;
-    fn encoder(&mut self) -> RawCodec {
-        RawCodec
-    }
-    fn decoder(&mut self) -> RawCodec {
-        RawCodec
-    }
-}
-
-impl Encoder for RawCodec {
-    type Item = Bytes;
-    type Error = tonic::Status;
-    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), tonic::Status> {
-        dst.put(item);
-        Ok(())
-    }
-}
-
-impl Decoder for RawCodec {
-    type Item = Bytes;
-    type Error = tonic::Status;
-    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, tonic::Status> {
-        Ok(Some(src.copy_to_bytes(src.remaining())))
+    #[test]
+    fn view_decoder_agrees_with_prost() {
+        for profile in PayloadProfile::ALL {
+            let item = Item {
+                id: 42,
+                name: "widget".into(),
+                price_cents: 1999,
+                currency: "EUR".into(),
+                in_stock: true,
+                tags: vec!["bench".into(), "item".into()],
+                description: bench_core::workload::padding(profile),
+            };
+            let bytes = item.encode_to_vec();
+            let view = decode_item_view(&bytes).unwrap();
+            assert_eq!(view.id, Some(42));
+            assert_eq!(view.name.as_deref(), Some("widget"));
+            assert_eq!(view.currency.as_deref(), Some("EUR"));
+            assert_eq!(view.description_len, Some(profile.padding_bytes()));
+            validate_item(&view, 42, profile).unwrap();
+        }
+        assert!(decode_item_view(&[0xff, 0xff, 0xff]).is_err());
+        assert!(
+            decode_item_view(&[0x12, 0x05, b'a']).is_err(),
+            "truncated string"
+        );
+        assert!(
+            decode_item_view(&[0x12, 0x02, 0xc3, 0x28]).is_err(),
+            "invalid UTF-8"
+        );
+        let empty = decode_item_view(&[]).unwrap();
+        assert_eq!(empty.name.as_deref(), Some(""));
+        assert_eq!(empty.id, Some(0));
     }
 }
