@@ -135,6 +135,11 @@ pub trait Stack: Send + Sync + 'static {
     fn supports_plaintext(&self) -> bool;
     /// Whether several requests can be in flight on one connection.
     fn multiplexed(&self) -> bool;
+    /// The server settings that matter for a fair comparison (written into the manifest), as
+    /// a knowledgeable operator would state them.
+    fn server_settings(&self) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
     /// Binds the listener; the returned future serves.
     async fn bind(&self, settings: ServerSettings) -> anyhow::Result<BoundServer>;
     /// Prepares a client (TLS config, sockets policy) that opens connections to one server.

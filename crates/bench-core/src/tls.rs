@@ -18,6 +18,14 @@ use rustls_pki_types::pem::PemObject;
 pub use rustls_pki_types::CertificateDer;
 use rustls_pki_types::PrivateKeyDer;
 
+/// Sessions the server's stateful TLS session cache holds.
+pub const SESSION_CACHE_SIZE: usize = 65_536;
+
+/// How every stack's TLS is set up, for the manifest.
+pub fn tls_settings() -> String {
+    format!("TLS 1.3 only, ECDSA P-256 certificate, ring provider, stateful session cache of {SESSION_CACHE_SIZE}, 2 tickets per handshake")
+}
+
 /// Names the server certificate is valid for; clients connect with [`SERVER_NAME`].
 pub const SERVER_NAME: &str = "localhost";
 
@@ -215,7 +223,7 @@ pub fn server_config(
             .with_single_cert(identity.chain.clone(), identity.key.clone_key())
             .context("server certificate and key do not match")?;
     config.alpn_protocols = vec![alpn.to_vec()];
-    config.session_storage = rustls::server::ServerSessionMemoryCache::new(65_536);
+    config.session_storage = rustls::server::ServerSessionMemoryCache::new(SESSION_CACHE_SIZE);
     config.send_tls13_tickets = 2;
     // QUIC 0-RTT needs the server to accept early data; TCP stacks ignore this.
     config.max_early_data_size = u32::MAX;

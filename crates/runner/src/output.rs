@@ -380,6 +380,10 @@ pub struct Manifest {
     pub client_threads: usize,
     pub server_threads: u32,
     pub argv: Vec<String>,
+    /// Each stack's server settings, as the stack states them (README "Fairness").
+    #[serde(default)]
+    pub stack_settings:
+        std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
 }
 
 impl Manifest {

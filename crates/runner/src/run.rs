@@ -102,6 +102,19 @@ pub async fn run(
         client_threads: ctx.client_threads,
         server_threads: exp.server_threads,
         argv: ctx.argv.clone(),
+        stack_settings: exp
+            .stacks
+            .iter()
+            .filter_map(|s| registry::find(s))
+            .map(|s| {
+                let settings = s
+                    .server_settings()
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect();
+                (s.name().to_string(), settings)
+            })
+            .collect(),
     };
     manifest.write(&dir)?;
     let certs = ensure_certs(&ctx.certs_dir)?;

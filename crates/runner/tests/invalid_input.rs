@@ -103,7 +103,16 @@ fn unreadable_file_and_unwritable_results_directory_are_named() {
 
 #[test]
 fn check_validates_shipped_experiments() {
-    for name in ["smoke", "paper-reuse", "paper-new-conn"] {
+    for name in [
+        "smoke",
+        "paper-reuse",
+        "paper-new-conn",
+        "claims/c1-grpc-reuse",
+        "claims/c2-collapse",
+        "claims/c3-h3-success",
+        "claims/c4-h3-cap",
+        "claims/c5-quic-rss",
+    ] {
         let output = runner()
             .arg("check")
             .arg(workspace().join(format!("experiments/{name}.toml")))

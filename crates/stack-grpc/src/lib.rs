@@ -51,6 +51,14 @@ impl Stack for Grpc {
     fn multiplexed(&self) -> bool {
         true
     }
+    fn server_settings(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("grpc", "tonic generated service (prost), served by hyper http2 on our TLS 1.3 streams; client: unary calls in gRPC wire format on hyper http2".into()),
+            ("http", format!("max_concurrent_streams {}, initial stream window {} B, connection window {} B (client the same), max message 1 MiB", server::MAX_CONCURRENT_STREAMS, server::STREAM_WINDOW, server::CONNECTION_WINDOW)),
+            ("tcp", "TCP_NODELAY on both sides; accept in one task, TLS handshake per connection task".into()),
+            ("tls", bench_core::tls::tls_settings()),
+        ]
+    }
     async fn bind(&self, settings: ServerSettings) -> anyhow::Result<BoundServer> {
         server::bind(settings)
     }

@@ -29,6 +29,9 @@ use crate::pb::{GetItemRequest, Item};
 
 /// Streams one connection may carry at once (as on the HTTP/2 stack).
 pub const MAX_CONCURRENT_STREAMS: u32 = 1024;
+/// Flow-control windows as on the HTTP/2 stack, set on both sides.
+pub const STREAM_WINDOW: u32 = 1 << 20;
+pub const CONNECTION_WINDOW: u32 = 4 << 20;
 
 /// The workload's item service; faults decided by [`Router`] arrive in the request extensions.
 struct Items {
@@ -151,6 +154,8 @@ pub fn bind(settings: ServerSettings) -> anyhow::Result<BoundServer> {
             async move {
                 let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
                     .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+                    .initial_stream_window_size(STREAM_WINDOW)
+                    .initial_connection_window_size(CONNECTION_WINDOW)
                     .serve_connection(TokioIo::new(stream), service)
                     .await;
             }

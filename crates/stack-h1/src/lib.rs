@@ -39,6 +39,17 @@ impl Stack for Http1 {
     fn multiplexed(&self) -> bool {
         false
     }
+    fn server_settings(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("http", "hyper http1, keep-alive on, no pipelining".into()),
+            (
+                "tcp",
+                "TCP_NODELAY on both sides; accept in one task, TLS handshake per connection task"
+                    .into(),
+            ),
+            ("tls", bench_core::tls::tls_settings()),
+        ]
+    }
     async fn bind(&self, settings: ServerSettings) -> anyhow::Result<BoundServer> {
         server::bind(settings)
     }

@@ -44,10 +44,12 @@ impl Client for H2Client {
     async fn connect(&self) -> Result<Connected, Failure> {
         let (stream, timing, closer) = self.connector.connect().await?;
         let counters = stream.counters();
-        let (send, conn) =
-            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
-                .await
-                .map_err(|e| classify_hyper(Phase::Handshake, &e))?;
+        let (send, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+            .initial_stream_window_size(crate::server::STREAM_WINDOW)
+            .initial_connection_window_size(crate::server::CONNECTION_WINDOW)
+            .handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| classify_hyper(Phase::Handshake, &e))?;
         let driver = ConnDriver::spawn_tcp(conn, closer);
         Ok(Connected {
             conn: Arc::new(H2Connection {

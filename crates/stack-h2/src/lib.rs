@@ -38,6 +38,13 @@ impl Stack for Http2 {
     fn multiplexed(&self) -> bool {
         true
     }
+    fn server_settings(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("http", format!("hyper http2, max_concurrent_streams {}, initial stream window {} B, connection window {} B (client the same)", server::MAX_CONCURRENT_STREAMS, server::STREAM_WINDOW, server::CONNECTION_WINDOW)),
+            ("tcp", "TCP_NODELAY on both sides; accept in one task, TLS handshake per connection task".into()),
+            ("tls", bench_core::tls::tls_settings()),
+        ]
+    }
     async fn bind(&self, settings: ServerSettings) -> anyhow::Result<BoundServer> {
         server::bind(settings)
     }

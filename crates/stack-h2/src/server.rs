@@ -13,6 +13,10 @@ use stack_h1::hyper_rest::respond;
 /// Streams one connection may carry at once; above the default 100 so that few shared
 /// connections can serve many workers.
 pub const MAX_CONCURRENT_STREAMS: u32 = 1024;
+/// Flow-control windows, larger than HTTP/2's 64 KiB default so a 64 KiB answer never waits for
+/// a WINDOW_UPDATE; set on both sides.
+pub const STREAM_WINDOW: u32 = 1 << 20;
+pub const CONNECTION_WINDOW: u32 = 4 << 20;
 
 pub fn bind(settings: ServerSettings) -> anyhow::Result<BoundServer> {
     let listener = bind_tcp(settings.listen, settings.backlog)?;
@@ -26,6 +30,8 @@ pub fn bind(settings: ServerSettings) -> anyhow::Result<BoundServer> {
                 let service = service_fn(move |req| respond(workload.clone(), req));
                 let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
                     .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+                    .initial_stream_window_size(STREAM_WINDOW)
+                    .initial_connection_window_size(CONNECTION_WINDOW)
                     .serve_connection(TokioIo::new(stream), service)
                     .await;
             }

@@ -12,6 +12,8 @@ use quinn::crypto::rustls::QuicServerConfig;
 /// Streams one connection may carry at once; above quinn's default 100 so that few shared
 /// connections can serve many workers.
 pub const MAX_CONCURRENT_STREAMS: u32 = 1024;
+/// The server socket's SO_RCVBUF/SO_SNDBUF unless tuned (the kernel caps it at rmem_max).
+pub const SERVER_UDP_BUFFER_BYTES: usize = 4 << 20;
 
 pub fn bind(settings: ServerSettings) -> anyhow::Result<BoundServer> {
     let Some(identity) = settings.tls.as_ref() else {
@@ -27,7 +29,14 @@ pub fn bind(settings: ServerSettings) -> anyhow::Result<BoundServer> {
     ));
     let socket = std::net::UdpSocket::bind(settings.listen)
         .with_context(|| format!("cannot bind UDP {}", settings.listen))?;
-    crate::tuning::size_buffers(&socket, &settings.tuning)?;
+    // One socket takes every client's datagrams: the kernel's 208 KiB default overflows under
+    // hundreds of connections and the losses surface as PTO stalls, so size it as quic-go and
+    // quinn's docs advise (4 MiB, the usual rmem_max) unless the experiment sets a size.
+    let mut tuning = settings.tuning.clone();
+    tuning
+        .udp_buffer_bytes
+        .get_or_insert(SERVER_UDP_BUFFER_BYTES);
+    crate::tuning::size_buffers(&socket, &tuning)?;
     let endpoint = quinn::Endpoint::new(
         quinn::EndpointConfig::default(),
         Some(config),
