@@ -437,3 +437,29 @@ impl Drop for ConnDriver {
         }
     }
 }
+
+/// Binds a TCP listener for `settings` and returns a server that runs `handle` on every
+/// accepted stream, after the TLS handshake for `alpn` unless the settings ask for plaintext.
+pub fn tcp_server<F, Fut>(
+    settings: &ServerSettings,
+    alpn: &[u8],
+    handle: F,
+) -> anyhow::Result<crate::stack::BoundServer>
+where
+    F: Fn(Stream) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    use futures::FutureExt;
+    let listener = bind_tcp(settings.listen, settings.backlog)?;
+    let local_addr = listener.local_addr()?;
+    let tls = tls_acceptor(settings, alpn)?;
+    let serving = async move {
+        serve_tcp(listener, tls, handle).await;
+        Ok(())
+    }
+    .boxed();
+    Ok(crate::stack::BoundServer {
+        local_addr,
+        serving,
+    })
+}

@@ -258,7 +258,13 @@ async fn reuse_worker(
             },
             Err(f) => Err(f),
         };
-        finish_request(shard, progress, issued, outcome);
+        let answered = Instant::now();
+        record_outcome(
+            shard,
+            progress,
+            issued,
+            outcome.map(|reply| (reply, answered)),
+        );
     }
 }
 
@@ -284,30 +290,21 @@ async fn new_conn_worker(
             }
             Err(f) => Err(f),
         };
-        match outcome {
-            Ok((reply, answered)) => {
-                record(shard, |m| m.record_ok(answered - issued, &reply));
-                count(progress, false);
-            }
-            Err(f) => {
-                record(shard, |m| m.record_failure(f));
-                count(progress, true);
-            }
-        }
+        record_outcome(shard, progress, issued, outcome);
     }
 }
 
-/// Records a request's outcome with its latency from `issued` to now.
-fn finish_request(
+/// Records a request's outcome: a success with its latency from `issued` to when it was
+/// answered, or a failure under its class.
+fn record_outcome(
     shard: &Shard,
     progress: &Progress,
     issued: Instant,
-    outcome: Result<bench_core::Reply, Failure>,
+    outcome: Result<(bench_core::Reply, Instant), Failure>,
 ) {
-    let latency = issued.elapsed();
     match outcome {
-        Ok(reply) => {
-            record(shard, |m| m.record_ok(latency, &reply));
+        Ok((reply, answered)) => {
+            record(shard, |m| m.record_ok(answered - issued, &reply));
             count(progress, false);
         }
         Err(f) => {

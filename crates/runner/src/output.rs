@@ -434,15 +434,25 @@ pub fn crate_versions() -> std::collections::BTreeMap<String, String> {
     out
 }
 
+/// The checkout's commit, with `-dirty` when tracked files differ from it, so a number can be
+/// traced to the code that produced it.
 pub fn git_commit() -> String {
-    std::process::Command::new("git")
-        .args(["rev-parse", "HEAD"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|| "unknown".into())
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    match git(&["rev-parse", "HEAD"]) {
+        None => "unknown".into(),
+        Some(commit) => match git(&["status", "--porcelain", "--untracked-files=no"]) {
+            Some(changes) if !changes.is_empty() => format!("{commit}-dirty"),
+            _ => commit,
+        },
+    }
 }
 
 pub fn kernel() -> String {

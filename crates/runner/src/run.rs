@@ -377,8 +377,9 @@ pub fn check_out_dir(out: &Path) -> Result<(), String> {
     }
 }
 
-/// Runs one cell on a runtime of its own, inside a private network namespace when the cell's
-/// conditions need one, with the cell's open-file limit; restores the limit afterwards.
+/// Runs one cell with the cell's open-file limit (restored afterwards): on the run's runtime,
+/// or, when the cell needs a private network namespace or other client threads, on a runtime
+/// of its own whose threads enter the namespace.
 async fn run_isolated(
     stack: &'static dyn Stack,
     cell: &Cell,
@@ -403,6 +404,14 @@ async fn run_isolated(
         0 => ctx.client_threads,
         n => n as usize,
     };
+    if netns.is_none() && threads == ctx.client_threads {
+        // The run's own runtime: its threads (and their allocator arenas) live on from cell
+        // to cell, so memory freed by one cell is reused by the next rather than held by
+        // the arenas of exited threads.
+        let outcome = run_cell(stack, cell, ctx, ca, bar, stop).await;
+        let _ = crate::pin::set_nofile_soft_limit(soft_before);
+        return Ok(outcome);
+    }
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.worker_threads(threads).enable_all();
     if let Some(ns) = &netns {

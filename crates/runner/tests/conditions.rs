@@ -33,7 +33,7 @@ fn run_experiment(toml: &str) -> Vec<HashMap<String, String>> {
 /// TLS 1.3 (1) + request (1) = 3; QUIC + TLS (1) + request (1) = 2; QUIC 0-RTT: 1.
 #[test]
 fn emulated_rtt_shows_each_protocols_handshake_round_trips() {
-    const RTT_MS: f64 = 40.0;
+    const RTT_MS: f64 = 60.0;
     let rows = run_experiment(&format!(
         r#"
 name = "rtt"
@@ -61,14 +61,15 @@ stacks = ["h3"]
             .unwrap_or_else(|| panic!("{key}"))
     };
     // The emulator delays every packet by RTT/2 (it cannot be faster), and each round trip adds
-    // a little processing: TLS and QUIC crypto plus request handling in a debug build on a
-    // shared two-core machine, a few ms in all, and up to 0.2 ms of emulator timer slack per
-    // packet. So: at least n·RTT, at most n·RTT + RTT/4 + 5 ms.
+    // processing: TLS and QUIC crypto plus request handling in a debug build (a few ms), up to
+    // 0.2 ms of emulator timer slack per packet, and whatever else runs on this shared
+    // two-core machine (the other test of this file, say). So: at least n·RTT, at most
+    // n·RTT + RTT/2, the widest bound under which 1, 2 and 3 round trips stay apart.
     let check = |key: &str, round_trips: f64| {
         let p50 = num(find(key), "latency_p50_us") / 1000.0;
         let (lo, hi) = (
             round_trips * RTT_MS - 1.0,
-            round_trips * RTT_MS + RTT_MS / 4.0 + 5.0,
+            round_trips * RTT_MS + RTT_MS / 2.0,
         );
         assert!(
             (lo..=hi).contains(&p50),
@@ -87,7 +88,7 @@ stacks = ["h3"]
         for phase in ["connect_p50_us", "handshake_p50_us"] {
             let ms = num(full, phase) / 1000.0;
             assert!(
-                (RTT_MS - 1.0..RTT_MS + RTT_MS / 4.0 + 5.0).contains(&ms),
+                (RTT_MS - 1.0..RTT_MS * 1.5).contains(&ms),
                 "{stack} {phase}: {ms} ms"
             );
         }

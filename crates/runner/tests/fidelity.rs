@@ -7,22 +7,13 @@ use std::collections::HashMap;
 
 use common::*;
 
-/// Runs the runner with `args` into a fresh directory and returns its cells.
-fn run(args: &[&str]) -> (tempfile::TempDir, Vec<HashMap<String, String>>) {
-    let out = tempfile::tempdir().unwrap();
-    let certs = tempfile::tempdir().unwrap();
-    let output = runner()
-        .args(args)
-        .args(["--baseline-seconds", "0", "--warmup-fraction", "0"])
-        .arg("--out")
-        .arg(out.path())
-        .arg("--certs")
-        .arg(certs.path())
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", output_text(&output));
-    let rows = read_csv(&results_dir(out.path()).join("cells.csv"));
-    (out, rows)
+/// Runs the runner with `args` (no baseline, no warm-up) and returns its cells.
+fn run(args: &[&str]) -> (Run, Vec<HashMap<String, String>>) {
+    let mut all = args.to_vec();
+    all.extend(["--baseline-seconds", "0", "--warmup-fraction", "0"]);
+    let run = run_ok(&all);
+    let rows = run.cells();
+    (run, rows)
 }
 
 #[test]
@@ -120,7 +111,7 @@ fn repetitions_are_aggregated_with_confidence_intervals() {
         .map(|r| format!("{}{}", r["stack"], r["repetition"]))
         .collect();
     assert_eq!(order, ["h11", "h21", "h12", "h22", "h13", "h23"]);
-    let summary = read_csv(&results_dir(out.path()).join("summary.csv"));
+    let summary = read_csv(&out.dir().join("summary.csv"));
     assert_eq!(summary.len(), 2);
     for s in &summary {
         assert_eq!(num(s, "repetitions"), 3.0);

@@ -117,44 +117,31 @@ fn assert_no_server_left(certs: &std::path::Path) {
 
 #[test]
 fn a_lowered_open_file_limit_is_classified_not_a_crash() {
-    let out = tempfile::tempdir().unwrap();
-    let certs = tempfile::tempdir().unwrap();
-    let output = runner()
-        .args([
-            "--stacks",
-            "h1,h2",
-            "--regime",
-            "new-conn",
-            "--concurrency",
-            "200",
-        ])
-        .args([
-            "--requests",
-            "600",
-            "--client-nofile",
-            "64",
-            "--baseline-seconds",
-            "0",
-        ])
-        .args(["--warmup-fraction", "0"])
-        .arg("--out")
-        .arg(out.path())
-        .arg("--certs")
-        .arg(certs.path())
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", output_text(&output));
-    let rows = read_csv(&results_dir(out.path()).join("cells.csv"));
+    let run = run_ok(&[
+        "--stacks",
+        "h1,h2",
+        "--regime",
+        "new-conn",
+        "--concurrency",
+        "200",
+        "--requests",
+        "600",
+        "--client-nofile",
+        "64",
+        "--baseline-seconds",
+        "0",
+        "--warmup-fraction",
+        "0",
+    ]);
+    let rows = run.cells();
     assert_eq!(rows.len(), 2, "the sweep went on after exhaustion");
     for row in &rows {
         assert!(num(row, "fail_fd_exhausted") > 0.0, "{row:?}");
         assert!(num(row, "ok") > 0.0, "{row:?}");
         assert_eq!(num(row, "sent"), 600.0);
     }
-    let manifest: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(results_dir(out.path()).join("manifest.json")).unwrap(),
-    )
-    .unwrap();
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.dir().join("manifest.json")).unwrap()).unwrap();
     assert_eq!(manifest["experiment"]["client_nofile"], 64);
 }
 

@@ -12,22 +12,12 @@ use scraper::{Html, Selector};
 
 /// One smoke run shared by the tests in this file.
 fn smoke() -> &'static Path {
-    static DIR: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
-    &DIR.get_or_init(|| {
-        let out = tempfile::tempdir().unwrap();
-        let certs = tempfile::tempdir().unwrap();
-        let output = runner()
-            .arg("--experiment")
-            .arg(workspace().join("experiments/smoke.toml"))
-            .arg("--out")
-            .arg(out.path())
-            .arg("--certs")
-            .arg(certs.path())
-            .output()
-            .unwrap();
-        assert!(output.status.success(), "{}", output_text(&output));
-        let dir = results_dir(out.path());
-        (out, dir)
+    static RUN: OnceLock<(Run, PathBuf)> = OnceLock::new();
+    let smoke = workspace().join("experiments/smoke.toml");
+    &RUN.get_or_init(|| {
+        let run = run_ok(&["--experiment", smoke.to_str().unwrap()]);
+        let dir = run.dir();
+        (run, dir)
     })
     .1
 }

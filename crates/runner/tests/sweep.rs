@@ -22,24 +22,14 @@ const FAILURE_CLASSES: [&str; 13] = [
 
 #[test]
 fn smoke_experiment_writes_every_cell_with_consistent_figures() {
-    let out = tempfile::tempdir().unwrap();
-    let certs = tempfile::tempdir().unwrap();
-    let output = runner()
-        .arg("--experiment")
-        .arg(workspace().join("experiments/smoke.toml"))
-        .arg("--out")
-        .arg(out.path())
-        .arg("--certs")
-        .arg(certs.path())
-        .output()
-        .unwrap();
-    let text = output_text(&output);
-    assert!(output.status.success(), "{text}");
+    let smoke = workspace().join("experiments/smoke.toml");
+    let run = run_ok(&["--experiment", smoke.to_str().unwrap()]);
+    let text = output_text(&run.output);
     assert!(
         text.contains("median ms") && text.contains("req/s"),
         "summary table missing: {text}"
     );
-    let dir = results_dir(out.path());
+    let dir = run.dir();
     let rows = read_csv(&dir.join("cells.csv"));
     let mut keys: Vec<_> = rows.iter().map(|r| r["cell_key"].clone()).collect();
     keys.sort();

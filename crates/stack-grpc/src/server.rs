@@ -5,7 +5,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use bench_core::net::{bind_tcp, serve_tcp, tls_acceptor};
+use bench_core::net::tcp_server;
 use bench_core::workload::{
     padding, FaultInjector, FaultKind, ITEM_CURRENCY, ITEM_IN_STOCK, ITEM_NAME, ITEM_PRICE_CENTS,
     ITEM_TAGS,
@@ -144,28 +144,16 @@ fn router(payload: PayloadProfile, faults: FaultInjector) -> Router {
 }
 
 pub fn bind(settings: ServerSettings) -> anyhow::Result<BoundServer> {
-    let listener = bind_tcp(settings.listen, settings.backlog)?;
-    let local_addr = listener.local_addr()?;
-    let tls = tls_acceptor(&settings, crate::ALPN)?;
     let router = router(settings.payload, FaultInjector::new(settings.fault));
-    let serving = async move {
-        serve_tcp(listener, tls, move |stream| {
-            let service = TowerToHyperService::new(router.clone());
-            async move {
-                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                    .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
-                    .initial_stream_window_size(STREAM_WINDOW)
-                    .initial_connection_window_size(CONNECTION_WINDOW)
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            }
-        })
-        .await;
-        Ok(())
-    }
-    .boxed();
-    Ok(BoundServer {
-        local_addr,
-        serving,
+    tcp_server(&settings, crate::ALPN, move |stream| {
+        let service = TowerToHyperService::new(router.clone());
+        async move {
+            let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+                .initial_stream_window_size(STREAM_WINDOW)
+                .initial_connection_window_size(CONNECTION_WINDOW)
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        }
     })
 }

@@ -2,36 +2,23 @@
 
 use std::sync::Arc;
 
-use bench_core::net::{bind_tcp, serve_tcp, tls_acceptor};
+use bench_core::net::tcp_server;
 use bench_core::workload::ServerWorkload;
 use bench_core::{BoundServer, ServerSettings};
-use futures::FutureExt;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 
 use crate::hyper_rest::respond;
 
 pub fn bind(settings: ServerSettings) -> anyhow::Result<BoundServer> {
-    let listener = bind_tcp(settings.listen, settings.backlog)?;
-    let local_addr = listener.local_addr()?;
-    let tls = tls_acceptor(&settings, crate::ALPN)?;
     let workload = Arc::new(ServerWorkload::new(settings.payload, settings.fault));
-    let serving = async move {
-        serve_tcp(listener, tls, move |stream| {
-            let workload = workload.clone();
-            async move {
-                let service = service_fn(move |req| respond(workload.clone(), req));
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            }
-        })
-        .await;
-        Ok(())
-    }
-    .boxed();
-    Ok(BoundServer {
-        local_addr,
-        serving,
+    tcp_server(&settings, crate::ALPN, move |stream| {
+        let workload = workload.clone();
+        async move {
+            let service = service_fn(move |req| respond(workload.clone(), req));
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        }
     })
 }

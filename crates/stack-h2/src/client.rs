@@ -14,8 +14,7 @@ use bench_core::{
 use bytes::Bytes;
 use http_body_util::Empty;
 use hyper::client::conn::http2::SendRequest;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use stack_h1::hyper_rest::{classify_hyper, read_item};
+use stack_h1::hyper_rest::{classify_hyper, http2_client, read_item};
 
 pub struct H2Client {
     connector: TcpConnector,
@@ -44,13 +43,13 @@ impl Client for H2Client {
     async fn connect(&self) -> Result<Connected, Failure> {
         let (stream, timing, closer) = self.connector.connect().await?;
         let counters = stream.counters();
-        let (send, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
-            .initial_stream_window_size(crate::server::STREAM_WINDOW)
-            .initial_connection_window_size(crate::server::CONNECTION_WINDOW)
-            .handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| classify_hyper(Phase::Handshake, &e))?;
-        let driver = ConnDriver::spawn_tcp(conn, closer);
+        let (send, driver) = http2_client(
+            stream,
+            closer,
+            crate::server::STREAM_WINDOW,
+            crate::server::CONNECTION_WINDOW,
+        )
+        .await?;
         Ok(Connected {
             conn: Arc::new(H2Connection {
                 send: std::sync::Mutex::new(Some(send)),

@@ -59,3 +59,40 @@ pub fn output_text(o: &Output) -> String {
         String::from_utf8_lossy(&o.stderr)
     )
 }
+
+/// A finished runner invocation with its own results and certificate directories.
+pub struct Run {
+    pub out: tempfile::TempDir,
+    pub certs: tempfile::TempDir,
+    pub output: Output,
+}
+
+impl Run {
+    /// The results directory the run created.
+    pub fn dir(&self) -> PathBuf {
+        results_dir(self.out.path())
+    }
+    pub fn cells(&self) -> Vec<HashMap<String, String>> {
+        read_csv(&self.dir().join("cells.csv"))
+    }
+}
+
+/// Runs the runner with `args` into fresh directories and asserts that it succeeded.
+pub fn run_ok(args: &[&str]) -> Run {
+    let out = tempfile::tempdir().unwrap();
+    let certs = tempfile::tempdir().unwrap();
+    let output = runner()
+        .args(args)
+        .arg("--out")
+        .arg(out.path())
+        .arg("--certs")
+        .arg(certs.path())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{args:?}: {}",
+        output_text(&output)
+    );
+    Run { out, certs, output }
+}
