@@ -109,7 +109,9 @@ fn c1(rows: &[&Row]) -> Option<(bool, String)> {
         .collect();
     let spread =
         all.iter().cloned().fold(f64::MIN, f64::max) / all.iter().cloned().fold(f64::MAX, f64::min);
-    let holds = (rps - 26_000.0).abs() <= 0.2 * 26_000.0 && p95 <= 25.0;
+    // The study's machine is not this one: the claim holds if gRPC reaches at least its
+    // throughput with its latency bound.
+    let holds = rps >= 26_000.0 && p95 <= 25.0;
     Some((holds, format!("gRPC at {top} workers: {rps:.0} req/s, p95 {p95:.2} ms; max/min throughput across levels {spread:.2}")))
 }
 
