@@ -135,6 +135,12 @@ pub trait Stack: Send + Sync + 'static {
     fn supports_plaintext(&self) -> bool;
     /// Whether several requests can be in flight on one connection.
     fn multiplexed(&self) -> bool;
+    /// Whether a client can send its request in the handshake's first flight (QUIC 0-RTT).
+    fn supports_zero_rtt(&self) -> bool {
+        false
+    }
+    /// How the item is encoded on the wire ("JSON", "protobuf"), for reports.
+    fn encoding(&self) -> &'static str;
     /// The server settings that matter for a fair comparison (written into the manifest), as
     /// a knowledgeable operator would state them.
     fn server_settings(&self) -> Vec<(&'static str, String)> {

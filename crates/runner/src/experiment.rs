@@ -208,7 +208,10 @@ impl Default for Experiment {
     fn default() -> Self {
         Experiment {
             name: "default".into(),
-            stacks: vec!["h1".into(), "h2".into(), "h3".into(), "grpc".into()],
+            stacks: crate::registry::names()
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
             regimes: vec![Regime::Reuse, Regime::NewConn],
             concurrency: vec![10, 50, 100, 200, 500],
             repetitions: 1,
@@ -437,11 +440,22 @@ impl Experiment {
         if self.connections > 0 && !self.regimes.contains(&Regime::Reuse) {
             return fail("connections", "only applies to the reuse regime".into());
         }
+        let lacking = |has: fn(&dyn bench_core::Stack) -> bool| -> Vec<String> {
+            self.stacks
+                .iter()
+                .filter(|s| crate::registry::find(s).is_some_and(|stack| !has(stack)))
+                .cloned()
+                .collect()
+        };
         if self.plaintext {
-            if self.stacks.iter().any(|s| s == "h3") {
+            let tls_only = lacking(|s| s.supports_plaintext());
+            if !tls_only.is_empty() {
                 return fail(
                     "plaintext",
-                    "HTTP/3 has no plaintext form; remove h3 from stacks".into(),
+                    format!(
+                        "{} have no plaintext form; remove them from stacks",
+                        tls_only.join(", ")
+                    ),
                 );
             }
             if self.handshake != HandshakeVariant::Full {
@@ -451,8 +465,14 @@ impl Experiment {
                 );
             }
         }
-        if self.handshake == HandshakeVariant::ZeroRtt && self.stacks.iter().any(|s| s != "h3") {
-            return fail("handshake", "zero-rtt exists only for h3".into());
+        if self.handshake == HandshakeVariant::ZeroRtt {
+            let without = lacking(|s| s.supports_zero_rtt());
+            if !without.is_empty() {
+                return fail(
+                    "handshake",
+                    format!("zero-rtt is not offered by {}", without.join(", ")),
+                );
+            }
         }
         if let Some(netem) = &self.netem {
             Netem::parse(netem).map_err(|e| format!("experiment '{}': netem: {e}", self.name))?;

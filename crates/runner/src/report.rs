@@ -240,18 +240,44 @@ fn notes(results: &Results, stress: &[&Row]) -> Vec<String> {
         "Every stack ran over {tls} against a server on the same machine (loopback, {} cores, pinning: {}): unlike seed 000, REST and gRPC take the same network path with the same TLS, so the differences below are protocol and implementation costs.",
         results.manifest["cores"], results.manifest["pinning"].as_str().unwrap_or("none")
     ));
-    let body = |stack: &str| {
-        let v: Vec<f64> = stress
+    // Body size per wire encoding, from the stacks' own description of their encoding.
+    let mut by_encoding: Vec<(&'static str, Vec<String>, Vec<f64>)> = Vec::new();
+    for r in stress.iter().filter(|r| num(r, "ok") > 0.0) {
+        let Some(stack) = registry::find(&r["stack"]) else {
+            continue;
+        };
+        let i = match by_encoding.iter().position(|e| e.0 == stack.encoding()) {
+            Some(i) => i,
+            None => {
+                by_encoding.push((stack.encoding(), Vec::new(), Vec::new()));
+                by_encoding.len() - 1
+            }
+        };
+        if !by_encoding[i].1.contains(&stack.label().to_string()) {
+            by_encoding[i].1.push(stack.label().to_string());
+        }
+        by_encoding[i].2.push(num(r, "body_bytes_per_ok"));
+    }
+    by_encoding.sort_by_key(|e| if e.0 == "JSON" { 0 } else { 1 });
+    if by_encoding.len() >= 2 {
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+        let base = mean(&by_encoding[0].2);
+        let parts: Vec<String> = by_encoding
             .iter()
-            .filter(|r| r["stack"] == stack && num(r, "ok") > 0.0)
-            .map(|r| num(r, "body_bytes_per_ok"))
+            .map(|(enc, stacks, v)| {
+                format!(
+                    "{enc} bodies {:.0} B ({}), {:.2}× {}",
+                    mean(v),
+                    stacks.join(", "),
+                    mean(v) / base,
+                    by_encoding[0].0
+                )
+            })
             .collect();
-        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
-    };
-    if let (Some(grpc), Some(json)) = (body("grpc"), body("h1").or(body("h2")).or(body("h3"))) {
         notes.push(format!(
-            "Payload profile {}: a gRPC (protobuf) response body is {:.0} B and a REST (JSON) body {:.0} B, so protobuf is {:.2}× the size of JSON here (seed 000 saw gRPC payloads ≈ 2.4× larger than its JSON; its services returned different data).",
-            m["payload"].as_str().unwrap_or("?"), grpc, json, grpc / json
+            "Payload profile {}: {} (seed 000 saw gRPC payloads ≈ 2.4× larger than its JSON; its services returned different data).",
+            m["payload"].as_str().unwrap_or("?"),
+            parts.join("; ")
         ));
     }
     let regs = regimes(stress);

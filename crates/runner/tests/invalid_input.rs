@@ -63,7 +63,7 @@ fn invalid_experiments_and_flags_are_rejected_before_anything_runs() {
     rejected(&[], Some("payload = \"huge\"\n"), "payload");
     rejected(&[], Some("regimes = [\"sometimes\"]\n"), "sometimes");
     rejected(&[], Some("warmup_fraction = 1.5\n"), "warmup_fraction");
-    rejected(&[], Some("plaintext = true\n"), "HTTP/3 has no plaintext");
+    rejected(&[], Some("plaintext = true\n"), "h3 have no plaintext form");
     rejected(
         &["--regime", "new-conn", "--connections", "4"],
         None,
@@ -73,7 +73,7 @@ fn invalid_experiments_and_flags_are_rejected_before_anything_runs() {
     rejected(
         &["--handshake", "zero-rtt", "--stacks", "h1"],
         None,
-        "zero-rtt exists only for h3",
+        "zero-rtt is not offered by h1",
     );
 }
 

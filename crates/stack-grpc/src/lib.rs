@@ -39,6 +39,9 @@ impl Stack for Grpc {
     fn label(&self) -> &'static str {
         "gRPC"
     }
+    fn encoding(&self) -> &'static str {
+        "protobuf"
+    }
     fn alpn(&self) -> &'static [u8] {
         ALPN
     }

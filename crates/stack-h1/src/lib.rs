@@ -27,6 +27,9 @@ impl Stack for Http1 {
     fn label(&self) -> &'static str {
         "HTTP/1.1"
     }
+    fn encoding(&self) -> &'static str {
+        "JSON"
+    }
     fn alpn(&self) -> &'static [u8] {
         ALPN
     }

@@ -26,6 +26,9 @@ impl Stack for Http2 {
     fn label(&self) -> &'static str {
         "HTTP/2"
     }
+    fn encoding(&self) -> &'static str {
+        "JSON"
+    }
     fn alpn(&self) -> &'static [u8] {
         ALPN
     }

@@ -28,6 +28,12 @@ impl Stack for Http3 {
     fn label(&self) -> &'static str {
         "HTTP/3"
     }
+    fn encoding(&self) -> &'static str {
+        "JSON"
+    }
+    fn supports_zero_rtt(&self) -> bool {
+        true
+    }
     fn alpn(&self) -> &'static [u8] {
         ALPN
     }
