@@ -28,7 +28,7 @@ use crate::pb::item_service_server::{ItemService, ItemServiceServer};
 use crate::pb::{GetItemRequest, Item};
 
 /// Streams one connection may carry at once (as on the HTTP/2 stack).
-pub const MAX_CONCURRENT_STREAMS: u32 = 1024;
+pub const MAX_CONCURRENT_STREAMS: u32 = 128;
 /// Flow-control windows as on the HTTP/2 stack, set on both sides.
 pub const STREAM_WINDOW: u32 = 1 << 20;
 pub const CONNECTION_WINDOW: u32 = 4 << 20;

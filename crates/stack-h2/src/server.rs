@@ -9,9 +9,9 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use stack_h1::hyper_rest::respond;
 
-/// Streams one connection may carry at once; above the default 100 so that few shared
-/// connections can serve many workers.
-pub const MAX_CONCURRENT_STREAMS: u32 = 1024;
+/// Streams one connection may carry at once, the same on every multiplexed stack (HTTP/3's
+/// quinn preallocates per permitted stream, so the common limit stays modest).
+pub const MAX_CONCURRENT_STREAMS: u32 = 128;
 /// Flow-control windows, larger than HTTP/2's 64 KiB default so a 64 KiB answer never waits for
 /// a WINDOW_UPDATE; set on both sides.
 pub const STREAM_WINDOW: u32 = 1 << 20;

@@ -42,10 +42,9 @@ impl H3Client {
             server_name: settings.server_name.clone(),
             config: {
                 let mut config = quinn::ClientConfig::new(Arc::new(crypto));
-                config.transport_config(crate::tuning::transport_config(
-                    &settings.tuning,
-                    crate::server::MAX_CONCURRENT_STREAMS,
-                ));
+                // An HTTP/3 server opens no bidirectional streams; quinn would preallocate
+                // state for every one it is allowed (≈ 200 KB per connection at 1,024).
+                config.transport_config(crate::tuning::transport_config(&settings.tuning, 0));
                 config
             },
             tuning: settings.tuning.clone(),
