@@ -12,7 +12,7 @@ pub mod workload;
 pub use failure::{classify_error, Failure, FailureClass, Phase};
 pub use stack::{
     BoundServer, Client, ClientSettings, ClientTls, ConnectTiming, Connected, Connection, Reply,
-    ServerSettings, Stack, Transport, Tuning, WireBytes,
+    ServerSettings, Stack, Tuning, WireBytes,
 };
 pub use tls::HandshakeVariant;
 pub use workload::{FaultKind, FaultSpec, PayloadProfile};

@@ -50,9 +50,6 @@ impl<S> Counted<S> {
     pub fn counters(&self) -> Arc<WireCounters> {
         self.counters.clone()
     }
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Counted<S> {

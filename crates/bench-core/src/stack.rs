@@ -12,14 +12,6 @@ use crate::failure::Failure;
 use crate::tls::{HandshakeVariant, ServerIdentity};
 use crate::workload::{FaultSpec, PayloadProfile};
 
-/// Which transport a stack runs on; decides e.g. whether wire bytes are TCP payload or UDP
-/// datagrams.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transport {
-    Tcp,
-    Udp,
-}
-
 /// What a server needs to serve the workload.
 #[derive(Clone)]
 pub struct ServerSettings {
@@ -109,16 +101,6 @@ pub struct WireBytes {
     pub received: u64,
 }
 
-impl std::ops::Sub for WireBytes {
-    type Output = WireBytes;
-    fn sub(self, rhs: WireBytes) -> WireBytes {
-        WireBytes {
-            sent: self.sent.saturating_sub(rhs.sent),
-            received: self.received.saturating_sub(rhs.received),
-        }
-    }
-}
-
 /// A protocol stack: serves the workload and makes clients for it.
 #[async_trait]
 pub trait Stack: Send + Sync + 'static {
@@ -130,11 +112,8 @@ pub trait Stack: Send + Sync + 'static {
     fn label(&self) -> &'static str;
     /// The ALPN protocol negotiated under TLS.
     fn alpn(&self) -> &'static [u8];
-    fn transport(&self) -> Transport;
     /// Whether the stack can run without TLS (HTTP/3 cannot).
     fn supports_plaintext(&self) -> bool;
-    /// Whether several requests can be in flight on one connection.
-    fn multiplexed(&self) -> bool;
     /// Whether a client can send its request in the handshake's first flight (QUIC 0-RTT).
     fn supports_zero_rtt(&self) -> bool {
         false

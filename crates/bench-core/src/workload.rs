@@ -101,7 +101,6 @@ pub fn padding(profile: PayloadProfile) -> String {
 #[derive(Debug, Clone)]
 pub struct ItemRenderer {
     suffix: Bytes,
-    profile: PayloadProfile,
 }
 
 impl ItemRenderer {
@@ -114,12 +113,7 @@ impl ItemRenderer {
         );
         ItemRenderer {
             suffix: Bytes::from(suffix),
-            profile,
         }
-    }
-
-    pub fn profile(&self) -> PayloadProfile {
-        self.profile
     }
 
     /// The item with `id` as a JSON object.
@@ -392,11 +386,6 @@ impl ServerWorkload {
             },
         }
     }
-}
-
-/// Parses an id from a REST path, for tests and tools.
-pub fn parse_item_path(path: &str) -> Option<u64> {
-    path.strip_prefix(ITEMS_PATH)?.parse().ok()
 }
 
 #[cfg(test)]

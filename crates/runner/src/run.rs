@@ -107,9 +107,8 @@ pub async fn run(
             .iter()
             .filter_map(|s| registry::find(s))
             .map(|s| {
-                let settings = s
-                    .server_settings()
-                    .into_iter()
+                let settings = std::iter::once(("stack", s.description().to_string()))
+                    .chain(s.server_settings())
                     .map(|(k, v)| (k.to_string(), v))
                     .collect();
                 (s.name().to_string(), settings)

@@ -8,7 +8,7 @@ pub mod server;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use bench_core::{BoundServer, Client, ClientSettings, ServerSettings, Stack, Transport};
+use bench_core::{BoundServer, Client, ClientSettings, ServerSettings, Stack};
 
 /// ALPN for HTTP/1.1.
 pub const ALPN: &[u8] = b"http/1.1";
@@ -33,14 +33,8 @@ impl Stack for Http1 {
     fn alpn(&self) -> &'static [u8] {
         ALPN
     }
-    fn transport(&self) -> Transport {
-        Transport::Tcp
-    }
     fn supports_plaintext(&self) -> bool {
         true
-    }
-    fn multiplexed(&self) -> bool {
-        false
     }
     fn server_settings(&self) -> Vec<(&'static str, String)> {
         vec![

@@ -7,7 +7,7 @@ pub mod server;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use bench_core::{BoundServer, Client, ClientSettings, ServerSettings, Stack, Transport};
+use bench_core::{BoundServer, Client, ClientSettings, ServerSettings, Stack};
 
 /// ALPN for HTTP/2 over TLS.
 pub const ALPN: &[u8] = b"h2";
@@ -32,13 +32,7 @@ impl Stack for Http2 {
     fn alpn(&self) -> &'static [u8] {
         ALPN
     }
-    fn transport(&self) -> Transport {
-        Transport::Tcp
-    }
     fn supports_plaintext(&self) -> bool {
-        true
-    }
-    fn multiplexed(&self) -> bool {
         true
     }
     fn server_settings(&self) -> Vec<(&'static str, String)> {

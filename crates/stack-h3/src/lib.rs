@@ -9,7 +9,7 @@ mod udp;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use bench_core::{BoundServer, Client, ClientSettings, ServerSettings, Stack, Transport};
+use bench_core::{BoundServer, Client, ClientSettings, ServerSettings, Stack};
 
 /// ALPN for HTTP/3.
 pub const ALPN: &[u8] = b"h3";
@@ -37,14 +37,8 @@ impl Stack for Http3 {
     fn alpn(&self) -> &'static [u8] {
         ALPN
     }
-    fn transport(&self) -> Transport {
-        Transport::Udp
-    }
     fn supports_plaintext(&self) -> bool {
         false
-    }
-    fn multiplexed(&self) -> bool {
-        true
     }
     fn server_settings(&self) -> Vec<(&'static str, String)> {
         vec![
