@@ -95,7 +95,7 @@ pub struct Reply {
 
 /// Cumulative bytes at the socket for one connection: TCP payload (including TLS records and
 /// HTTP/2 framing) or UDP datagram payloads for QUIC.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct WireBytes {
     pub sent: u64,
     pub received: u64,
@@ -136,6 +136,11 @@ pub trait Stack: Send + Sync + 'static {
 pub trait Client: Send + Sync {
     /// A new socket and, with TLS, a new handshake (full or resumed per the settings).
     async fn connect(&self) -> Result<Connected, Failure>;
+
+    /// Waits (at most `bound`) until the connections this client closed have finished
+    /// closing in this process, so one phase's teardown does not run into the next. Only
+    /// QUIC keeps such state in the process (its closing period); TCP's is in the kernel.
+    async fn settle(&self, _bound: std::time::Duration) {}
 }
 
 /// A fresh connection and how long it took to open.

@@ -43,6 +43,13 @@ pub fn main() -> ExitCode {
                 }
             }
         }
+        Some(Command::Load { certs, .. }) => match crate::loadgen::child_main(&certs) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: load generator: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
         Some(Command::Report { dir }) => match report::write(&dir) {
             Ok(path) => {
                 println!("report: {}", path.display());
@@ -186,10 +193,12 @@ fn run_sweep(
         0 => pin::usable_cores(),
         n => n as usize,
     };
+    // The runner only supervises: servers and load generators are processes of their own.
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(client_threads)
+        .worker_threads(1)
         .enable_all()
         .build()?;
+
     let ctx = run::RunContext {
         certs_dir: args.certs.clone().unwrap_or_else(default_certs_dir),
         client_threads,

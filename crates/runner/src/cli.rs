@@ -40,6 +40,15 @@ pub enum Command {
     },
     /// Validate an experiment file (and flags) without running anything.
     Check { file: PathBuf },
+    /// Internal: one cell's load generator, started by the runner (job on stdin).
+    #[command(hide = true)]
+    Load {
+        #[arg(long)]
+        certs: PathBuf,
+        /// The stack, so that `ps` shows which cell this is (the job names it too).
+        #[arg(long)]
+        stack: Option<String>,
+    },
 }
 
 #[derive(Args, Debug)]

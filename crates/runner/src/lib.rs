@@ -8,6 +8,7 @@ pub mod cli;
 pub mod emulator;
 pub mod experiment;
 pub mod load;
+pub mod loadgen;
 pub mod netns;
 pub mod output;
 pub mod paper;

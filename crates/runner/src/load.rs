@@ -12,7 +12,7 @@ use crate::experiment::Regime;
 use crate::stats::Measurements;
 
 /// How one load phase runs.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
 pub struct LoadSpec {
     pub regime: Regime,
     pub concurrency: u32,

@@ -7,16 +7,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use bench_core::tls::{ensure_certs, load_ca, CertificateDer, SERVER_NAME};
-use bench_core::{ClientSettings, ClientTls, Stack};
+use bench_core::tls::{ensure_certs, SERVER_NAME};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::experiment::Experiment;
-use crate::load::{self, LoadSpec, Progress};
+use crate::load::LoadSpec;
+use crate::loadgen::{Finished, LoadJob, LoadProcess, Message};
 use crate::output::{self, CellResult, Manifest, ResultsWriter};
 use crate::plan::{plan, Cell};
 use crate::registry;
-use crate::sampler::Sampler;
+use crate::sampler::{ResourceSummary, Sample, Sampler};
 use crate::serve::{ServeOptions, ServerHandle, ServerProcess};
 use crate::stats::Measurements;
 
@@ -116,8 +116,8 @@ pub async fn run(
             .collect(),
     };
     manifest.write(&dir)?;
-    let certs = ensure_certs(&ctx.certs_dir)?;
-    let ca = load_ca(&certs.ca_cert())?;
+    // Made once here, before any server or load generator reads them.
+    ensure_certs(&ctx.certs_dir)?;
     let stop = Arc::new(AtomicBool::new(false));
     watch_signals(stop.clone());
     eprintln!("writing results to {}", dir.display());
@@ -126,7 +126,6 @@ pub async fn run(
         if stop.load(Ordering::SeqCst) {
             break;
         }
-        let stack = registry::find(&cell.stack).expect("validated stack");
         let bar = ProgressBar::new(match cell.duration_s {
             Some(_) => 0,
             None => cell.requests,
@@ -137,7 +136,8 @@ pub async fn run(
                 .progress_chars("=> "),
         );
         bar.set_prefix(format!("[{}/{}] {}", i + 1, cells.len(), cell.key()));
-        let outcome = run_isolated(stack, cell, &ctx, &ca, &bar, &stop, i).await;
+        let outcome = run_isolated(cell, &ctx, &bar, &stop, i).await;
+
         let (result, samples) = match outcome {
             Ok(Some(done)) => done,
             Ok(None) => {
@@ -176,7 +176,7 @@ pub async fn run(
     })
 }
 
-fn failed_cell(cell: &Cell, error: String) -> (CellResult, Vec<crate::sampler::Sample>) {
+fn failed_cell(cell: &Cell, error: String) -> (CellResult, Vec<Sample>) {
     (
         CellResult {
             cell: cell.clone(),
@@ -197,14 +197,16 @@ fn failed_cell(cell: &Cell, error: String) -> (CellResult, Vec<crate::sampler::S
 /// Runs one cell; `None` when the run was interrupted during it (the cell is then not written,
 /// so a resumed run measures it again).
 async fn run_cell(
-    stack: &'static dyn Stack,
     cell: &Cell,
     ctx: &RunContext,
-    ca: &[CertificateDer<'static>],
     bar: &ProgressBar,
     stop: &Arc<AtomicBool>,
-) -> Option<(CellResult, Vec<crate::sampler::Sample>)> {
+) -> Option<(CellResult, Vec<Sample>)> {
     let exp = &*cell.exp;
+    let client_threads = match exp.client_threads {
+        0 => ctx.client_threads,
+        n => n as usize,
+    };
     let serve = ServeOptions {
         stack: cell.stack.clone(),
         listen: "127.0.0.1:0".parse().expect("address"),
@@ -227,25 +229,6 @@ async fn run_cell(
             Err(e) => return Some(failed_cell(cell, format!("server did not start: {e:#}"))),
         },
     };
-    let settings = ClientSettings {
-        target: server.addr(),
-        server_name: SERVER_NAME.to_string(),
-        tls: (!cell.plaintext).then(|| ClientTls {
-            ca: ca.to_vec(),
-            variant: cell.handshake,
-        }),
-        connect_timeout: Duration::from_millis(exp.connect_timeout_ms),
-        handshake_timeout: Duration::from_millis(exp.handshake_timeout_ms),
-        payload: cell.payload,
-        tuning: exp.tuning(),
-    };
-    let client = match stack.client(&settings) {
-        Ok(c) => c,
-        Err(e) => {
-            server.stop().await;
-            return Some(failed_cell(cell, format!("client setup failed: {e:#}")));
-        }
-    };
     let spec = LoadSpec {
         regime: cell.regime,
         concurrency: cell.concurrency,
@@ -259,52 +242,39 @@ async fn run_cell(
         first_id: 1_000_000,
         rate: cell.rate,
     };
-    let warmup = if cell.warmup_requests > 0 {
-        bar.set_message("warm-up");
-        let warm = LoadSpec {
+    let job = LoadJob {
+        stack: cell.stack.clone(),
+        target: server.addr(),
+        server_name: SERVER_NAME.to_string(),
+        tls: (!cell.plaintext).then_some(cell.handshake),
+        connect_timeout_ms: exp.connect_timeout_ms,
+        handshake_timeout_ms: exp.handshake_timeout_ms,
+        payload: cell.payload,
+        tuning: exp.tuning(),
+        client_threads,
+        warmup: (cell.warmup_requests > 0).then(|| LoadSpec {
             requests: cell.warmup_requests,
             first_id: 0,
             max_duration: Duration::from_secs(exp.max_cell_seconds),
             ..spec
-        };
-        let progress = Arc::new(Progress::default());
-        let result = supervised(
-            load::run(client.clone(), warm, progress.clone()),
-            &progress,
-            bar,
-            stop,
-            false,
-        )
-        .await;
-        let Some(result) = result else {
-            server.stop().await;
-            return None;
-        };
-        result.measurements
-    } else {
-        Measurements::default()
+        }),
+        measured: spec,
     };
-    let sampler = Sampler::start(server.pid(), Duration::from_millis(exp.sample_interval_ms));
-    let progress = Arc::new(Progress::default());
-    let measured = supervised(
-        load::run(client, spec, progress.clone()),
-        &progress,
-        bar,
-        stop,
-        true,
-    )
-    .await;
-    let (samples, server_res, client_res) = sampler.finish();
+    let interval = Duration::from_millis(exp.sample_interval_ms);
+    let outcome = supervised(&job, &ctx.certs_dir, server.pid(), interval, bar, stop).await;
     let server_exit = server.exited();
     server.stop().await;
-    let measured = measured?;
+    let (finished, samples, server_res, client_res) = match outcome? {
+        Ok(done) => done,
+        Err(e) => return Some(failed_cell(cell, format!("{e:#}"))),
+    };
     Some((
         CellResult {
             cell: cell.clone(),
-            elapsed_s: measured.elapsed.as_secs_f64(),
-            cut_short: measured.cut_short,
-            measured: measured.measurements,
-            warmup,
+            elapsed_s: finished.elapsed.as_secs_f64(),
+            cut_short: finished.cut_short,
+            measured: finished.measured,
+            warmup: finished.warmup,
             server: server_res,
             client: client_res,
             server_exit,
@@ -315,35 +285,86 @@ async fn run_cell(
     ))
 }
 
-/// Runs a load phase while updating the bar; on interruption stops it and gives it two
-/// seconds to finish in-flight requests before abandoning it.
+type Supervised = (Finished, Vec<Sample>, ResourceSummary, ResourceSummary);
+
+/// Runs the cell's load generator while updating the bar, sampling the server and the
+/// generator during the measured phase. `None` when the run was interrupted (the child is
+/// then ended and the cell not written).
 async fn supervised(
-    phase: impl std::future::Future<Output = load::LoadResult>,
-    progress: &Arc<Progress>,
+    job: &LoadJob,
+    certs_dir: &Path,
+    server_pid: Option<u32>,
+    interval: Duration,
     bar: &ProgressBar,
     stop: &Arc<AtomicBool>,
-    show: bool,
-) -> Option<load::LoadResult> {
-    tokio::pin!(phase);
-    let started = std::time::Instant::now();
+) -> Option<anyhow::Result<Supervised>> {
+    let mut child = match LoadProcess::start(job, certs_dir).await {
+        Ok(c) => c,
+        Err(e) => return Some(Err(e)),
+    };
+    if job.warmup.is_some() {
+        bar.set_message("warm-up");
+    }
+    let mut sampler: Option<Sampler> = None;
+    let mut measuring_since = std::time::Instant::now();
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     loop {
-        tokio::select! {
-            result = &mut phase => {
-                return (!stop.load(Ordering::SeqCst)).then_some(result);
-            }
+        let message = tokio::select! {
+            m = child.next() => m,
             _ = tick.tick() => {
-                if show {
-                    let done = progress.done.load(Ordering::Relaxed);
-                    bar.set_position(done);
-                    let rate = done as f64 / started.elapsed().as_secs_f64().max(1e-3);
-                    bar.set_message(format!("{rate:.0} req/s, {} failed", progress.failed.load(Ordering::Relaxed)));
-                }
                 if stop.load(Ordering::SeqCst) {
-                    progress.stop.store(true, Ordering::SeqCst);
-                    let _ = tokio::time::timeout(Duration::from_secs(2), &mut phase).await;
+                    child.kill().await;
+                    if let Some(s) = sampler {
+                        s.finish();
+                    }
                     return None;
                 }
+                continue;
+            }
+        };
+        match message {
+            Ok(Message::Measuring) => {
+                sampler = Some(Sampler::start(server_pid, child.pid, interval));
+                measuring_since = std::time::Instant::now();
+                if let Err(e) = child.go().await {
+                    child.kill().await;
+                    return Some(Err(e));
+                }
+            }
+
+            Ok(Message::Progress { done, failed }) => {
+                bar.set_position(done);
+                let rate = done as f64 / measuring_since.elapsed().as_secs_f64().max(1e-3);
+                bar.set_message(format!("{rate:.0} req/s, {failed} failed"));
+            }
+            Ok(Message::Finished {
+                warmup,
+                measured,
+                elapsed_s,
+                cut_short,
+            }) => {
+                let (samples, server, client) = match sampler {
+                    Some(s) => s.finish(),
+                    None => Default::default(),
+                };
+                child.wait().await;
+                let finished = Finished {
+                    warmup: *warmup,
+                    measured: *measured,
+                    elapsed: Duration::from_secs_f64(elapsed_s),
+                    cut_short,
+                };
+                return Some(Ok((finished, samples, server, client)));
+            }
+            Err(e) => {
+                child.kill().await;
+                if let Some(s) = sampler {
+                    s.finish();
+                }
+                if stop.load(Ordering::SeqCst) {
+                    return None;
+                }
+                return Some(Err(e));
             }
         }
     }
@@ -376,18 +397,17 @@ pub fn check_out_dir(out: &Path) -> Result<(), String> {
     }
 }
 
-/// Runs one cell with the cell's open-file limit (restored afterwards): on the run's runtime,
-/// or, when the cell needs a private network namespace or other client threads, on a runtime
-/// of its own whose threads enter the namespace.
+/// Runs one cell with the cell's open-file limit (inherited by its load generator, restored
+/// afterwards): on the run's runtime or, when the cell needs a private network namespace, on
+/// a runtime of its own whose thread enters the namespace, so that the server and the load
+/// generator it starts live there.
 async fn run_isolated(
-    stack: &'static dyn Stack,
     cell: &Cell,
     ctx: &Arc<RunContext>,
-    ca: &[CertificateDer<'static>],
     bar: &ProgressBar,
     stop: &Arc<AtomicBool>,
     index: usize,
-) -> anyhow::Result<Option<(CellResult, Vec<crate::sampler::Sample>)>> {
+) -> anyhow::Result<Option<(CellResult, Vec<Sample>)>> {
     let netns = if cell.exp.needs_netns() {
         Some(Arc::new(crate::netns::Netns::create(&cell.exp, index)?))
     } else {
@@ -399,39 +419,25 @@ async fn run_isolated(
     if let Some(n) = cell.exp.client_nofile {
         crate::pin::set_nofile_soft_limit(n.min(hard))?;
     }
-    let threads = match cell.exp.client_threads {
-        0 => ctx.client_threads,
-        n => n as usize,
-    };
-    if netns.is_none() && threads == ctx.client_threads {
-        // The run's own runtime: its threads (and their allocator arenas) live on from cell
-        // to cell, so memory freed by one cell is reused by the next rather than held by
-        // the arenas of exited threads.
-        let outcome = run_cell(stack, cell, ctx, ca, bar, stop).await;
+    let Some(ns) = netns.clone() else {
+        let outcome = run_cell(cell, ctx, bar, stop).await;
         let _ = crate::pin::set_nofile_soft_limit(soft_before);
         return Ok(outcome);
-    }
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    builder.worker_threads(threads).enable_all();
-    if let Some(ns) = &netns {
-        let ns = ns.clone();
-        builder.on_thread_start(move || {
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .on_thread_start(move || {
             ns.enter()
                 .expect("cannot enter the cell's network namespace");
-        });
-    }
-    let runtime = builder.build().context("cannot start the cell's runtime")?;
-    let (cell, ctx, ca, bar, stop) = (
-        cell.clone(),
-        ctx.clone(),
-        ca.to_vec(),
-        bar.clone(),
-        stop.clone(),
-    );
+        })
+        .build()
+        .context("cannot start the cell's runtime")?;
+    let (cell, ctx, bar, stop) = (cell.clone(), ctx.clone(), bar.clone(), stop.clone());
     let outcome = tokio::task::spawn_blocking(move || {
         let outcome = runtime.block_on(async move {
             // Spawned, so that the cell runs on a worker thread (inside the namespace).
-            tokio::spawn(async move { run_cell(stack, &cell, &ctx, &ca, &bar, &stop).await }).await
+            tokio::spawn(async move { run_cell(&cell, &ctx, &bar, &stop).await }).await
         });
         runtime.shutdown_timeout(Duration::from_millis(500));
         outcome

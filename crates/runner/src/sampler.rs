@@ -1,5 +1,5 @@
-//! Samples RSS and CPU of the server child and of the runner on a fixed interval, on its own
-//! OS thread so that sampling never waits behind load-generating tasks.
+//! Samples RSS and CPU of the server child and the load-generator child on a fixed interval,
+//! on its own OS thread so that sampling never waits behind the runner's tasks.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -59,17 +59,19 @@ struct Track {
 }
 
 impl Sampler {
-    /// Samples the server (when its pid is known) and this process.
-    pub fn start(server_pid: Option<u32>, interval: Duration) -> Self {
+    /// Samples the server (when its pid is known) and the load generator; returns once the
+    /// first reading is taken, so that what follows is inside the sampled window.
+    pub fn start(server_pid: Option<u32>, client_pid: u32, interval: Duration) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
+        let (first_taken, first) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {
             let Ok(mut sys) = System::new() else {
                 return (Vec::new(), [ResourceSummary::default(); 2]);
             };
             let mut tracks = [
                 Track::new(Pid::from_u32(server_pid.unwrap_or(u32::MAX)), Role::Server),
-                Track::new(Pid::from_u32(std::process::id()), Role::Client),
+                Track::new(Pid::from_u32(client_pid), Role::Client),
             ];
             let pids = [tracks[0].pid, tracks[1].pid];
             let started = Instant::now();
@@ -90,6 +92,7 @@ impl Sampler {
                 }
             };
             read(&mut sys, &mut tracks, &mut samples);
+            let _ = first_taken.send(());
             while !flag.load(Ordering::Relaxed) {
                 std::thread::sleep(interval);
                 read(&mut sys, &mut tracks, &mut samples);
@@ -98,6 +101,7 @@ impl Sampler {
             let summaries = [tracks[0].summary(wall), tracks[1].summary(wall)];
             (samples, summaries)
         });
+        let _ = first.recv();
         Sampler { stop, thread }
     }
 

@@ -9,8 +9,13 @@ use hdrhistogram::Histogram;
 /// Highest latency a histogram holds: 60 s in microseconds (larger values are clamped).
 pub const MAX_TRACKABLE_US: u64 = 60_000_000;
 
+/// Three significant digits; the bucket array grows with the largest latency recorded
+/// (`record` clamps at [`MAX_TRACKABLE_US`]), so a cell whose answers take milliseconds
+/// holds half the memory of one sized for 60 s up front.
 fn histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, MAX_TRACKABLE_US, 3).expect("valid histogram bounds")
+    let mut h = Histogram::new_with_bounds(1, 2, 3).expect("valid histogram bounds");
+    h.auto(true);
+    h
 }
 
 fn record(h: &mut Histogram<u64>, d: Duration) {
@@ -19,15 +24,20 @@ fn record(h: &mut Histogram<u64>, d: Duration) {
 }
 
 /// What one worker (or, merged, one cell) measured. Memory is constant in the request count.
-#[derive(Debug, Clone)]
+/// Serialisable, so that the load-generator process can hand it to the runner.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Measurements {
     /// Successful requests, from issue (before connecting, in new-conn) to validated body.
+    #[serde(with = "buckets")]
     pub latency: Histogram<u64>,
     /// TCP connect of each opened connection.
+    #[serde(with = "buckets")]
     pub connect: Histogram<u64>,
     /// TLS or QUIC handshake of each opened connection.
+    #[serde(with = "buckets")]
     pub handshake: Histogram<u64>,
     /// Request issued on a ready connection → response head.
+    #[serde(with = "buckets")]
     pub ttfb: Histogram<u64>,
     pub sent: u64,
     pub ok: u64,
@@ -104,10 +114,16 @@ impl Measurements {
     }
 
     pub fn merge(&mut self, other: &Measurements) {
-        self.latency.add(&other.latency).expect("same bounds");
-        self.connect.add(&other.connect).expect("same bounds");
-        self.handshake.add(&other.handshake).expect("same bounds");
-        self.ttfb.add(&other.ttfb).expect("same bounds");
+        self.latency
+            .add(&other.latency)
+            .expect("auto-resizing histogram");
+        self.connect
+            .add(&other.connect)
+            .expect("auto-resizing histogram");
+        self.handshake
+            .add(&other.handshake)
+            .expect("auto-resizing histogram");
+        self.ttfb.add(&other.ttfb).expect("auto-resizing histogram");
         self.sent += other.sent;
         self.ok += other.ok;
         for (i, n) in other.failures.iter().enumerate() {
@@ -121,6 +137,31 @@ impl Measurements {
         self.late += other.late;
         self.add_wire(other.wire);
         self.body_bytes += other.body_bytes;
+    }
+}
+
+/// A histogram as its non-empty buckets, `[value, count]` pairs: recording each bucket's
+/// value again lands in the same bucket, so the copy has the same counts, min, max and
+/// percentiles as the original.
+mod buckets {
+    use hdrhistogram::Histogram;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(h: &Histogram<u64>, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(
+            h.iter_recorded()
+                .map(|v| [v.value_iterated_to(), v.count_at_value()]),
+        )
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Histogram<u64>, D::Error> {
+        let pairs = Vec::<[u64; 2]>::deserialize(d)?;
+        let mut h = super::histogram();
+        for [value, count] in pairs {
+            h.record_n(value.clamp(1, super::MAX_TRACKABLE_US), count)
+                .map_err(serde::de::Error::custom)?;
+        }
+        Ok(h)
     }
 }
 
@@ -187,6 +228,51 @@ mod tests {
         let s = LatencySummary::of(&a.latency);
         assert!(s.min <= s.p50 && s.p50 <= s.p99 && s.p99 <= s.max);
         assert!((199..=201).contains(&s.p50), "{s:?}");
+    }
+
+    #[test]
+    fn measurements_survive_the_trip_to_the_runner_exactly() {
+        let mut m = Measurements::default();
+        let reply = Reply {
+            ttfb: Duration::from_micros(90),
+            total: Duration::from_micros(100),
+            body_bytes: 300,
+        };
+        let mut x: u64 = 7;
+        for _ in 0..10_000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            m.record_ok(Duration::from_micros(1 + (x >> 40) % 2_000_000), &reply);
+        }
+        m.record_ok(Duration::from_secs(3600), &reply);
+        m.record_failure(Failure::new(FailureClass::ConnReset, "reset by peer"));
+        m.add_wire(WireBytes {
+            sent: 11,
+            received: 22,
+        });
+        let json = serde_json::to_string(&m).expect("serialises");
+        let back: Measurements = serde_json::from_str(&json).expect("deserialises");
+        assert_eq!(back.latency.len(), m.latency.len());
+        assert_eq!(
+            LatencySummary::of(&back.latency),
+            LatencySummary::of(&m.latency)
+        );
+        assert_eq!(LatencySummary::of(&back.ttfb), LatencySummary::of(&m.ttfb));
+        for q in [0.1, 0.5, 0.75, 0.9, 0.999, 0.99999] {
+            assert_eq!(
+                back.latency.value_at_quantile(q),
+                m.latency.value_at_quantile(q)
+            );
+        }
+        assert_eq!(
+            (back.sent, back.ok, back.failed()),
+            (m.sent, m.ok, m.failed())
+        );
+        assert_eq!(back.failure_examples, m.failure_examples);
+        assert_eq!(back.wire, m.wire);
+        assert_eq!(back.body_bytes, m.body_bytes);
+        assert!(json.len() < 200_000, "{} bytes", json.len());
     }
 
     #[test]

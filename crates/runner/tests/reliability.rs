@@ -101,7 +101,7 @@ fn resume_refuses_other_settings() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("--resume"));
 }
 
-/// No `runner serve` using this certificate directory is still running.
+/// No `runner serve` or `runner load` using this certificate directory is still running.
 fn assert_no_server_left(certs: &std::path::Path) {
     std::thread::sleep(Duration::from_millis(300));
     let needle = certs.to_string_lossy().to_string();
@@ -109,8 +109,9 @@ fn assert_no_server_left(certs: &std::path::Path) {
         let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
         let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
         assert!(
-            !(cmdline.contains(" serve ") && cmdline.contains(&needle)),
-            "orphaned server: {cmdline}"
+            !((cmdline.contains(" serve ") || cmdline.contains(" load "))
+                && cmdline.contains(&needle)),
+            "orphaned child: {cmdline}"
         );
     }
 }

@@ -2,6 +2,7 @@
 //! connection" is a new socket and a full QUIC handshake, as on the TCP stacks.
 
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,6 +29,15 @@ pub struct H3Client {
     tuning: bench_core::Tuning,
     payload: PayloadProfile,
     uri_prefix: String,
+    closing: Arc<Closing>,
+}
+
+/// Endpoints whose connection is in QUIC's closing period (RFC 9000 §10.2): each holds its
+/// socket and quinn's receive buffer until it ends.
+#[derive(Default)]
+struct Closing {
+    endpoints: std::sync::atomic::AtomicUsize,
+    ended: tokio::sync::Notify,
 }
 
 impl H3Client {
@@ -56,6 +66,7 @@ impl H3Client {
                 settings.server_name,
                 settings.target.port()
             ),
+            closing: Arc::default(),
         })
     }
 
@@ -150,26 +161,41 @@ impl Client for H3Client {
         let driver = ConnDriver::spawn(async move { driver.wait_idle().await });
         Ok(Connected {
             conn: Arc::new(H3Connection {
-                _endpoint: endpoint,
+                endpoint,
                 conn,
                 send,
                 driver,
                 payload: self.payload,
                 uri_prefix: self.uri_prefix.clone(),
+                closing: self.closing.clone(),
             }),
             timing,
         })
+    }
+
+    async fn settle(&self, bound: Duration) {
+        let _ = tokio::time::timeout(bound, async {
+            loop {
+                let ended = self.closing.ended.notified();
+                if self.closing.endpoints.load(Ordering::SeqCst) == 0 {
+                    return;
+                }
+                ended.await;
+            }
+        })
+        .await;
     }
 }
 
 struct H3Connection {
     /// Kept so the endpoint's socket lives as long as the connection.
-    _endpoint: quinn::Endpoint,
+    endpoint: quinn::Endpoint,
     conn: quinn::Connection,
     send: SendRequest,
     driver: ConnDriver,
     payload: PayloadProfile,
     uri_prefix: String,
+    closing: Arc<Closing>,
 }
 
 impl H3Connection {
@@ -245,8 +271,16 @@ impl Connection for H3Connection {
     }
 
     async fn close(&self) {
-        // Client closes first; the endpoint drains in the background like a TCP TIME_WAIT.
+        // Client closes first; the endpoint stays in the closing period in the background,
+        // like a TCP TIME_WAIT, counted so that `settle` can wait for it.
         self.conn.close(0u32.into(), b"done");
+        self.closing.endpoints.fetch_add(1, Ordering::SeqCst);
+        let (endpoint, closing) = (self.endpoint.clone(), self.closing.clone());
+        tokio::spawn(async move {
+            endpoint.wait_idle().await;
+            closing.endpoints.fetch_sub(1, Ordering::SeqCst);
+            closing.ended.notify_waiters();
+        });
         self.driver.finish(Duration::ZERO).await;
     }
 }

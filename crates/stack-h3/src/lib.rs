@@ -42,7 +42,8 @@ impl Stack for Http3 {
     }
     fn server_settings(&self) -> Vec<(&'static str, String)> {
         vec![
-            ("quic", format!("quinn, max_concurrent_bidi_streams {}, quinn's default windows and initial RTT unless tuned, GSO/GRO on the server socket (auto), no GRO on client sockets; server UDP buffers {} B unless tuned", server::MAX_CONCURRENT_STREAMS, server::SERVER_UDP_BUFFER_BYTES)),
+            ("quic", format!("quinn, max_concurrent_bidi_streams {} (clients permit the server none), max_concurrent_uni_streams {}, quinn's default windows and initial RTT unless tuned, GSO/GRO on the server socket (auto), no GRO on client sockets; server UDP buffers {} B unless tuned", server::MAX_CONCURRENT_STREAMS, tuning::MAX_CONCURRENT_UNI_STREAMS, server::SERVER_UDP_BUFFER_BYTES)),
+
             ("http", "h3 0.0.8 over h3-quinn; the server reads each request stream to its end before answering, and answers 0-RTT requests at once".into()),
             ("udp", "one endpoint (UDP socket) per client connection, connected, so ICMP port-unreachable is seen".into()),
             ("tls", bench_core::tls::tls_settings()),

@@ -5,11 +5,18 @@ use std::time::Duration;
 
 use bench_core::Tuning;
 
+/// Unidirectional streams a peer may have open at once. HTTP/3 opens three per side (control,
+/// QPACK encoder and decoder) plus the odd reserved "grease" stream; quinn keeps state for
+/// every permitted stream, and its default of 100 is room for server push, which is not used.
+pub const MAX_CONCURRENT_UNI_STREAMS: u32 = 8;
+
 /// quinn's transport config with the study's knobs applied; `streams` is the concurrent
 /// bidirectional stream limit the peer may open.
 pub fn transport_config(tuning: &Tuning, streams: u32) -> Arc<quinn::TransportConfig> {
     let mut transport = quinn::TransportConfig::default();
     transport.max_concurrent_bidi_streams(streams.into());
+    transport.max_concurrent_uni_streams(MAX_CONCURRENT_UNI_STREAMS.into());
+
     if let Some(ms) = tuning.quic_initial_rtt_ms {
         transport.initial_rtt(Duration::from_millis(ms));
     }
