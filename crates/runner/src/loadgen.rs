@@ -246,7 +246,6 @@ impl LoadProcess {
     }
 
     /// Ends the child (after an interruption or an error).
-
     pub async fn kill(mut self) {
         let _ = self.child.kill().await;
     }
