@@ -161,6 +161,10 @@ pub fn child_main(certs_dir: &Path) -> anyhow::Result<()> {
             cut_short: result.cut_short,
         })
     })?;
+    // Alive until the runner has taken its last reading (it then closes stdin), so that the
+    // reading sees this process and all the CPU time it used.
+    let mut eof = String::new();
+    let _ = std::io::stdin().read_line(&mut eof);
     // Closing QUIC endpoints would hold the exit for their closing period; nothing is left
     // to measure.
     runtime.shutdown_background();
@@ -250,8 +254,10 @@ impl LoadProcess {
         let _ = self.child.kill().await;
     }
 
-    /// Waits for the child to exit after it reported.
+    /// Lets the child exit after its last reading and waits for it.
     pub async fn wait(mut self) {
+        drop(self.stdin);
         let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
     }
+
 }
