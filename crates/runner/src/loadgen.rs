@@ -113,10 +113,18 @@ pub fn child_main(certs_dir: &Path) -> anyhow::Result<()> {
         payload: job.payload,
         tuning: job.tuning.clone(),
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(job.client_threads.max(1))
-        .enable_all()
-        .build()?;
+    // One thread: tokio's current-thread scheduler, which spends no atomics or wake-ups on
+    // handing tasks between workers.
+    let runtime = match job.client_threads {
+        0 | 1 => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?,
+        n => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(n)
+            .enable_all()
+            .build()?,
+    };
+
     let client = stack
         .client(&settings)
         .map_err(|e| anyhow!("client setup failed: {e:#}"))?;
@@ -259,5 +267,4 @@ impl LoadProcess {
         drop(self.stdin);
         let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
     }
-
 }

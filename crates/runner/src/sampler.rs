@@ -86,7 +86,6 @@ impl Sampler {
                 for track in tracks.iter_mut() {
                     // A process that has exited reads as RSS 0: not a sample.
                     if let Some(p) = sys.process(track.pid).filter(|p| p.memory() > 0) {
-
                         if let Some(s) = track.observe(t, p.memory(), p.accumulated_cpu_time()) {
                             samples.push(s);
                         }

@@ -1,24 +1,22 @@
 //! gRPC client: unary calls in gRPC's wire format (length-prefixed protobuf, grpc-status
-//! trailers) on a hyper HTTP/2 connection we open ourselves, so a "new connection" is exactly
-//! one new socket and handshake (no channel pool, no reconnects). tonic's client machinery cost
-//! twice h2load's CPU per call here (scripts/compare-anchors), which would make the load
-//! generator measure itself; the server is tonic's.
+//! trailers) on an HTTP/2 connection we open ourselves (the HTTP/2 stack's [`H2Conn`]), so a
+//! "new connection" is exactly one new socket and handshake (no channel pool, no reconnects).
+//! tonic's client machinery cost twice h2load's CPU per call here (scripts/compare-anchors),
+//! which would make the load generator measure itself; the server is tonic's.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
-use bench_core::net::{ConnDriver, TcpConnector, WireCounters};
+use bench_core::net::{TcpConnector, WireCounters};
 use bench_core::workload::{validate_item, ItemView};
 use bench_core::{
-    Client, ClientSettings, Connected, Connection, Failure, FailureClass, PayloadProfile, Phase,
-    Reply, WireBytes,
+    Client, ClientSettings, Connected, Connection, Failure, FailureClass, PayloadProfile, Reply,
+    WireBytes,
 };
 use bytes::{BufMut, Bytes, BytesMut};
-use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http2::SendRequest;
 use prost::Message;
-use stack_h1::hyper_rest::{classify_hyper, http2_client};
+use stack_h2::conn::H2Conn;
 
 use crate::pb::GetItemRequest;
 
@@ -55,7 +53,7 @@ impl Client for GrpcClient {
     async fn connect(&self) -> Result<Connected, Failure> {
         let (stream, timing, closer) = self.connector.connect().await?;
         let counters = stream.counters();
-        let (send, driver) = http2_client(
+        let conn = H2Conn::open(
             stream,
             closer,
             crate::server::STREAM_WINDOW,
@@ -64,8 +62,7 @@ impl Client for GrpcClient {
         .await?;
         Ok(Connected {
             conn: Arc::new(GrpcConnection {
-                send: std::sync::Mutex::new(Some(send)),
-                driver,
+                conn,
                 counters,
                 payload: self.payload,
                 uri: self.uri.clone(),
@@ -76,8 +73,7 @@ impl Client for GrpcClient {
 }
 
 struct GrpcConnection {
-    send: std::sync::Mutex<Option<SendRequest<Full<Bytes>>>>,
-    driver: ConnDriver,
+    conn: H2Conn,
     counters: Arc<WireCounters>,
     payload: PayloadProfile,
     uri: http::Uri,
@@ -86,42 +82,24 @@ struct GrpcConnection {
 #[async_trait]
 impl Connection for GrpcConnection {
     async fn request(&self, id: u64) -> Result<Reply, Failure> {
-        let mut send = self
-            .send
-            .lock()
-            .expect("sender lock")
-            .clone()
-            .ok_or_else(|| Failure::new(FailureClass::ConnReset, "connection already closed"))?;
-        send.ready()
-            .await
-            .map_err(|e| classify_hyper(Phase::Request, &e))?;
         let req = http::Request::post(self.uri.clone())
             .header(http::header::CONTENT_TYPE, "application/grpc")
             .header(http::header::TE, "trailers")
-            .body(Full::new(frame(&GetItemRequest { id })))
+            .body(())
             .expect("valid request");
-        let started = Instant::now();
-        let resp = send
-            .send_request(req)
-            .await
-            .map_err(|e| classify_hyper(Phase::Request, &e))?;
-        let ttfb = started.elapsed();
-        let (head, body) = resp.into_parts();
-        let collected = body
-            .collect()
-            .await
-            .map_err(|e| classify_hyper(Phase::Request, &e))?;
-        let total = started.elapsed();
-        check_status(&head, collected.trailers())?;
-        let data = collected.to_bytes();
-        let message = unframe(&data)?;
+        let answer = self
+            .conn
+            .exchange(req, Some(frame(&GetItemRequest { id })), Instant::now())
+            .await?;
+        check_status(&answer.head, answer.trailers.as_ref())?;
+        let message = unframe(&answer.body)?;
         let view = decode_item_view(&message).map_err(|e| {
             Failure::new(FailureClass::BadBody, format!("invalid protobuf item: {e}"))
         })?;
         validate_item(&view, id, self.payload)?;
         Ok(Reply {
-            ttfb,
-            total,
+            ttfb: answer.ttfb,
+            total: answer.total,
             body_bytes: message.len() as u64,
         })
     }
@@ -131,8 +109,7 @@ impl Connection for GrpcConnection {
     }
 
     async fn close(&self) {
-        self.send.lock().expect("sender lock").take();
-        self.driver.finish(std::time::Duration::from_secs(1)).await;
+        self.conn.close().await;
     }
 }
 

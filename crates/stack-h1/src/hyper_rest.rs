@@ -74,33 +74,3 @@ pub async fn read_item(
         body_bytes: body.len() as u64,
     })
 }
-
-/// Opens hyper's HTTP/2 client on a connected stream with the given flow-control windows, and
-/// the task that drives it (whose close completes the TCP close); shared by the HTTP/2 and
-/// gRPC stacks.
-pub async fn http2_client<B>(
-    stream: bench_core::net::Stream,
-    closer: bench_core::net::Closer,
-    stream_window: u32,
-    connection_window: u32,
-) -> Result<
-    (
-        hyper::client::conn::http2::SendRequest<B>,
-        bench_core::net::ConnDriver,
-    ),
-    Failure,
->
-where
-    B: hyper::body::Body + Unpin + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let (send, conn) =
-        hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
-            .initial_stream_window_size(stream_window)
-            .initial_connection_window_size(connection_window)
-            .handshake(hyper_util::rt::TokioIo::new(stream))
-            .await
-            .map_err(|e| classify_hyper(Phase::Handshake, &e))?;
-    Ok((send, bench_core::net::ConnDriver::spawn_tcp(conn, closer)))
-}

@@ -1,20 +1,18 @@
-//! HTTP/2 client: one hyper http2 connection per [`bench_core::Connection`]; concurrent
-//! requests become concurrent streams.
+//! HTTP/2 client: one h2 connection ([`crate::conn::H2Conn`]) per [`bench_core::Connection`];
+//! concurrent requests become concurrent streams.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
-use bench_core::net::{ConnDriver, TcpConnector, WireCounters};
-use bench_core::workload::item_path;
+use bench_core::net::{TcpConnector, WireCounters};
+use bench_core::workload::{item_path, validate_json_item};
 use bench_core::{
-    Client, ClientSettings, Connected, Connection, Failure, FailureClass, PayloadProfile, Phase,
-    Reply, WireBytes,
+    Client, ClientSettings, Connected, Connection, Failure, FailureClass, PayloadProfile, Reply,
+    WireBytes,
 };
-use bytes::Bytes;
-use http_body_util::Empty;
-use hyper::client::conn::http2::SendRequest;
-use stack_h1::hyper_rest::{classify_hyper, http2_client, read_item};
+
+use crate::conn::H2Conn;
 
 pub struct H2Client {
     connector: TcpConnector,
@@ -43,7 +41,7 @@ impl Client for H2Client {
     async fn connect(&self) -> Result<Connected, Failure> {
         let (stream, timing, closer) = self.connector.connect().await?;
         let counters = stream.counters();
-        let (send, driver) = http2_client(
+        let conn = H2Conn::open(
             stream,
             closer,
             crate::server::STREAM_WINDOW,
@@ -52,8 +50,7 @@ impl Client for H2Client {
         .await?;
         Ok(Connected {
             conn: Arc::new(H2Connection {
-                send: std::sync::Mutex::new(Some(send)),
-                driver,
+                conn,
                 counters,
                 payload: self.payload,
                 uri_prefix: format!("{}://{}", self.scheme, self.authority),
@@ -64,8 +61,7 @@ impl Client for H2Client {
 }
 
 struct H2Connection {
-    send: std::sync::Mutex<Option<SendRequest<Empty<Bytes>>>>,
-    driver: ConnDriver,
+    conn: H2Conn,
     counters: Arc<WireCounters>,
     payload: PayloadProfile,
     /// HTTP/2 requests carry an absolute URI.
@@ -75,24 +71,22 @@ struct H2Connection {
 #[async_trait]
 impl Connection for H2Connection {
     async fn request(&self, id: u64) -> Result<Reply, Failure> {
-        let mut send = self
-            .send
-            .lock()
-            .expect("sender lock")
-            .clone()
-            .ok_or_else(|| Failure::new(FailureClass::ConnReset, "connection already closed"))?;
-        send.ready()
-            .await
-            .map_err(|e| classify_hyper(Phase::Request, &e))?;
-        let req = hyper::Request::get(format!("{}{}", self.uri_prefix, item_path(id)))
-            .body(Empty::new())
+        let req = http::Request::get(format!("{}{}", self.uri_prefix, item_path(id)))
+            .body(())
             .expect("valid request");
-        let started = Instant::now();
-        let resp = send
-            .send_request(req)
-            .await
-            .map_err(|e| classify_hyper(Phase::Request, &e))?;
-        read_item(resp, started, id, self.payload).await
+        let answer = self.conn.exchange(req, None, Instant::now()).await?;
+        if answer.head.status != http::StatusCode::OK {
+            return Err(Failure::new(
+                FailureClass::BadStatus,
+                format!("HTTP status {}", answer.head.status.as_u16()),
+            ));
+        }
+        validate_json_item(&answer.body, id, self.payload)?;
+        Ok(Reply {
+            ttfb: answer.ttfb,
+            total: answer.total,
+            body_bytes: answer.body.len() as u64,
+        })
     }
 
     fn wire_bytes(&self) -> WireBytes {
@@ -100,8 +94,6 @@ impl Connection for H2Connection {
     }
 
     async fn close(&self) {
-        // With the last sender gone, hyper sends GOAWAY and closes the socket.
-        self.send.lock().expect("sender lock").take();
-        self.driver.finish(std::time::Duration::from_secs(1)).await;
+        self.conn.close().await;
     }
 }

@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 pub mod client;
+pub mod conn;
 pub mod server;
 
 use std::sync::Arc;
