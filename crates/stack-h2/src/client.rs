@@ -17,8 +17,8 @@ use crate::conn::H2Conn;
 pub struct H2Client {
     connector: TcpConnector,
     payload: PayloadProfile,
-    scheme: &'static str,
-    authority: String,
+    scheme: http::uri::Scheme,
+    authority: http::uri::Authority,
 }
 
 impl H2Client {
@@ -27,11 +27,11 @@ impl H2Client {
             connector: TcpConnector::new(settings, crate::ALPN)?,
             payload: settings.payload,
             scheme: if settings.tls.is_some() {
-                "https"
+                http::uri::Scheme::HTTPS
             } else {
-                "http"
+                http::uri::Scheme::HTTP
             },
-            authority: format!("{}:{}", settings.server_name, settings.target.port()),
+            authority: format!("{}:{}", settings.server_name, settings.target.port()).parse()?,
         })
     }
 }
@@ -53,7 +53,8 @@ impl Client for H2Client {
                 conn,
                 counters,
                 payload: self.payload,
-                uri_prefix: format!("{}://{}", self.scheme, self.authority),
+                scheme: self.scheme.clone(),
+                authority: self.authority.clone(),
             }),
             timing,
         })
@@ -64,14 +65,19 @@ struct H2Connection {
     conn: H2Conn,
     counters: Arc<WireCounters>,
     payload: PayloadProfile,
-    /// HTTP/2 requests carry an absolute URI.
-    uri_prefix: String,
+    /// HTTP/2 requests carry an absolute URI; its scheme and authority are parsed once.
+    scheme: http::uri::Scheme,
+    authority: http::uri::Authority,
 }
 
 #[async_trait]
 impl Connection for H2Connection {
     async fn request(&self, id: u64) -> Result<Reply, Failure> {
-        let req = http::Request::get(format!("{}{}", self.uri_prefix, item_path(id)))
+        let mut uri = http::uri::Parts::default();
+        uri.scheme = Some(self.scheme.clone());
+        uri.authority = Some(self.authority.clone());
+        uri.path_and_query = Some(item_path(id).try_into().expect("valid path"));
+        let req = http::Request::get(http::Uri::from_parts(uri).expect("valid URI"))
             .body(())
             .expect("valid request");
         let answer = self.conn.exchange(req, None, Instant::now()).await?;
