@@ -2,7 +2,7 @@
 #![forbid(unsafe_code)]
 
 /// jemalloc for the runner, its servers and its load generators alike: glibc's malloc kept
-/// ≈ 15 MB more of a 500-connection HTTP/3 client resident (fragmentation across arenas).
+/// ≈ 13 MB more of a 500-connection HTTP/3 client resident (fragmentation across arenas).
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

@@ -88,7 +88,11 @@ struct Head {
 }
 
 impl Io {
-    async fn exchange(&mut self, id: u64, started: Instant) -> Result<(u16, Duration, Bytes), Failure> {
+    async fn exchange(
+        &mut self,
+        id: u64,
+        started: Instant,
+    ) -> Result<(u16, Duration, Bytes), Failure> {
         if self.in_flight {
             return Err(Failure::new(
                 FailureClass::ConnReset,
@@ -112,7 +116,10 @@ impl Io {
                 break head;
             }
             if self.buf.len() > MAX_HEAD_BYTES {
-                return Err(Failure::new(FailureClass::BadBody, "response head too long"));
+                return Err(Failure::new(
+                    FailureClass::BadBody,
+                    "response head too long",
+                ));
             }
             self.fill().await?;
         };
@@ -221,7 +228,8 @@ mod tests {
 
     #[test]
     fn head_parsing_needs_a_complete_head_and_a_content_length() {
-        let full = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 5\r\n\r\nhello";
+        let full =
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 5\r\n\r\nhello";
         let head = parse_head(full).unwrap().unwrap();
         assert_eq!((head.status, head.content_length), (200, 5));
         assert_eq!(&full[head.len..], b"hello");
