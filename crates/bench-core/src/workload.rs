@@ -203,6 +203,30 @@ pub fn validate_json_item(
     validate_item(&view, expected_id, profile)
 }
 
+/// A REST answer judged as the item `id`: HTTP 200 (else `bad_status`, the connection stays
+/// usable) and a valid JSON item; the same rule on every REST stack.
+pub fn rest_reply(
+    status: u16,
+    body: &[u8],
+    id: u64,
+    profile: PayloadProfile,
+    ttfb: Duration,
+    total: Duration,
+) -> Result<crate::Reply, Failure> {
+    if status != 200 {
+        return Err(Failure::new(
+            FailureClass::BadStatus,
+            format!("HTTP status {status}"),
+        ));
+    }
+    validate_json_item(body, id, profile)?;
+    Ok(crate::Reply {
+        ttfb,
+        total,
+        body_bytes: body.len() as u64,
+    })
+}
+
 /// The request path for an item.
 pub fn item_path(id: u64) -> String {
     format!("{ITEMS_PATH}{id}")

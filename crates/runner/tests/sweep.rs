@@ -145,46 +145,7 @@ fn smoke_experiment_writes_every_cell_with_consistent_figures() {
 
 #[test]
 fn killed_server_is_recorded_and_the_sweep_goes_on() {
-    let out = tempfile::tempdir().unwrap();
-    let certs = tempfile::tempdir().unwrap();
-    let child = runner()
-        .args([
-            "--stacks",
-            "h1,h2",
-            "--regime",
-            "new-conn",
-            "--concurrency",
-            "4",
-        ])
-        .args([
-            "--requests",
-            "200000",
-            "--max-cell-seconds",
-            "4",
-            "--warmup-fraction",
-            "0",
-            "--baseline-seconds",
-            "0",
-        ])
-        .arg("--out")
-        .arg(out.path())
-        .arg("--certs")
-        .arg(certs.path())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let server = wait_for_child(child.id(), "serve");
-    std::thread::sleep(std::time::Duration::from_millis(1500));
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(server as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert!(output.status.success(), "{}", output_text(&output));
-    let rows = read_csv(&results_dir(out.path()).join("cells.csv"));
-    assert_eq!(rows.len(), 2);
+    let rows = kill_during_first_cell("h1,h2", "new-conn", "200000", "serve", 1500);
     let killed = &rows[0];
     assert_eq!(killed["stack"], "h1");
     assert!(
@@ -201,46 +162,7 @@ fn killed_server_is_recorded_and_the_sweep_goes_on() {
 
 #[test]
 fn killed_load_generator_fails_its_cell_only() {
-    let out = tempfile::tempdir().unwrap();
-    let certs = tempfile::tempdir().unwrap();
-    let child = runner()
-        .args([
-            "--stacks",
-            "h2,h1",
-            "--regime",
-            "reuse",
-            "--concurrency",
-            "4",
-        ])
-        .args([
-            "--requests",
-            "2000000",
-            "--max-cell-seconds",
-            "4",
-            "--warmup-fraction",
-            "0",
-            "--baseline-seconds",
-            "0",
-        ])
-        .arg("--out")
-        .arg(out.path())
-        .arg("--certs")
-        .arg(certs.path())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let load = wait_for_child(child.id(), "load");
-    std::thread::sleep(std::time::Duration::from_millis(1000));
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(load as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert!(output.status.success(), "{}", output_text(&output));
-    let rows = read_csv(&results_dir(out.path()).join("cells.csv"));
-    assert_eq!(rows.len(), 2);
+    let rows = kill_during_first_cell("h2,h1", "reuse", "2000000", "load", 1000);
     let killed = &rows[0];
     assert_eq!(killed["stack"], "h2");
     assert!(
@@ -257,6 +179,44 @@ fn killed_load_generator_fails_its_cell_only() {
         next["client_rss_peak_bytes"], killed["client_rss_peak_bytes"],
         "the next cell's client is a process of its own"
     );
+}
+
+/// Runs two 4-worker cells (each bounded at 4 s rather than by its large request budget),
+/// SIGKILLs the runner's `command` child (`serve` or `load`) `after_ms` into the first, and
+/// returns the rows of a run that must still have succeeded.
+fn kill_during_first_cell(
+    stacks: &str,
+    regime: &str,
+    requests: &str,
+    command: &str,
+    after_ms: u64,
+) -> Vec<std::collections::HashMap<String, String>> {
+    let out = tempfile::tempdir().unwrap();
+    let certs = tempfile::tempdir().unwrap();
+    let child = runner()
+        .args(["--stacks", stacks, "--regime", regime, "--concurrency", "4"])
+        .args(["--requests", requests, "--max-cell-seconds", "4"])
+        .args(["--warmup-fraction", "0", "--baseline-seconds", "0"])
+        .arg("--out")
+        .arg(out.path())
+        .arg("--certs")
+        .arg(certs.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let victim = wait_for_child(child.id(), command);
+    std::thread::sleep(std::time::Duration::from_millis(after_ms));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(victim as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", output_text(&output));
+    let rows = read_csv(&results_dir(out.path()).join("cells.csv"));
+    assert_eq!(rows.len(), 2);
+    rows
 }
 
 /// The pid of the runner's child whose command is `runner <command> …`, once it exists.

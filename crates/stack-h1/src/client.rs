@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bench_core::net::{Closer, Stream, TcpConnector, WireCounters};
-use bench_core::workload::{item_path, validate_json_item};
+use bench_core::workload::{item_path, rest_reply};
 use bench_core::{
     classify_error, Client, ClientSettings, Connected, Connection, Failure, FailureClass,
     PayloadProfile, Phase, Reply, WireBytes,
@@ -191,18 +191,7 @@ impl Connection for H1Connection {
         let (status, ttfb, body) = io.exchange(id, started).await?;
         let total = started.elapsed();
         drop(guard);
-        if status != 200 {
-            return Err(Failure::new(
-                FailureClass::BadStatus,
-                format!("HTTP status {status}"),
-            ));
-        }
-        validate_json_item(&body, id, self.payload)?;
-        Ok(Reply {
-            ttfb,
-            total,
-            body_bytes: body.len() as u64,
-        })
+        rest_reply(status, &body, id, self.payload, ttfb, total)
     }
 
     fn wire_bytes(&self) -> WireBytes {

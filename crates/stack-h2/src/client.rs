@@ -6,10 +6,9 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use bench_core::net::{TcpConnector, WireCounters};
-use bench_core::workload::{item_path, validate_json_item};
+use bench_core::workload::{item_path, rest_reply};
 use bench_core::{
-    Client, ClientSettings, Connected, Connection, Failure, FailureClass, PayloadProfile, Reply,
-    WireBytes,
+    Client, ClientSettings, Connected, Connection, Failure, PayloadProfile, Reply, WireBytes,
 };
 
 use crate::conn::H2Conn;
@@ -81,18 +80,14 @@ impl Connection for H2Connection {
             .body(())
             .expect("valid request");
         let answer = self.conn.exchange(req, None, Instant::now()).await?;
-        if answer.head.status != http::StatusCode::OK {
-            return Err(Failure::new(
-                FailureClass::BadStatus,
-                format!("HTTP status {}", answer.head.status.as_u16()),
-            ));
-        }
-        validate_json_item(&answer.body, id, self.payload)?;
-        Ok(Reply {
-            ttfb: answer.ttfb,
-            total: answer.total,
-            body_bytes: answer.body.len() as u64,
-        })
+        rest_reply(
+            answer.head.status.as_u16(),
+            &answer.body,
+            id,
+            self.payload,
+            answer.ttfb,
+            answer.total,
+        )
     }
 
     fn wire_bytes(&self) -> WireBytes {

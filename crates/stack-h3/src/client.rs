@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bench_core::net::ConnDriver;
-use bench_core::workload::{item_path, validate_json_item};
+use bench_core::workload::{item_path, rest_reply};
 use bench_core::{
     classify_error, Client, ClientSettings, ConnectTiming, Connected, Connection, Failure,
     FailureClass, HandshakeVariant, PayloadProfile, Phase, Reply, WireBytes,
@@ -248,18 +248,7 @@ impl Connection for H3Connection {
         let started = Instant::now();
         let (ttfb, status, body) = self.exchange(id, started).await?;
         let total = started.elapsed();
-        if status != 200 {
-            return Err(Failure::new(
-                FailureClass::BadStatus,
-                format!("HTTP status {status}"),
-            ));
-        }
-        validate_json_item(&body, id, self.payload)?;
-        Ok(Reply {
-            ttfb,
-            total,
-            body_bytes: body.len() as u64,
-        })
+        rest_reply(status, &body, id, self.payload, ttfb, total)
     }
 
     fn wire_bytes(&self) -> WireBytes {
