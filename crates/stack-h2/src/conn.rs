@@ -71,14 +71,18 @@ impl H2Conn {
         let (response, mut request_body) = send
             .send_request(req, body.is_none())
             .map_err(|e| classify_h2(Phase::Request, &e))?;
-        if let Some(body) = body {
-            request_body
-                .send_data(body, true)
-                .map_err(|e| classify_h2(Phase::Request, &e))?;
-        }
-        let response = response
-            .await
-            .map_err(|e| classify_h2(Phase::Request, &e))?;
+        // A server may answer before it has read the request and reset the rest of it with
+        // NO_ERROR (RFC 9113 §8.1), so a failed send is an error only if no answer comes.
+        let sent = match body {
+            Some(body) => request_body.send_data(body, true),
+            None => Ok(()),
+        };
+        let response = match (response.await, sent) {
+            (Ok(response), _) => response,
+            (Err(e), Ok(())) => return Err(classify_h2(Phase::Request, &e)),
+            (Err(_), Err(e)) => return Err(classify_h2(Phase::Request, &e)),
+        };
+
         let ttfb = started.elapsed();
         let (head, mut recv) = response.into_parts();
         // A body in one DATA frame is used as it is; only a longer one is copied together.
