@@ -137,7 +137,6 @@ pub async fn run(
         );
         bar.set_prefix(format!("[{}/{}] {}", i + 1, cells.len(), cell.key()));
         let outcome = run_isolated(cell, &ctx, &bar, &stop, i).await;
-
         let (result, samples) = match outcome {
             Ok(Some(done)) => done,
             Ok(None) => {
