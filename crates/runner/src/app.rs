@@ -198,7 +198,6 @@ fn run_sweep(
         .worker_threads(1)
         .enable_all()
         .build()?;
-
     let ctx = run::RunContext {
         certs_dir: args.certs.clone().unwrap_or_else(default_certs_dir),
         client_threads,
