@@ -162,6 +162,10 @@ pub struct RunArgs {
     /// Pin the server to core 0 and the runner to core 1.
     #[arg(long)]
     pub pin: bool,
+    /// The load generator polls for I/O instead of sleeping (use with pinned runs; README
+    /// "Fairness").
+    #[arg(long)]
+    pub busy_poll: bool,
     #[arg(long)]
     pub backlog: Option<u32>,
     /// Results root; each run writes a new directory below it.
@@ -272,6 +276,9 @@ impl RunArgs {
         }
         if self.pin {
             e.pin = true;
+        }
+        if self.busy_poll {
+            e.busy_poll = true;
         }
         if let Some(n) = self.backlog {
             e.backlog = n;

@@ -89,6 +89,11 @@ pub struct Experiment {
     pub client_threads: u32,
     /// Pin the server to core 0 and the runner to core 1.
     pub pin: bool,
+    /// The load generator polls for I/O instead of sleeping while it measures. On loopback
+    /// the kernel wakes a sleeping client on the server's CPU, so a client faster than the
+    /// server makes the server pay for waking it; polling removes that single-machine
+    /// artefact, and the client's CPU figure then counts the polling. For pinned runs only.
+    pub busy_poll: bool,
     pub backlog: u32,
     pub out: PathBuf,
     /// Network emulation on the loopback of a private network namespace, e.g.
@@ -135,6 +140,7 @@ pub struct Variant {
     pub linger_zero: Option<bool>,
     pub server_threads: Option<u32>,
     pub client_threads: Option<u32>,
+    pub busy_poll: Option<bool>,
 }
 
 /// The emulated network of a cell, parsed from `netem`.
@@ -235,6 +241,7 @@ impl Default for Experiment {
             server_threads: 2,
             client_threads: 0,
             pin: false,
+            busy_poll: false,
             backlog: 4096,
             out: PathBuf::from("results"),
             netem: None,
@@ -281,7 +288,7 @@ impl Experiment {
                 macro_rules! over {
                     ($($f:ident),*) => { $( if let Some(x) = &v.$f { e.$f = x.clone().into(); } )* };
                 }
-                over!(stacks, regimes, concurrency, connections, payload, handshake, backlog, request_timeout_ms, connect_timeout_ms, handshake_timeout_ms, linger_zero, server_threads, client_threads);
+                over!(stacks, regimes, concurrency, connections, payload, handshake, backlog, request_timeout_ms, connect_timeout_ms, handshake_timeout_ms, linger_zero, server_threads, client_threads, busy_poll);
                 macro_rules! over_opt {
                     ($($f:ident),*) => { $( if v.$f.is_some() { e.$f = v.$f.clone(); } )* };
                 }

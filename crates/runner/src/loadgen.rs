@@ -44,6 +44,9 @@ pub struct LoadJob {
     pub payload: PayloadProfile,
     pub tuning: Tuning,
     pub client_threads: usize,
+    /// Poll for I/O instead of sleeping during the measured phase ([`crate::experiment::Experiment::busy_poll`]).
+    #[serde(default)]
+    pub busy_poll: bool,
     /// Warm-up phase (not measured), run first when `Some`.
     pub warmup: Option<LoadSpec>,
     pub measured: LoadSpec,
@@ -160,8 +163,26 @@ pub fn child_main(certs_dir: &Path) -> anyhow::Result<()> {
                 }
             })
         };
+        // A task that always yields keeps each runtime thread polling the I/O driver
+        // (epoll with no timeout) instead of sleeping in it.
+        let pollers: Vec<_> = (0..if job.busy_poll {
+            job.client_threads.max(1)
+        } else {
+            0
+        })
+            .map(|_| {
+                tokio::spawn(async {
+                    loop {
+                        tokio::task::yield_now().await;
+                    }
+                })
+            })
+            .collect();
         let result = load::run(client, job.measured, progress).await;
         ticker.abort();
+        for poller in pollers {
+            poller.abort();
+        }
         send(&Message::Finished {
             warmup: Box::new(warmup),
             measured: Box::new(result.measurements),

@@ -251,6 +251,7 @@ async fn run_cell(
         payload: cell.payload,
         tuning: exp.tuning(),
         client_threads,
+        busy_poll: exp.busy_poll,
         warmup: (cell.warmup_requests > 0).then(|| LoadSpec {
             requests: cell.warmup_requests,
             first_id: 0,

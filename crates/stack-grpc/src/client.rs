@@ -16,37 +16,35 @@ use bench_core::{
 };
 use bytes::{BufMut, Bytes, BytesMut};
 use prost::Message;
-use stack_h2::conn::H2Conn;
+use stack_h2::conn::{Answer, H2Conn, RequestHead};
 
 use crate::pb::GetItemRequest;
 
 pub struct GrpcClient {
     connector: TcpConnector,
     payload: PayloadProfile,
-    /// Absolute URI of the method (HTTP/2 requests carry scheme and authority).
-    uri: http::Uri,
+    https: bool,
+    authority: String,
 }
 
 impl GrpcClient {
     pub fn new(settings: &ClientSettings) -> anyhow::Result<Self> {
-        let scheme = if settings.tls.is_some() {
-            "https"
-        } else {
-            "http"
-        };
         Ok(GrpcClient {
             connector: TcpConnector::new(settings, crate::ALPN)?,
             payload: settings.payload,
-            uri: format!(
-                "{scheme}://{}:{}{}",
-                settings.server_name,
-                settings.target.port(),
-                crate::GET_ITEM_PATH
-            )
-            .parse()?,
+            https: settings.tls.is_some(),
+            authority: format!("{}:{}", settings.server_name, settings.target.port()),
         })
     }
 }
+
+/// A unary call's request head: the method's path and gRPC's two required fields.
+const CALL: RequestHead<'static> = RequestHead {
+    post: true,
+    path: crate::GET_ITEM_PATH,
+    fields: &[("content-type", "application/grpc"), ("te", "trailers")],
+    keep: &["content-type", "grpc-status", "grpc-message"],
+};
 
 #[async_trait]
 impl Client for GrpcClient {
@@ -56,16 +54,16 @@ impl Client for GrpcClient {
         let conn = H2Conn::open(
             stream,
             closer,
+            &self.authority,
+            self.https,
             crate::server::STREAM_WINDOW,
             crate::server::CONNECTION_WINDOW,
-        )
-        .await?;
+        );
         Ok(Connected {
             conn: Arc::new(GrpcConnection {
                 conn,
                 counters,
                 payload: self.payload,
-                uri: self.uri.clone(),
             }),
             timing,
         })
@@ -76,22 +74,16 @@ struct GrpcConnection {
     conn: H2Conn,
     counters: Arc<WireCounters>,
     payload: PayloadProfile,
-    uri: http::Uri,
 }
 
 #[async_trait]
 impl Connection for GrpcConnection {
     async fn request(&self, id: u64) -> Result<Reply, Failure> {
-        let req = http::Request::post(self.uri.clone())
-            .header(http::header::CONTENT_TYPE, "application/grpc")
-            .header(http::header::TE, "trailers")
-            .body(())
-            .expect("valid request");
         let answer = self
             .conn
-            .exchange(req, Some(frame(&GetItemRequest { id })), Instant::now())
+            .exchange(&CALL, Some(frame(&GetItemRequest { id })), Instant::now())
             .await?;
-        check_status(&answer.head, answer.trailers.as_ref())?;
+        check_status(&answer)?;
         let message = unframe(&answer.body)?;
         let view = decode_item_view(&message).map_err(|e| {
             Failure::new(FailureClass::BadBody, format!("invalid protobuf item: {e}"))
@@ -193,42 +185,39 @@ fn unframe(data: &Bytes) -> Result<Bytes, Failure> {
 
 /// HTTP 200, a gRPC content type and grpc-status 0 (in the trailers, or in the head of a
 /// trailers-only answer); anything else is a non-success status.
-fn check_status(
-    head: &http::response::Parts,
-    trailers: Option<&http::HeaderMap>,
-) -> Result<(), Failure> {
-    if head.status != http::StatusCode::OK {
+fn check_status(answer: &Answer) -> Result<(), Failure> {
+    if answer.status != 200 {
         return Err(Failure::new(
             FailureClass::BadStatus,
-            format!("HTTP status {} on a gRPC call", head.status.as_u16()),
+            format!("HTTP status {} on a gRPC call", answer.status),
         ));
     }
-    let is_grpc = head
-        .headers
-        .get(http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/grpc"));
+    let is_grpc = answer
+        .head_field("content-type")
+        .is_some_and(|v| v.starts_with(b"application/grpc"));
     if !is_grpc {
         return Err(Failure::new(
             FailureClass::BadBody,
             "answer is not application/grpc",
         ));
     }
-    let status = trailers
-        .and_then(|t| t.get("grpc-status"))
-        .or_else(|| head.headers.get("grpc-status"))
-        .and_then(|v| v.to_str().ok());
-    match status {
-        Some("0") => Ok(()),
+    // In the trailers, or in the head of a trailers-only answer.
+    let field = |name| {
+        answer
+            .trailer_field(name)
+            .or_else(|| answer.head_field(name))
+    };
+    match field("grpc-status") {
+        Some(b"0") => Ok(()),
         Some(code) => {
-            let message = trailers
-                .and_then(|t| t.get("grpc-message"))
-                .or_else(|| head.headers.get("grpc-message"))
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("");
+            let message = field("grpc-message").unwrap_or(b"");
             Err(Failure::new(
                 FailureClass::BadStatus,
-                format!("gRPC status {code}: {message}"),
+                format!(
+                    "gRPC status {}: {}",
+                    String::from_utf8_lossy(code),
+                    String::from_utf8_lossy(message)
+                ),
             ))
         }
         None => Err(Failure::new(

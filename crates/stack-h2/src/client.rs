@@ -1,5 +1,5 @@
-//! HTTP/2 client: one h2 connection ([`crate::conn::H2Conn`]) per [`bench_core::Connection`];
-//! concurrent requests become concurrent streams.
+//! HTTP/2 client: one [`crate::conn::H2Conn`] per [`bench_core::Connection`]; concurrent
+//! requests become concurrent streams.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -11,13 +11,13 @@ use bench_core::{
     Client, ClientSettings, Connected, Connection, Failure, PayloadProfile, Reply, WireBytes,
 };
 
-use crate::conn::H2Conn;
+use crate::conn::{H2Conn, RequestHead};
 
 pub struct H2Client {
     connector: TcpConnector,
     payload: PayloadProfile,
-    scheme: http::uri::Scheme,
-    authority: http::uri::Authority,
+    https: bool,
+    authority: String,
 }
 
 impl H2Client {
@@ -25,12 +25,8 @@ impl H2Client {
         Ok(H2Client {
             connector: TcpConnector::new(settings, crate::ALPN)?,
             payload: settings.payload,
-            scheme: if settings.tls.is_some() {
-                http::uri::Scheme::HTTPS
-            } else {
-                http::uri::Scheme::HTTP
-            },
-            authority: format!("{}:{}", settings.server_name, settings.target.port()).parse()?,
+            https: settings.tls.is_some(),
+            authority: format!("{}:{}", settings.server_name, settings.target.port()),
         })
     }
 }
@@ -43,17 +39,16 @@ impl Client for H2Client {
         let conn = H2Conn::open(
             stream,
             closer,
+            &self.authority,
+            self.https,
             crate::server::STREAM_WINDOW,
             crate::server::CONNECTION_WINDOW,
-        )
-        .await?;
+        );
         Ok(Connected {
             conn: Arc::new(H2Connection {
                 conn,
                 counters,
                 payload: self.payload,
-                scheme: self.scheme.clone(),
-                authority: self.authority.clone(),
             }),
             timing,
         })
@@ -64,24 +59,21 @@ struct H2Connection {
     conn: H2Conn,
     counters: Arc<WireCounters>,
     payload: PayloadProfile,
-    /// HTTP/2 requests carry an absolute URI; its scheme and authority are parsed once.
-    scheme: http::uri::Scheme,
-    authority: http::uri::Authority,
 }
 
 #[async_trait]
 impl Connection for H2Connection {
     async fn request(&self, id: u64) -> Result<Reply, Failure> {
-        let mut uri = http::uri::Parts::default();
-        uri.scheme = Some(self.scheme.clone());
-        uri.authority = Some(self.authority.clone());
-        uri.path_and_query = Some(item_path(id).try_into().expect("valid path"));
-        let req = http::Request::get(http::Uri::from_parts(uri).expect("valid URI"))
-            .body(())
-            .expect("valid request");
-        let answer = self.conn.exchange(req, None, Instant::now()).await?;
+        let path = item_path(id);
+        let head = RequestHead {
+            post: false,
+            path: &path,
+            fields: &[],
+            keep: &[],
+        };
+        let answer = self.conn.exchange(&head, None, Instant::now()).await?;
         rest_reply(
-            answer.head.status.as_u16(),
+            answer.status,
             &answer.body,
             id,
             self.payload,

@@ -1,8 +1,10 @@
-//! REST over HTTP/2 (hyper 1, ALPN h2) on TLS 1.3, or h2c with prior knowledge in plaintext.
+//! REST over HTTP/2 on TLS 1.3 (ALPN h2), or h2c with prior knowledge in plaintext: hyper's server and
+//! a lean client of our own ([`conn`], [`hpack`]).
 #![forbid(unsafe_code)]
 
 pub mod client;
 pub mod conn;
+pub mod hpack;
 pub mod server;
 
 use std::sync::Arc;
