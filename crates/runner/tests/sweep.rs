@@ -143,6 +143,37 @@ fn smoke_experiment_writes_every_cell_with_consistent_figures() {
     assert!(manifest["crate_versions"]["quinn"].is_string());
 }
 
+/// A busy-polling load generator (its pollers never sleep) still measures every request,
+/// and stops by itself when the cell ends; the manifest says it polled.
+#[test]
+fn busy_polling_load_generator_measures_every_request_and_stops() {
+    let run = run_ok(&[
+        "--stacks",
+        "h2,grpc",
+        "--regime",
+        "reuse",
+        "--concurrency",
+        "4",
+        "--requests",
+        "300",
+        "--baseline-seconds",
+        "0",
+        "--client-threads",
+        "1",
+        "--busy-poll",
+        "--max-cell-seconds",
+        "20",
+    ]);
+    let rows = run.cells();
+    assert_eq!(rows.len(), 2);
+    for row in &rows {
+        assert_eq!(num(row, "ok"), 300.0, "{}", row["cell_key"]);
+    }
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.dir().join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["experiment"]["busy_poll"], true);
+}
+
 #[test]
 fn killed_server_is_recorded_and_the_sweep_goes_on() {
     let rows = kill_during_first_cell("h1,h2", "new-conn", "200000", "serve", 1500);
