@@ -377,12 +377,11 @@ where
     }
 }
 
-/// The task that drives a client connection (e.g. hyper's connection future). Closing awaits it
+/// The task that drives a client connection (e.g. quinn's endpoint). Closing awaits it
 /// (bounded), so the socket is really closed before a worker opens the next one; dropping the
 /// connection without closing aborts it.
 pub struct ConnDriver {
     task: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
-    closer: std::sync::Mutex<Option<Closer>>,
 }
 
 impl ConnDriver {
@@ -394,22 +393,10 @@ impl ConnDriver {
             task: std::sync::Mutex::new(Some(tokio::spawn(async move {
                 let _ = driver.await;
             }))),
-            closer: std::sync::Mutex::new(None),
         }
     }
 
-    /// The same, for a TCP connection whose close the [`Closer`] completes.
-    pub fn spawn_tcp<F>(driver: F, closer: Closer) -> Self
-    where
-        F: std::future::Future + Send + 'static,
-    {
-        let d = ConnDriver::spawn(driver);
-        *d.closer.lock().expect("closer lock") = Some(closer);
-        d
-    }
-
-    /// Waits up to `within` for the driver to finish (then abandons it), then completes the
-    /// TCP close.
+    /// Waits up to `within` for the driver to finish, then abandons it.
     pub async fn finish(&self, within: Duration) {
         let handle = self.task.lock().expect("driver lock").take();
         if let Some(handle) = handle {
@@ -417,10 +404,6 @@ impl ConnDriver {
             if tokio::time::timeout(within, handle).await.is_err() {
                 abort.abort();
             }
-        }
-        let closer = self.closer.lock().expect("closer lock").take();
-        if let Some(closer) = closer {
-            closer.finish(within).await;
         }
     }
 }
