@@ -61,6 +61,8 @@ mod frame {
 const NO_ERROR: u32 = 0x0;
 const PROTOCOL_ERROR: u32 = 0x1;
 const CANCEL: u32 = 0x8;
+/// The last server-initiated stream our GOAWAY names: none, as push is off.
+const NO_PEER_STREAMS: u32 = 0;
 
 /// A request apart from the connection's scheme and authority.
 pub struct RequestHead<'a> {
@@ -80,7 +82,6 @@ pub struct Answer {
     /// Kept fields: name, value, whether it came in the trailers.
     pub fields: Vec<(&'static str, Bytes, bool)>,
     pub body: Bytes,
-    pub has_trailers: bool,
     /// From `started` to the response head.
     pub ttfb: Duration,
     /// From `started` to the end of the stream (trailers included).
@@ -184,8 +185,7 @@ impl H2Conn {
                 FailureClass::ConnReset,
                 "connection closed by the client",
             ));
-            let last = shared.last_peer_stream;
-            put_goaway(&mut shared.tx, last, NO_ERROR);
+            put_goaway(&mut shared.tx, NO_PEER_STREAMS, NO_ERROR);
             let tx = std::mem::take(&mut shared.tx);
             shared.io.take().map(|io| (io, tx))
         };
@@ -251,7 +251,6 @@ struct Slot {
     head_at: Option<Instant>,
     content_length: Option<u64>,
     fields: Vec<(&'static str, Bytes, bool)>,
-    has_trailers: bool,
     body: Bytes,
     joined: Option<BytesMut>,
     done_at: Option<Instant>,
@@ -268,8 +267,6 @@ struct Shared {
     decoder: hpack::Decoder,
     slots: Vec<Slot>,
     next_id: u32,
-    /// Highest stream id the server started (none: push is off), for GOAWAY.
-    last_peer_stream: u32,
     peer: PeerSettings,
     settings_seen: bool,
     send_window: i64,
@@ -303,7 +300,6 @@ impl Shared {
             decoder: hpack::Decoder::new(HEADER_TABLE_SIZE),
             slots: Vec::new(),
             next_id: 1,
-            last_peer_stream: 0,
             peer: PeerSettings {
                 max_concurrent_streams: STREAMS_BEFORE_SETTINGS,
                 initial_window: 65_535,
@@ -381,7 +377,6 @@ impl Shared {
             head_at: None,
             content_length: None,
             fields: Vec::new(),
-            has_trailers: false,
             body: Bytes::new(),
             joined: None,
             done_at: None,
@@ -760,7 +755,6 @@ impl Shared {
                 slot.fail(protocol_error("trailers without END_STREAM"));
                 return Ok(());
             }
-            slot.has_trailers = true;
             slot.finish();
             return Ok(());
         }
@@ -886,7 +880,6 @@ impl Shared {
             status: slot.status.expect("a done stream has a status"),
             fields: slot.fields,
             body,
-            has_trailers: slot.has_trailers,
             ttfb: at(slot.head_at),
             total: at(slot.done_at),
         }))
@@ -908,7 +901,7 @@ impl Shared {
 
     fn break_with(&mut self, failure: Failure) {
         if self.broken.is_none() && failure.detail.starts_with("HTTP/2 protocol error") {
-            put_goaway(&mut self.tx, self.last_peer_stream, PROTOCOL_ERROR);
+            put_goaway(&mut self.tx, NO_PEER_STREAMS, PROTOCOL_ERROR);
         }
         self.fail_all(&failure);
         self.broken.get_or_insert(failure);
