@@ -165,11 +165,12 @@ pub fn child_main(certs_dir: &Path) -> anyhow::Result<()> {
         };
         // A task that always yields keeps each runtime thread polling the I/O driver
         // (epoll with no timeout) instead of sleeping in it.
-        let pollers: Vec<_> = (0..if job.busy_poll {
+        let poller_count = if job.busy_poll {
             job.client_threads.max(1)
         } else {
             0
-        })
+        };
+        let pollers: Vec<_> = (0..poller_count)
             .map(|_| {
                 tokio::spawn(async {
                     loop {

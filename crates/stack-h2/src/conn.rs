@@ -166,6 +166,8 @@ impl H2Conn {
             shared.drive(cx, id);
             let result = shared.take_answer(cx, id, started);
             if result.is_ready() {
+                // The slot is gone, so there is nothing to cancel; dropping the guard here
+                // would take the lock this poll holds.
                 if let Some(g) = guard.take() {
                     std::mem::forget(g);
                 }
