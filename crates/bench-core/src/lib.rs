@@ -4,12 +4,14 @@
 
 pub mod failure;
 pub mod net;
+pub mod service;
 pub mod stack;
 pub mod testkit;
 pub mod tls;
 pub mod workload;
 
 pub use failure::{classify_error, Failure, FailureClass, Phase};
+pub use service::{ServiceSpec, ServiceTime};
 pub use stack::{
     BoundServer, Client, ClientSettings, ClientTls, ConnectTiming, Connected, Connection, Reply,
     ServerSettings, Stack, Tuning, WireBytes,

@@ -335,7 +335,10 @@ pub fn tls_acceptor(settings: &ServerSettings, alpn: &[u8]) -> anyhow::Result<Op
     settings
         .tls
         .as_ref()
-        .map(|id| Ok(crate::tls::server_config(id, alpn)?.into()))
+        .map(|id| {
+            let tickets = !settings.tuning.no_session_tickets;
+            Ok(crate::tls::server_config(id, alpn, tickets)?.into())
+        })
         .transpose()
 }
 

@@ -9,6 +9,7 @@ use futures::future::BoxFuture;
 use rustls_pki_types::CertificateDer;
 
 use crate::failure::Failure;
+use crate::service::ServiceSpec;
 use crate::tls::{HandshakeVariant, ServerIdentity};
 use crate::workload::{FaultSpec, PayloadProfile};
 
@@ -23,6 +24,8 @@ pub struct ServerSettings {
     /// Accept backlog for TCP listeners.
     pub backlog: u32,
     pub tuning: Tuning,
+    /// Processing time of each item request (none by default).
+    pub service: ServiceSpec,
 }
 
 /// Transport knobs a study may turn (the study's collapse candidates); `None` keeps the
@@ -39,6 +42,9 @@ pub struct Tuning {
     pub quic_receive_window: Option<u64>,
     /// TCP client: close with SO_LINGER 0 (an RST, no TIME_WAIT) instead of a FIN.
     pub linger_zero: bool,
+    /// Server: issue no TLS session tickets and keep no session cache. Set for cells whose
+    /// clients do full handshakes, which would otherwise pay for tickets they never use.
+    pub no_session_tickets: bool,
 }
 
 /// Client-side TLS: the CA to verify against and the handshake variant.

@@ -45,6 +45,7 @@ pub async fn start_server(
             fault: fault.map(|f| f.parse::<FaultSpec>().expect("fault spec")),
             backlog: 1024,
             tuning: Default::default(),
+            service: Default::default(),
         })
         .await
         .expect("bind");

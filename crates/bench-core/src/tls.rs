@@ -23,7 +23,7 @@ pub const SESSION_CACHE_SIZE: usize = 65_536;
 
 /// How every stack's TLS is set up, for the manifest.
 pub fn tls_settings() -> String {
-    format!("TLS 1.3 only, ECDSA P-256 certificate, ring provider, stateful session cache of {SESSION_CACHE_SIZE}, 2 tickets per handshake")
+    format!("TLS 1.3 only, ECDSA P-256 certificate, ring provider, stateful session cache of {SESSION_CACHE_SIZE}, 2 tickets per handshake (none, and no cache, in full-handshake cells)")
 }
 
 /// Names the server certificate is valid for; clients connect with [`SERVER_NAME`].
@@ -212,9 +212,13 @@ impl HandshakeVariant {
 /// TLS 1.3-only server config with the given ALPN protocol. Sessions are kept in a stateful
 /// server cache (rustls refuses 0-RTT with stateless tickets, as a replay defence), so resuming
 /// clients can resume and QUIC clients can send 0-RTT; full-handshake clients keep no tickets.
+///
+/// With `tickets` false the server issues no tickets and keeps no cache: every handshake is
+/// full and pays for nothing that only resumption would use.
 pub fn server_config(
     identity: &ServerIdentity,
     alpn: &[u8],
+    tickets: bool,
 ) -> anyhow::Result<Arc<rustls::ServerConfig>> {
     install_crypto_provider();
     let mut config =
@@ -223,8 +227,13 @@ pub fn server_config(
             .with_single_cert(identity.chain.clone(), identity.key.clone_key())
             .context("server certificate and key do not match")?;
     config.alpn_protocols = vec![alpn.to_vec()];
-    config.session_storage = rustls::server::ServerSessionMemoryCache::new(SESSION_CACHE_SIZE);
-    config.send_tls13_tickets = 2;
+    if tickets {
+        config.session_storage = rustls::server::ServerSessionMemoryCache::new(SESSION_CACHE_SIZE);
+        config.send_tls13_tickets = 2;
+    } else {
+        config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+        config.send_tls13_tickets = 0;
+    }
     // QUIC 0-RTT needs the server to accept early data; TCP stacks ignore this.
     config.max_early_data_size = u32::MAX;
     Ok(Arc::new(config))
@@ -274,8 +283,56 @@ mod tests {
         ensure_certs(dir.path()).unwrap();
         assert_eq!(fs::read(paths.ca_cert()).unwrap(), ca_before);
         let identity = ServerIdentity::load(&paths).unwrap();
-        server_config(&identity, b"h2").unwrap();
+        server_config(&identity, b"h2", true).unwrap();
         let ca = load_ca(&paths.ca_cert()).unwrap();
         client_config(&ca, b"h2", HandshakeVariant::Full).unwrap();
+    }
+
+    /// One in-memory TLS 1.3 handshake (with the tickets that follow it); whether it resumed.
+    fn handshake_resumed(
+        server: &Arc<rustls::ServerConfig>,
+        client: &Arc<rustls::ClientConfig>,
+    ) -> bool {
+        let name = rustls_pki_types::ServerName::try_from(SERVER_NAME).unwrap();
+        let mut c = rustls::ClientConnection::new(client.clone(), name).unwrap();
+        let mut s = rustls::ServerConnection::new(server.clone()).unwrap();
+        // Enough rounds for the handshake and the post-handshake tickets.
+        for _ in 0..10 {
+            let mut buf = Vec::new();
+            while c.wants_write() {
+                c.write_tls(&mut buf).unwrap();
+            }
+            s.read_tls(&mut buf.as_slice()).unwrap();
+            s.process_new_packets().unwrap();
+            let mut buf = Vec::new();
+            while s.wants_write() {
+                s.write_tls(&mut buf).unwrap();
+            }
+            c.read_tls(&mut buf.as_slice()).unwrap();
+            c.process_new_packets().unwrap();
+        }
+        assert!(!c.is_handshaking());
+        c.handshake_kind() == Some(rustls::HandshakeKind::Resumed)
+    }
+
+    /// A server without tickets gives a resuming client nothing to resume with, so a
+    /// full-handshake cell's server does no ticket work; with tickets, the second handshake
+    /// resumes (the check can fail both ways).
+    #[test]
+    fn server_without_tickets_leaves_nothing_to_resume() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = ensure_certs(dir.path()).unwrap();
+        let identity = ServerIdentity::load(&paths).unwrap();
+        let ca = load_ca(&paths.ca_cert()).unwrap();
+        for (tickets, resumes) in [(true, true), (false, false)] {
+            let server = server_config(&identity, b"h2", tickets).unwrap();
+            let client = client_config(&ca, b"h2", HandshakeVariant::Resumed).unwrap();
+            assert!(!handshake_resumed(&server, &client));
+            assert_eq!(
+                handshake_resumed(&server, &client),
+                resumes,
+                "tickets {tickets}"
+            );
+        }
     }
 }

@@ -14,6 +14,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
 
 use crate::failure::{Failure, FailureClass};
+use crate::service::ServiceSpec;
 
 /// Fixed field values of the item; only `id` (echoed) and `description` (padding) vary.
 pub const ITEM_NAME: &str = "widget";
@@ -358,18 +359,21 @@ pub struct RestReply {
     pub delay: Option<Duration>,
 }
 
-/// Everything a server needs to answer the workload: the renderer and the fault injector.
+/// Everything a server needs to answer the workload: the renderer, the fault injector and the
+/// per-request service time.
 #[derive(Debug)]
 pub struct ServerWorkload {
     pub renderer: ItemRenderer,
     pub faults: FaultInjector,
+    pub service: ServiceSpec,
 }
 
 impl ServerWorkload {
-    pub fn new(profile: PayloadProfile, fault: Option<FaultSpec>) -> Self {
+    pub fn new(profile: PayloadProfile, fault: Option<FaultSpec>, service: ServiceSpec) -> Self {
         ServerWorkload {
             renderer: ItemRenderer::new(profile),
             faults: FaultInjector::new(fault),
+            service,
         }
     }
 
@@ -399,7 +403,9 @@ impl ServerWorkload {
             body,
             delay: None,
         };
-        match self.faults.next() {
+        // The service's CPU work runs here, on the handler's thread; its wait joins the delay.
+        let wait = self.service.begin(id);
+        let reply = match self.faults.next() {
             None => json(self.renderer.json(id)),
             Some(FaultKind::Status) => text(500, "injected fault\n"),
             Some(FaultKind::BadBody) => json(Bytes::from_static(b"{\"id\":")),
@@ -408,6 +414,11 @@ impl ServerWorkload {
                 delay: Some(d),
                 ..json(self.renderer.json(id))
             },
+        };
+        let delay = reply.delay.unwrap_or_default() + wait;
+        RestReply {
+            delay: (!delay.is_zero()).then_some(delay),
+            ..reply
         }
     }
 }
@@ -501,7 +512,7 @@ mod tests {
 
     #[test]
     fn rest_routes() {
-        let w = ServerWorkload::new(PayloadProfile::Small, None);
+        let w = ServerWorkload::new(PayloadProfile::Small, None, ServiceSpec::default());
         assert_eq!(w.rest("GET", "/healthz").status, 200);
         assert_eq!(w.rest("GET", "/items/abc").status, 400);
         assert_eq!(w.rest("GET", "/nope").status, 404);

@@ -23,6 +23,7 @@ pub fn main() -> ExitCode {
                 );
                 return ExitCode::from(EXIT_INVALID);
             };
+            let service = args.service();
             let opts = ServeOptions {
                 stack: args.stack,
                 listen: args.listen,
@@ -33,6 +34,7 @@ pub fn main() -> ExitCode {
                 backlog: args.backlog,
                 certs: args.certs.unwrap_or_else(default_certs_dir),
                 cpu: args.cpu,
+                service,
                 tuning: args.tuning.unwrap_or_default(),
             };
             match serve::serve_blocking(stack, opts) {
@@ -64,9 +66,13 @@ pub fn main() -> ExitCode {
             reference,
             claims,
             out,
-        }) => match paper::write(&reference, &claims, &out) {
-            Ok(path) => {
-                println!("paper: {}", path.display());
+            allow_mixed,
+        }) => match paper::write(&reference, &claims, &out, allow_mixed) {
+            Ok(written) => {
+                for w in &written.warnings {
+                    eprintln!("warning: {w}");
+                }
+                println!("paper: {}", written.path.display());
                 ExitCode::SUCCESS
             }
             Err(e) => {
@@ -74,14 +80,20 @@ pub fn main() -> ExitCode {
                 ExitCode::from(EXIT_INVALID)
             }
         },
-        Some(Command::Check { file }) => {
+        Some(Command::Check { file, run }) => {
             let args = cli::RunArgs {
                 experiment: Some(file.clone()),
-                ..cli.run
+                ..run.or(cli.run)
             };
             match validated(&args) {
                 Ok(exp) => {
-                    println!("{}: ok ({} cells)", file.display(), plan::plan(&exp).len());
+                    let cells = plan::plan(&exp);
+                    println!(
+                        "{}: ok ({} cells; {})",
+                        file.display(),
+                        cells.len(),
+                        describe_estimate(&plan::estimate(&cells))
+                    );
                     ExitCode::SUCCESS
                 }
                 Err(e) => {
@@ -126,9 +138,74 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// `estimated duration 2 min 10 s: …`, stating what the estimate assumes.
+fn describe_estimate(e: &plan::Estimate) -> String {
+    let mut parts = Vec::new();
+    if e.baseline_cells > 0 {
+        parts.push(format!(
+            "{} baselines {}",
+            e.baseline_cells,
+            plan::human_duration(e.baseline_s)
+        ));
+    }
+    if e.stress_cells > 0 {
+        parts.push(format!(
+            "{} stress cells ≈ {} assuming ≥ {:.0} req/s reuse and ≥ {:.0} req/s new-conn (or the open-loop rate, or fewer under emulated RTT)",
+            e.stress_cells,
+            plan::human_duration(e.stress_s),
+            plan::ASSUMED_RPS_REUSE,
+            plan::ASSUMED_RPS_NEW_CONN
+        ));
+    }
+    parts.push(format!(
+        "{} × {:.0} s to start and stop servers and load generators",
+        e.baseline_cells + e.stress_cells,
+        plan::ASSUMED_CELL_OVERHEAD_S
+    ));
+    format!(
+        "estimated duration {}: {}",
+        plan::human_duration(e.total_s()),
+        parts.join(", ")
+    )
+}
+
+/// A validation failure named by where it came from: the flag that set the key, else the
+/// file and (when the key can be found in it) line, else the experiment.
+fn describe_invalid(
+    args: &cli::RunArgs,
+    exp: &experiment::Experiment,
+    invalid: &experiment::Invalid,
+) -> String {
+    let text = args
+        .experiment
+        .as_ref()
+        .and_then(|p| std::fs::read_to_string(p).ok());
+    let line = |variant: Option<&str>| {
+        text.as_deref()
+            .and_then(|t| experiment::key_line(t, variant, &invalid.key))
+    };
+    // A variant that sets the key itself overrides any flag.
+    let in_variant = invalid.variant.is_some()
+        && line(invalid.variant.as_deref()).is_some()
+        && line(invalid.variant.as_deref()) != line(None);
+    if let (false, Some(flag)) = (in_variant, args.flag_for(&invalid.key)) {
+        return match &invalid.variant {
+            Some(v) => format!("{flag}: variant '{v}': {}", invalid.message),
+            None => format!("{flag}: {}", invalid.message),
+        };
+    }
+    match (&args.experiment, line(invalid.variant.as_deref())) {
+        (Some(path), Some(n)) => format!("{}:{n}: {invalid}", path.display()),
+        (Some(path), None) => format!("{}: {invalid}", path.display()),
+        (None, _) => format!("experiment '{}': {invalid}", exp.name),
+    }
+}
+
 fn validated(args: &cli::RunArgs) -> Result<experiment::Experiment, String> {
     let exp = args.experiment()?;
-    exp.validate(&registry::names())?;
+    if let Err(invalid) = exp.check(&registry::names()) {
+        return Err(describe_invalid(args, &exp, &invalid));
+    }
     if exp
         .variant_experiments()
         .iter()
@@ -209,7 +286,14 @@ fn run_sweep(
     bench_core::tls::install_crypto_provider();
     let outcome = runtime.block_on(run::run(exp, ctx, resume))?;
     println!("\n{}", output::summary_table(&outcome.results));
+    let failures = output::failure_report(&outcome.results);
+    if !failures.is_empty() {
+        println!("{failures}");
+    }
     println!("results: {}", outcome.dir.display());
+    if let Some(warning) = output::failure_warning(&outcome.results) {
+        eprintln!("{warning}");
+    }
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     Ok(if outcome.interrupted {
         ExitCode::from(130)

@@ -27,7 +27,9 @@ pub enum Command {
     Serve(ServeArgs),
     /// Write RESULTS_DIR/report.html: one self-contained page in the shape of seed 000's report.
     Report { dir: PathBuf },
-    /// Write OUT/reproduction.md from a reference run of the default sweep and claim runs.
+    /// Write OUT/reproduction.md from a reference run of the default sweep and claim runs
+    /// (the study is described in paper/study.md). Refuses runs from different commits,
+    /// CPU models or kernels, or a dirty tree, unless --allow-mixed.
     Paper {
         /// Results directory of the default sweep.
         #[arg(long)]
@@ -37,9 +39,19 @@ pub enum Command {
         claims: Vec<PathBuf>,
         #[arg(long, default_value = "paper")]
         out: PathBuf,
+        /// Write the paper even if the runs differ in commit, CPU model or kernel, or ran on
+        /// a dirty tree; it then opens with a warning saying what is mixed.
+        #[arg(long)]
+        allow_mixed: bool,
     },
-    /// Validate an experiment file (and flags) without running anything.
-    Check { file: PathBuf },
+    /// Validate an experiment file (and flags) without running anything; prints the cells and
+    /// an estimated duration.
+    Check {
+        file: PathBuf,
+        /// Run flags, accepted after the subcommand as well as before it.
+        #[command(flatten)]
+        run: Box<RunArgs>,
+    },
     /// Internal: one cell's load generator, started by the runner (job on stdin).
     #[command(hide = true)]
     Load {
@@ -78,6 +90,26 @@ pub struct ServeArgs {
     /// Transport knobs as JSON, e.g. '{"quic_initial_rtt_ms":100,"udp_buffer_bytes":4194304}'.
     #[arg(long, value_parser = parse_tuning)]
     pub tuning: Option<bench_core::Tuning>,
+    /// Processing time of each item request: fixed:<D> or exp:<mean>, e.g. exp:2ms.
+    #[arg(long)]
+    pub service_time: Option<bench_core::ServiceTime>,
+    /// Seed of the exp: draws.
+    #[arg(long, default_value_t = bench_core::service::DEFAULT_SERVICE_TIME_SEED)]
+    pub service_time_seed: u64,
+    /// Busy CPU work per item request on the handler's thread, in µs.
+    #[arg(long, default_value_t = 0)]
+    pub service_cpu_us: u64,
+}
+
+impl ServeArgs {
+    /// What each item request costs this server.
+    pub fn service(&self) -> bench_core::ServiceSpec {
+        bench_core::ServiceSpec {
+            time: self.service_time,
+            seed: self.service_time_seed,
+            cpu: std::time::Duration::from_micros(self.service_cpu_us),
+        }
+    }
 }
 
 fn parse_tuning(text: &str) -> Result<bench_core::Tuning, String> {
@@ -146,8 +178,17 @@ pub struct RunArgs {
     /// Test-only: fault the servers inject, e.g. delay-50ms or stall-300ms:0.005.
     #[arg(long)]
     pub server_fault: Option<String>,
+    /// Server processing time per item request: fixed:<D> or exp:<mean>, e.g. exp:2ms.
+    #[arg(long)]
+    pub service_time: Option<String>,
+    /// Busy CPU work per item request on the server's handler thread, in µs.
+    #[arg(long)]
+    pub service_cpu_us: Option<u64>,
     #[arg(long)]
     pub max_cell_seconds: Option<u64>,
+    /// Stress cells measure at least this long, sending past their request budget if needed.
+    #[arg(long)]
+    pub min_cell_seconds: Option<f64>,
     /// Soak: every stress cell runs this long (e.g. 90s, 10m, 1h) instead of a request count.
     #[arg(long, value_parser = parse_duration_s)]
     pub duration: Option<u64>,
@@ -184,6 +225,81 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
+    /// These flags, each one not given taken from `other` (flags after a subcommand over those
+    /// before it).
+    pub fn or(self, other: RunArgs) -> RunArgs {
+        RunArgs {
+            resume: self.resume.or(other.resume),
+            experiment: self.experiment.or(other.experiment),
+            name: self.name.or(other.name),
+            regime: self.regime.or(other.regime),
+            stacks: self.stacks.or(other.stacks),
+            concurrency: self.concurrency.or(other.concurrency),
+            requests: self.requests.or(other.requests),
+            repetitions: self.repetitions.or(other.repetitions),
+            timeout: self.timeout.or(other.timeout),
+            payload: self.payload.or(other.payload),
+            plaintext: self.plaintext || other.plaintext,
+            handshake: self.handshake.or(other.handshake),
+            connections: self.connections.or(other.connections),
+            warmup_fraction: self.warmup_fraction.or(other.warmup_fraction),
+            baseline_seconds: self.baseline_seconds.or(other.baseline_seconds),
+            rate: self.rate.or(other.rate),
+            server_fault: self.server_fault.or(other.server_fault),
+            service_time: self.service_time.or(other.service_time),
+            service_cpu_us: self.service_cpu_us.or(other.service_cpu_us),
+            max_cell_seconds: self.max_cell_seconds.or(other.max_cell_seconds),
+            min_cell_seconds: self.min_cell_seconds.or(other.min_cell_seconds),
+            duration: self.duration.or(other.duration),
+            client_nofile: self.client_nofile.or(other.client_nofile),
+            server_threads: self.server_threads.or(other.server_threads),
+            client_threads: self.client_threads.or(other.client_threads),
+            pin: self.pin || other.pin,
+            busy_poll: self.busy_poll || other.busy_poll,
+            backlog: self.backlog.or(other.backlog),
+            out: self.out.or(other.out),
+            certs: self.certs.or(other.certs),
+            target: self.target.or(other.target),
+            target_pid: self.target_pid.or(other.target_pid),
+        }
+    }
+
+    /// The flag that set the experiment key `key`, if one was given: a validation error about
+    /// that key is then about the flag, not the file.
+    pub fn flag_for(&self, key: &str) -> Option<&'static str> {
+        let (flag, given) = match key {
+            "name" => ("--name", self.name.is_some()),
+            "regimes" => ("--regime", self.regime.is_some()),
+            "stacks" => ("--stacks", self.stacks.is_some()),
+            "concurrency" => ("--concurrency", self.concurrency.is_some()),
+            "requests_reuse" | "requests_new_conn" => ("--requests", self.requests.is_some()),
+            "repetitions" => ("--repetitions", self.repetitions.is_some()),
+            "request_timeout_ms" | "connect_timeout_ms" | "handshake_timeout_ms" => {
+                ("--timeout", self.timeout.is_some())
+            }
+            "payload" => ("--payload", self.payload.is_some()),
+            "plaintext" => ("--plaintext", self.plaintext),
+            "handshake" => ("--handshake", self.handshake.is_some()),
+            "connections" => ("--connections", self.connections.is_some()),
+            "warmup_fraction" => ("--warmup-fraction", self.warmup_fraction.is_some()),
+            "baseline_seconds" => ("--baseline-seconds", self.baseline_seconds.is_some()),
+            "rate" => ("--rate", self.rate.is_some()),
+            "server_fault" => ("--server-fault", self.server_fault.is_some()),
+            "max_cell_seconds" => ("--max-cell-seconds", self.max_cell_seconds.is_some()),
+            "min_cell_seconds" => ("--min-cell-seconds", self.min_cell_seconds.is_some()),
+            "duration_seconds" => ("--duration", self.duration.is_some()),
+            "client_nofile" => ("--client-nofile", self.client_nofile.is_some()),
+            "server_threads" => ("--server-threads", self.server_threads.is_some()),
+            "client_threads" => ("--client-threads", self.client_threads.is_some()),
+            "pin" => ("--pin", self.pin),
+            "busy_poll" => ("--busy-poll", self.busy_poll),
+            "backlog" => ("--backlog", self.backlog.is_some()),
+            "out" => ("--out", self.out.is_some()),
+            _ => return None,
+        };
+        given.then_some(flag)
+    }
+
     /// The experiment: file (or defaults), then flags on top.
     pub fn experiment(&self) -> Result<Experiment, String> {
         let mut e = match &self.experiment {
@@ -259,6 +375,12 @@ impl RunArgs {
         if let Some(f) = &self.server_fault {
             e.server_fault = Some(f.clone());
         }
+        if let Some(t) = &self.service_time {
+            e.service_time = Some(t.clone());
+        }
+        if let Some(us) = self.service_cpu_us {
+            e.service_cpu_us = us;
+        }
         if let Some(d) = self.duration {
             e.duration_seconds = Some(d);
         }
@@ -267,6 +389,9 @@ impl RunArgs {
         }
         if let Some(n) = self.max_cell_seconds {
             e.max_cell_seconds = n;
+        }
+        if let Some(s) = self.min_cell_seconds {
+            e.min_cell_seconds = s;
         }
         if let Some(n) = self.server_threads {
             e.server_threads = n;

@@ -69,6 +69,13 @@ pub struct Experiment {
     /// Test-only: a fault the servers inject (`status`, `bad-body`, `missing-field`,
     /// `delay-<N>ms`, `stall-<N>ms`, each with optional `:<fraction>`).
     pub server_fault: Option<String>,
+    /// Server processing time of each item request: `fixed:<D>` or `exp:<mean>` (D like `2ms`,
+    /// `500us`), a wait during which the server serves other requests; `None` = answer at once.
+    pub service_time: Option<String>,
+    /// Seed of the `exp:` draws; request i's time depends only on the seed and i.
+    pub service_time_seed: u64,
+    /// Busy CPU work per item request on the server's handler thread, in µs (0 = none).
+    pub service_cpu_us: u64,
     pub payload: PayloadProfile,
     pub plaintext: bool,
     pub handshake: HandshakeVariant,
@@ -79,6 +86,10 @@ pub struct Experiment {
     pub handshake_timeout_ms: u64,
     /// Hard bound on one cell's measured phase; workers stop when it passes.
     pub max_cell_seconds: u64,
+    /// Lower bound on a stress cell's measured phase: a cell that finishes its request budget
+    /// sooner keeps sending until this much time has passed (`extended` in cells.csv), so
+    /// that sub-second cells do not decide a comparison. 0 = the budget alone.
+    pub min_cell_seconds: f64,
     /// Soak: stress cells run this long instead of for a request count.
     pub duration_seconds: Option<u64>,
     /// The runner's open-file soft limit (`None` = inherited).
@@ -114,6 +125,82 @@ pub struct Experiment {
     pub variants: Vec<Variant>,
 }
 
+/// A knob that failed validation: its key, the variant it failed in, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Invalid {
+    pub variant: Option<String>,
+    pub key: String,
+    pub message: String,
+}
+
+impl fmt::Display for Invalid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(v) = &self.variant {
+            write!(f, "variant '{v}': ")?;
+        }
+        write!(f, "{}: {}", self.key, self.message)
+    }
+}
+
+/// The 1-based line of an experiment file's TOML `text` that sets `key`: inside the
+/// `[[variants]]` table named `variant` when given and it sets the key there, else at the top
+/// level. `None` when no line sets it (a default, or a form this textual search misses).
+pub fn key_line(text: &str, variant: Option<&str>, key: &str) -> Option<usize> {
+    /// One TOML table: its header's line (0 for the top level), the variant it names (`None`
+    /// for the top level) and its `(line number, trimmed line)`s.
+    struct Table<'a> {
+        header: usize,
+        name: Option<String>,
+        lines: Vec<(usize, &'a str)>,
+    }
+    impl Table<'_> {
+        fn sets(&self, key: &str) -> Option<usize> {
+            self.lines.iter().find_map(|(n, l)| {
+                let (k, _) = l.split_once('=')?;
+                (k.trim().trim_matches('"') == key).then_some(*n)
+            })
+        }
+    }
+    let mut tables = vec![Table {
+        header: 0,
+        name: None,
+        lines: Vec::new(),
+    }];
+    for (i, line) in text.lines().enumerate() {
+        let trimmed = line.trim();
+        if trimmed.starts_with('[') && !trimmed.contains('=') {
+            tables.push(Table {
+                header: i + 1,
+                name: Some(String::new()),
+                lines: Vec::new(),
+            });
+            continue;
+        }
+        let table = tables.last_mut().expect("top level");
+        table.lines.push((i + 1, trimmed));
+        if let (Some(name), Some((k, v))) = (&mut table.name, trimmed.split_once('=')) {
+            if k.trim() == "name" {
+                let quoted = v.trim().trim_start_matches(['"', '\'']);
+                *name = quoted.split(['"', '\'']).next().unwrap_or("").to_string();
+            }
+        }
+    }
+    let named = |v| tables.iter().filter(move |t| t.name.as_deref() == Some(v));
+    if key == "variants" {
+        return match variant {
+            Some(v) => named(v).next().map(|t: &Table| t.header),
+            None => tables
+                .iter()
+                .find(|t| t.name.is_some())
+                .map(|t| t.header)
+                .or_else(|| tables[0].sets(key)),
+        };
+    }
+    variant
+        .and_then(|v| named(v).find_map(|t| t.sets(key)))
+        .or_else(|| tables[0].sets(key))
+}
+
 /// A named set of knob overrides; every cell of the plan runs once per variant.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields)]
@@ -141,6 +228,9 @@ pub struct Variant {
     pub server_threads: Option<u32>,
     pub client_threads: Option<u32>,
     pub busy_poll: Option<bool>,
+    pub service_time: Option<String>,
+    pub service_time_seed: Option<u64>,
+    pub service_cpu_us: Option<u64>,
 }
 
 /// The emulated network of a cell, parsed from `netem`.
@@ -227,6 +317,9 @@ impl Default for Experiment {
             baseline_seconds: 10,
             rate: None,
             server_fault: None,
+            service_time: None,
+            service_time_seed: bench_core::service::DEFAULT_SERVICE_TIME_SEED,
+            service_cpu_us: 0,
             payload: PayloadProfile::Small,
             plaintext: false,
             handshake: HandshakeVariant::Full,
@@ -235,6 +328,7 @@ impl Default for Experiment {
             connect_timeout_ms: 10_000,
             handshake_timeout_ms: 10_000,
             max_cell_seconds: 300,
+            min_cell_seconds: 0.0,
             duration_seconds: None,
             client_nofile: None,
             sample_interval_ms: 100,
@@ -273,6 +367,19 @@ impl Experiment {
             udp_buffer_bytes: self.udp_buffer_bytes,
             quic_receive_window: self.quic_receive_window,
             linger_zero: self.linger_zero,
+            no_session_tickets: false,
+        }
+    }
+
+    /// What each item request costs the servers (validated knobs).
+    pub fn service(&self) -> bench_core::ServiceSpec {
+        bench_core::ServiceSpec {
+            time: self
+                .service_time
+                .as_deref()
+                .map(|t| t.parse().expect("validated service_time")),
+            seed: self.service_time_seed,
+            cpu: std::time::Duration::from_micros(self.service_cpu_us),
         }
     }
 
@@ -288,11 +395,11 @@ impl Experiment {
                 macro_rules! over {
                     ($($f:ident),*) => { $( if let Some(x) = &v.$f { e.$f = x.clone().into(); } )* };
                 }
-                over!(stacks, regimes, concurrency, connections, payload, handshake, backlog, request_timeout_ms, connect_timeout_ms, handshake_timeout_ms, linger_zero, server_threads, client_threads, busy_poll);
+                over!(stacks, regimes, concurrency, connections, payload, handshake, backlog, request_timeout_ms, connect_timeout_ms, handshake_timeout_ms, linger_zero, server_threads, client_threads, busy_poll, service_time_seed, service_cpu_us);
                 macro_rules! over_opt {
                     ($($f:ident),*) => { $( if v.$f.is_some() { e.$f = v.$f.clone(); } )* };
                 }
-                over_opt!(netem, port_range, tcp_tw_reuse, somaxconn, client_nofile, quic_initial_rtt_ms, udp_buffer_bytes, quic_receive_window);
+                over_opt!(netem, port_range, tcp_tw_reuse, somaxconn, client_nofile, quic_initial_rtt_ms, udp_buffer_bytes, quic_receive_window, service_time);
                 (v.name.clone(), e)
             })
             .collect()
@@ -336,10 +443,23 @@ impl Experiment {
         (self.requests(regime) as f64 * self.warmup_fraction).round() as u64
     }
 
-    /// Checks every knob against what the runner can do; one clear line per problem.
+    /// Checks every knob against what the runner can do; one clear line per problem, naming
+    /// the experiment (callers that know the file use [`Experiment::check`] to name it).
     pub fn validate(&self, known_stacks: &[&str]) -> Result<(), String> {
-        let fail =
-            |key: &str, msg: String| Err(format!("experiment '{}': {key}: {msg}", self.name));
+        self.check(known_stacks)
+            .map_err(|e| format!("experiment '{}': {e}", self.name))
+    }
+
+    /// [`Experiment::validate`] with the key (and variant) at fault kept apart, so that the
+    /// caller can point at the file line or flag that set it.
+    pub fn check(&self, known_stacks: &[&str]) -> Result<(), Invalid> {
+        let fail = |key: &str, message: String| {
+            Err(Invalid {
+                variant: None,
+                key: key.to_string(),
+                message,
+            })
+        };
         if self.name.trim().is_empty()
             || !self
                 .name
@@ -359,7 +479,7 @@ impl Experiment {
                 return fail(
                     "stacks",
                     format!(
-                        "unknown stack '{s}', expected one of {}",
+                        "unknown stack '{s}' (expected one of {})",
                         known_stacks.join(", ")
                     ),
                 );
@@ -409,9 +529,24 @@ impl Experiment {
             }
         }
         if let Some(fault) = &self.server_fault {
-            fault
-                .parse::<bench_core::FaultSpec>()
-                .map_err(|e| format!("experiment '{}': server_fault: {e}", self.name))?;
+            if let Err(e) = fault.parse::<bench_core::FaultSpec>() {
+                return fail("server_fault", e.to_string());
+            }
+        }
+        if let Some(time) = &self.service_time {
+            if let Err(e) = time.parse::<bench_core::ServiceTime>() {
+                return fail("service_time", e);
+            }
+        }
+        let max_service_us = bench_core::service::MAX_SERVICE.as_micros() as u64;
+        if self.service_cpu_us > max_service_us {
+            return fail(
+                "service_cpu_us",
+                format!(
+                    "{} is more than {max_service_us} (60 s)",
+                    self.service_cpu_us
+                ),
+            );
         }
         if self.baseline_seconds > 3600 {
             return fail("baseline_seconds", "must be at most 3600".into());
@@ -437,6 +572,18 @@ impl Experiment {
         }
         if self.max_cell_seconds == 0 {
             return fail("max_cell_seconds", "must be at least 1".into());
+        }
+        if !(self.min_cell_seconds.is_finite()
+            && self.min_cell_seconds >= 0.0
+            && self.min_cell_seconds <= self.max_cell_seconds as f64)
+        {
+            return fail(
+                "min_cell_seconds",
+                format!(
+                    "must be between 0 and max_cell_seconds ({}), got {}",
+                    self.max_cell_seconds, self.min_cell_seconds
+                ),
+            );
         }
         if self.server_threads == 0 {
             return fail("server_threads", "must be at least 1".into());
@@ -482,7 +629,9 @@ impl Experiment {
             }
         }
         if let Some(netem) = &self.netem {
-            Netem::parse(netem).map_err(|e| format!("experiment '{}': netem: {e}", self.name))?;
+            if let Err(e) = Netem::parse(netem) {
+                return fail("netem", e);
+            }
         }
         if let Some(range) = &self.port_range {
             let ports: Vec<u32> = range
@@ -528,12 +677,9 @@ impl Experiment {
         }
         if !self.variants.is_empty() {
             for (name, e) in self.variant_experiments() {
-                e.validate(known_stacks).map_err(|msg| {
-                    msg.replacen(
-                        &format!("experiment '{}'", self.name),
-                        &format!("experiment '{}', variant '{name}'", self.name),
-                        1,
-                    )
+                e.check(known_stacks).map_err(|invalid| Invalid {
+                    variant: Some(name.clone()),
+                    ..invalid
                 })?;
             }
         }
@@ -554,6 +700,18 @@ mod tests {
         assert_eq!(e.requests(Regime::Reuse), 50_000);
         assert_eq!(e.requests(Regime::NewConn), 5_000);
         assert_eq!(e.concurrency, vec![10, 50, 100, 200, 500]);
+    }
+
+    #[test]
+    fn key_line_finds_the_top_level_or_the_variant_that_sets_a_key() {
+        let text = "stacks = [\"h1\"]\nplaintext = true\n\n[[variants]]\nname = \"a\" # first\nstacks = [\"h3\"]\n\n[[variants]]\nname = 'b'\n";
+        assert_eq!(key_line(text, None, "stacks"), Some(1));
+        assert_eq!(key_line(text, Some("a"), "stacks"), Some(6));
+        // Variant b inherits stacks and plaintext from the top level.
+        assert_eq!(key_line(text, Some("b"), "stacks"), Some(1));
+        assert_eq!(key_line(text, Some("a"), "plaintext"), Some(2));
+        assert_eq!(key_line(text, Some("b"), "variants"), Some(8));
+        assert_eq!(key_line(text, None, "concurrency"), None);
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod app;
 pub mod chart;
 pub mod cli;
 pub mod emulator;
+pub mod environment;
 pub mod experiment;
 pub mod load;
 pub mod loadgen;

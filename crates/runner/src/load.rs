@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bench_core::{Client, Connection, Failure, FailureClass};
+use bench_core::{Client, Connection, Failure, FailureClass, WireBytes};
 use tokio::sync::Mutex;
 
 use crate::experiment::Regime;
@@ -24,6 +24,13 @@ pub struct LoadSpec {
     pub connect_bound: Duration,
     /// Workers stop taking requests after this long.
     pub max_duration: Duration,
+    /// The phase is meant to end at `max_duration` (a fixed-duration cell): reaching it is
+    /// the plan, not a cut.
+    pub ends_by_time: bool,
+    /// The phase goes on past its request budget until it has measured this long, so that a
+    /// fast cell still spans enough time to be stable (zero: the budget alone ends it).
+    #[serde(default)]
+    pub min_duration: Duration,
     /// First request id, so warm-up and measured ids differ.
     pub first_id: u64,
     /// Open loop: requests per second on a fixed schedule; `None` = closed loop.
@@ -48,6 +55,18 @@ pub struct LoadResult {
     pub elapsed: Duration,
     /// Whether the phase ended because its time bound or a stop request cut it short.
     pub cut_short: bool,
+    /// Whether requests past the budget were sent to meet `min_duration`.
+    pub extended: bool,
+    /// The window in which every worker was active, if there was one.
+    pub steady: Option<SteadyWindow>,
+}
+
+/// From the moment the last worker issued its first request to the moment the first worker
+/// found no more work: no ramp-up, no drain. `ok` counts successes answered inside it.
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+pub struct SteadyWindow {
+    pub elapsed_s: f64,
+    pub ok: u64,
 }
 
 /// Hands out requests until the budget, the deadline or a stop ends the phase.
@@ -57,9 +76,54 @@ struct Budget {
     end: u64,
     started: Instant,
     deadline: Instant,
+    /// Before this instant the budget is extended rather than exhausted.
+    min_end: Instant,
+    extended: AtomicBool,
     /// Open loop: time between scheduled starts.
     interval: Option<Duration>,
     progress: Arc<Progress>,
+    steady: SteadyTracker,
+}
+
+/// Finds the steady window without per-request state: workers report their first request
+/// and their exit; the progress counters are read at both edges.
+struct SteadyTracker {
+    workers: u32,
+    started_workers: AtomicU64,
+    start: std::sync::Mutex<Option<(Instant, u64)>>,
+    end: std::sync::Mutex<Option<(Instant, u64)>>,
+}
+
+impl SteadyTracker {
+    fn ok_so_far(progress: &Progress) -> u64 {
+        let failed = progress.failed.load(Ordering::SeqCst);
+        progress.done.load(Ordering::SeqCst).saturating_sub(failed)
+    }
+
+    /// A worker is about to issue its first request.
+    fn worker_active(&self, progress: &Progress) {
+        if self.started_workers.fetch_add(1, Ordering::SeqCst) + 1 == u64::from(self.workers) {
+            *self.start.lock().expect("steady start") =
+                Some((Instant::now(), Self::ok_so_far(progress)));
+        }
+    }
+
+    /// A worker found no more work (the first one ends the window).
+    fn worker_done(&self, progress: &Progress) {
+        let mut end = self.end.lock().expect("steady end");
+        if end.is_none() {
+            *end = Some((Instant::now(), Self::ok_so_far(progress)));
+        }
+    }
+
+    fn window(&self) -> Option<SteadyWindow> {
+        let (t0, ok0) = (*self.start.lock().expect("steady start"))?;
+        let (t1, ok1) = (*self.end.lock().expect("steady end"))?;
+        (t1 > t0).then(|| SteadyWindow {
+            elapsed_s: (t1 - t0).as_secs_f64(),
+            ok: ok1.saturating_sub(ok0),
+        })
+    }
 }
 
 /// One request to send: its id and, in open loop, when it is due.
@@ -75,7 +139,10 @@ impl Budget {
         }
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         if id >= self.end {
-            return None;
+            if Instant::now() >= self.min_end {
+                return None;
+            }
+            self.extended.store(true, Ordering::Relaxed);
         }
         let due = self
             .interval
@@ -101,8 +168,99 @@ impl Ticket {
     }
 }
 
+/// An open connection in a slot, with its byte counters when the current phase began, so
+/// that a connection kept across phases charges each phase only its own bytes.
+struct Open {
+    conn: Arc<dyn Connection>,
+    wire_at_phase_start: WireBytes,
+}
+
+impl Open {
+    fn wire_this_phase(&self) -> WireBytes {
+        let now = self.conn.wire_bytes();
+        WireBytes {
+            sent: now.sent.saturating_sub(self.wire_at_phase_start.sent),
+            received: now
+                .received
+                .saturating_sub(self.wire_at_phase_start.received),
+        }
+    }
+}
+
 /// A connection slot: one per worker, or one per shared connection.
-type Slot = Mutex<Option<Arc<dyn Connection>>>;
+type Slot = Mutex<Option<Open>>;
+
+/// The reuse regime's connections. They outlive a phase: opened before the clock starts
+/// (and used by the warm-up), so that no measured request pays for a handshake unless its
+/// connection broke and had to be opened again.
+pub struct Pool {
+    slots: Vec<Slot>,
+}
+
+impl Pool {
+    /// The slots a phase of `spec` uses (none for new-conn, which opens per request).
+    pub fn for_spec(spec: &LoadSpec) -> Arc<Pool> {
+        let count = match (spec.regime, spec.connections) {
+            (Regime::NewConn, _) => 0,
+            (Regime::Reuse, n) if n > 0 => n.min(spec.concurrency),
+            (Regime::Reuse, _) => spec.concurrency,
+        } as usize;
+        Arc::new(Pool {
+            slots: (0..count).map(|_| Mutex::new(None)).collect(),
+        })
+    }
+
+    /// Opens every slot's connection at once, recording each setup's timing. A slot whose
+    /// connect fails stays empty; its first request connects again (and is measured so).
+    pub async fn open_all(&self, client: Arc<dyn Client>, spec: &LoadSpec) -> Measurements {
+        let shard = Shard::default();
+        let opens = self.slots.iter().map(|slot| {
+            let (client, shard) = (client.clone(), &shard);
+            async move {
+                if let Ok(conn) = connect(&*client, spec, shard).await {
+                    let wire_at_phase_start = conn.wire_bytes();
+                    *slot.lock().await = Some(Open {
+                        conn,
+                        wire_at_phase_start,
+                    });
+                }
+            }
+        });
+        futures::future::join_all(opens).await;
+        shard.into_inner().expect("measurement shard")
+    }
+
+    /// Starts a phase: bytes moved so far belong to the phase before.
+    async fn begin_phase(&self) {
+        for slot in &self.slots {
+            if let Some(open) = slot.lock().await.as_mut() {
+                open.wire_at_phase_start = open.conn.wire_bytes();
+            }
+        }
+    }
+
+    /// Bytes the open connections moved in the phase now ending.
+    async fn phase_wire(&self) -> WireBytes {
+        let mut total = WireBytes::default();
+        for slot in &self.slots {
+            if let Some(open) = slot.lock().await.as_ref() {
+                let w = open.wire_this_phase();
+                total.sent += w.sent;
+                total.received += w.received;
+            }
+        }
+        total
+    }
+
+    /// Closes every connection (after the last phase).
+    pub async fn close(&self) {
+        for slot in &self.slots {
+            if let Some(open) = slot.lock().await.take() {
+                open.conn.close().await;
+            }
+        }
+    }
+}
 
 /// Where workers record. A few shards rather than one set per worker: a full set of
 /// histograms is ≈ 0.5 MB, so 500 workers would hold 280 MB. Worker w records into shard
@@ -114,7 +272,15 @@ fn record(shard: &Shard, f: impl FnOnce(&mut Measurements)) {
     f(&mut shard.lock().expect("measurement shard"));
 }
 
-pub async fn run(client: Arc<dyn Client>, spec: LoadSpec, progress: Arc<Progress>) -> LoadResult {
+/// Runs one phase on `pool`'s connections (reuse) or on a connection per request (new-conn).
+/// The pool stays open afterwards; the caller closes it after the last phase.
+pub async fn run(
+    client: Arc<dyn Client>,
+    spec: LoadSpec,
+    pool: Arc<Pool>,
+    progress: Arc<Progress>,
+) -> LoadResult {
+    pool.begin_phase().await;
     let started = Instant::now();
     let budget = Arc::new(Budget {
         next: AtomicU64::new(spec.first_id),
@@ -122,14 +288,17 @@ pub async fn run(client: Arc<dyn Client>, spec: LoadSpec, progress: Arc<Progress
         end: spec.first_id.saturating_add(spec.requests),
         started,
         deadline: started + spec.max_duration,
+        min_end: started + spec.min_duration.min(spec.max_duration),
+        extended: AtomicBool::new(false),
         interval: spec.rate.map(|r| Duration::from_secs_f64(1.0 / r)),
         progress: progress.clone(),
+        steady: SteadyTracker {
+            workers: spec.concurrency,
+            started_workers: AtomicU64::new(0),
+            start: Default::default(),
+            end: Default::default(),
+        },
     });
-    let slot_count = match (spec.regime, spec.connections) {
-        (Regime::Reuse, n) if n > 0 => n.min(spec.concurrency),
-        _ => spec.concurrency,
-    } as usize;
-    let slots: Arc<Vec<Slot>> = Arc::new((0..slot_count).map(|_| Mutex::new(None)).collect());
     let shard_count = 4 * tokio::runtime::Handle::current()
         .metrics()
         .num_workers()
@@ -139,41 +308,40 @@ pub async fn run(client: Arc<dyn Client>, spec: LoadSpec, progress: Arc<Progress
     for w in 0..spec.concurrency as usize {
         let client = client.clone();
         let budget = budget.clone();
-        let slots = slots.clone();
+        let pool = pool.clone();
         let progress = progress.clone();
         let shards = shards.clone();
         workers.push(tokio::spawn(async move {
             let shard = &shards[w % shards.len()];
             match spec.regime {
                 Regime::Reuse => {
-                    let slot = &slots[w % slots.len()];
+                    let slot = &pool.slots[w % pool.slots.len()];
                     reuse_worker(&*client, slot, shard, &budget, &spec, &progress).await
                 }
                 Regime::NewConn => {
                     new_conn_worker(&*client, shard, &budget, &spec, &progress).await
                 }
             }
+            budget.steady.worker_done(&progress);
         }));
     }
     for w in workers {
         let _ = w.await;
     }
+    let elapsed = started.elapsed();
     let mut measurements = Measurements::default();
     for shard in shards.iter() {
         measurements.merge(&shard.lock().expect("measurement shard"));
     }
-    let elapsed = started.elapsed();
-    for slot in slots.iter() {
-        if let Some(conn) = slot.lock().await.take() {
-            measurements.add_wire(conn.wire_bytes());
-            conn.close().await;
-        }
-    }
-    let cut_short = budget.next.load(Ordering::Relaxed) < budget.end;
+    measurements.add_wire(pool.phase_wire().await);
+    let budget_left = budget.next.load(Ordering::Relaxed) < budget.end;
+    let stopped = progress.stop.load(Ordering::Relaxed);
     LoadResult {
         measurements,
         elapsed,
-        cut_short,
+        cut_short: stopped || (budget_left && !spec.ends_by_time),
+        extended: budget.extended.load(Ordering::Relaxed),
+        steady: budget.steady.window(),
     }
 }
 
@@ -216,8 +384,8 @@ fn count(progress: &Progress, failed: bool) {
     }
 }
 
-/// Sends every request on the slot's connection, (re)connecting only when it is missing or
-/// broken. A failed connect counts as that request's failure.
+/// Sends every request on the slot's connection (opened before the phase), reconnecting only
+/// when it is missing or broken. A failed connect counts as that request's failure.
 async fn reuse_worker(
     client: &dyn Client,
     slot: &Slot,
@@ -226,16 +394,24 @@ async fn reuse_worker(
     spec: &LoadSpec,
     progress: &Progress,
 ) {
+    let mut first = true;
     while let Some(ticket) = budget.take() {
+        if std::mem::take(&mut first) {
+            budget.steady.worker_active(progress);
+        }
         let issued = ticket.start(shard).await;
         let conn = {
             let mut guard = slot.lock().await;
             match guard.as_ref() {
-                Some(c) => Ok(c.clone()),
+                Some(open) => Ok(open.conn.clone()),
                 None => match connect(client, spec, shard).await {
-                    Ok(c) => {
-                        *guard = Some(c.clone());
-                        Ok(c)
+                    Ok(conn) => {
+                        // Opened inside this phase: all its bytes are this phase's.
+                        *guard = Some(Open {
+                            conn: conn.clone(),
+                            wire_at_phase_start: WireBytes::default(),
+                        });
+                        Ok(conn)
                     }
                     Err(f) => Err(f),
                 },
@@ -245,9 +421,9 @@ async fn reuse_worker(
             Ok(conn) => match request(&*conn, ticket.id, spec).await {
                 Err(f) if f.class.breaks_connection() => {
                     let mut guard = slot.lock().await;
-                    if guard.as_ref().is_some_and(|c| Arc::ptr_eq(c, &conn)) {
-                        guard.take();
-                        let wire = conn.wire_bytes();
+                    if guard.as_ref().is_some_and(|o| Arc::ptr_eq(&o.conn, &conn)) {
+                        let open = guard.take().expect("checked above");
+                        let wire = open.wire_this_phase();
                         record(shard, |m| m.add_wire(wire));
                     }
                     drop(guard);
@@ -276,7 +452,11 @@ async fn new_conn_worker(
     spec: &LoadSpec,
     progress: &Progress,
 ) {
+    let mut first = true;
     while let Some(ticket) = budget.take() {
+        if std::mem::take(&mut first) {
+            budget.steady.worker_active(progress);
+        }
         let issued = ticket.start(shard).await;
         let outcome = match connect(client, spec, shard).await {
             Ok(conn) => {

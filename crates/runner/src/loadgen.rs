@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
-use crate::load::{self, LoadSpec, Progress};
+use crate::load::{self, LoadSpec, Progress, SteadyWindow};
 use crate::registry;
 use crate::stats::Measurements;
 
@@ -76,6 +76,8 @@ pub enum Message {
         measured: Box<Measurements>,
         elapsed_s: f64,
         cut_short: bool,
+        extended: bool,
+        steady: Option<SteadyWindow>,
     },
 }
 
@@ -85,6 +87,9 @@ pub struct Finished {
     pub measured: Measurements,
     pub elapsed: Duration,
     pub cut_short: bool,
+    /// Requests past the budget were sent to meet the minimum measured duration.
+    pub extended: bool,
+    pub steady: Option<SteadyWindow>,
 }
 
 /// `runner load --certs DIR`: reads the job from stdin, runs it, reports on stdout.
@@ -131,12 +136,22 @@ pub fn child_main(certs_dir: &Path) -> anyhow::Result<()> {
     let client = stack
         .client(&settings)
         .map_err(|e| anyhow!("client setup failed: {e:#}"))?;
-    runtime.block_on(async move {
+    let pool = runtime.block_on(async move {
+        // Reuse: the connections are opened before any phase and kept across both, so that
+        // the measured phase starts on open connections; their setup is reported with the
+        // measured phase's connections (connect_*, handshake_* columns), not in its latency.
+        let pool = load::Pool::for_spec(&job.measured);
+        let setup = pool.open_all(client.clone(), &job.measured).await;
         let warmup = match job.warmup {
             Some(spec) => {
-                load::run(client.clone(), spec, Arc::new(Progress::default()))
-                    .await
-                    .measurements
+                load::run(
+                    client.clone(),
+                    spec,
+                    pool.clone(),
+                    Arc::new(Progress::default()),
+                )
+                .await
+                .measurements
             }
             None => Measurements::default(),
         };
@@ -179,22 +194,30 @@ pub fn child_main(certs_dir: &Path) -> anyhow::Result<()> {
                 })
             })
             .collect();
-        let result = load::run(client, job.measured, progress).await;
+        let mut result = load::run(client, job.measured, pool.clone(), progress).await;
         ticker.abort();
         for poller in pollers {
             poller.abort();
         }
+        result.measurements.merge_setup(&setup);
         send(&Message::Finished {
             warmup: Box::new(warmup),
             measured: Box::new(result.measurements),
             elapsed_s: result.elapsed.as_secs_f64(),
             cut_short: result.cut_short,
-        })
+            extended: result.extended,
+            steady: result.steady,
+        })?;
+        anyhow::Ok(pool)
     })?;
     // Alive until the runner has taken its last reading (it then closes stdin), so that the
     // reading sees this process and all the CPU time it used.
     let mut eof = String::new();
     let _ = std::io::stdin().read_line(&mut eof);
+    // The connections close after the runner's last reading: their teardown is no phase's.
+    runtime.block_on(async {
+        let _ = tokio::time::timeout(Duration::from_secs(1), pool.close()).await;
+    });
     // Closing QUIC endpoints would hold the exit for their closing period; nothing is left
     // to measure.
     runtime.shutdown_background();

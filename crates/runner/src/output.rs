@@ -22,6 +22,10 @@ pub struct CellResult {
     pub measured: Measurements,
     pub elapsed_s: f64,
     pub cut_short: bool,
+    /// The phase went past its request budget to meet `min_cell_seconds`.
+    pub extended: bool,
+    /// The window in which every worker was active (no ramp-up, no drain).
+    pub steady: Option<crate::load::SteadyWindow>,
     pub warmup: Measurements,
     pub server: ResourceSummary,
     pub client: ResourceSummary,
@@ -31,6 +35,8 @@ pub struct CellResult {
     pub error: Option<String>,
     /// With network emulation: packets the emulator delayed and dropped.
     pub emulated_packets: Option<(u64, u64)>,
+    /// Load average and steal time around the cell (`None` when the cell did not run).
+    pub environment: Option<crate::environment::CellEnvironment>,
 }
 
 impl CellResult {
@@ -40,6 +46,14 @@ impl CellResult {
         } else {
             self.measured.ok as f64 / self.measured.sent as f64
         }
+    }
+
+    /// Successes per second inside the steady window; `None` without one (fewer requests
+    /// than workers, or a cell that did not run).
+    pub fn throughput_steady_rps(&self) -> Option<f64> {
+        self.steady
+            .filter(|w| w.elapsed_s > 0.0)
+            .map(|w| w.ok as f64 / w.elapsed_s)
     }
 
     pub fn throughput_rps(&self) -> f64 {
@@ -100,7 +114,20 @@ impl CellResult {
         put("success_rate", format!("{:.6}", self.success_rate()));
         put("elapsed_s", format!("{:.6}", self.elapsed_s));
         put("throughput_rps", format!("{:.3}", self.throughput_rps()));
+        put(
+            "throughput_steady_rps",
+            self.throughput_steady_rps()
+                .map(|v| format!("{v:.3}"))
+                .unwrap_or_default(),
+        );
+        put(
+            "steady_s",
+            self.steady
+                .map(|w| format!("{:.6}", w.elapsed_s))
+                .unwrap_or_default(),
+        );
         put("cut_short", self.cut_short.to_string());
+        put("extended", self.extended.to_string());
         put("warmup_sent", self.warmup.sent.to_string());
         put("warmup_ok", self.warmup.ok.to_string());
         for (name, h) in [
@@ -133,12 +160,20 @@ impl CellResult {
                 s.rss_peak_bytes.to_string(),
             );
             put(
+                &format!("{role}_rss_hwm_bytes"),
+                s.rss_hwm_bytes.map(|v| v.to_string()).unwrap_or_default(),
+            );
+            put(
                 &format!("{role}_rss_mean_bytes"),
-                format!("{:.0}", s.rss_mean_bytes),
+                s.rss_mean_bytes
+                    .map(|v| format!("{v:.0}"))
+                    .unwrap_or_default(),
             );
             put(
                 &format!("{role}_cpu_pct_mean"),
-                format!("{:.2}", s.cpu_pct_mean),
+                s.cpu_pct_mean
+                    .map(|v| format!("{v:.2}"))
+                    .unwrap_or_default(),
             );
             put(&format!("{role}_cpu_s"), format!("{:.3}", s.cpu_s));
             let per_1k = if m.ok > 0 {
@@ -148,6 +183,10 @@ impl CellResult {
             };
             put(&format!("{role}_cpu_ms_per_1k_ok"), format!("{per_1k:.3}"));
         }
+        put(
+            "short_phase",
+            (self.server.short_phase || self.client.short_phase).to_string(),
+        );
         put("wire_sent_bytes", m.wire.sent.to_string());
         put("wire_received_bytes", m.wire.received.to_string());
         let per_req = |b: u64| {
@@ -201,6 +240,34 @@ impl CellResult {
         );
         put("linger_zero", e.linger_zero.to_string());
         put("server_threads", e.server_threads.to_string());
+        put("min_cell_seconds", e.min_cell_seconds.to_string());
+        put("service_time", opt(e.service_time.clone()));
+        // Only exponential draws use the seed.
+        let exp = e
+            .service_time
+            .as_deref()
+            .is_some_and(|t| t.starts_with("exp"));
+        put(
+            "service_time_seed",
+            opt(exp.then(|| e.service_time_seed.to_string())),
+        );
+        put("service_cpu_us", e.service_cpu_us.to_string());
+        let env = self.environment;
+        put(
+            "loadavg1_before",
+            env.map(|v| format!("{:.2}", v.loadavg1_before))
+                .unwrap_or_default(),
+        );
+        put(
+            "loadavg1_after",
+            env.map(|v| format!("{:.2}", v.loadavg1_after))
+                .unwrap_or_default(),
+        );
+        put(
+            "steal_pct",
+            env.map(|v| format!("{:.2}", v.steal_pct))
+                .unwrap_or_default(),
+        );
         let (delayed, dropped) = match self.emulated_packets {
             Some((a, b)) => (a.to_string(), b.to_string()),
             None => (String::new(), String::new()),
@@ -384,6 +451,10 @@ pub struct Manifest {
     #[serde(default)]
     pub stack_settings:
         std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+    /// The machine and kernel settings as the run started (README "Results schema"); absent
+    /// in manifests written before it was recorded.
+    #[serde(default)]
+    pub environment: Option<crate::environment::Environment>,
 }
 
 impl Manifest {
@@ -473,9 +544,219 @@ pub fn cpu_model() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// Seed 000's stress table: stack, users, median, p95, p99, req/s, failure %.
+/// The knobs of `e` that differ from the defaults (the study's conditions), as `key value`,
+/// so that a table from an emulated or constrained run cannot pass for a default one.
+pub fn conditions(e: &Experiment) -> Vec<String> {
+    fn s<T: ToString>(v: Option<T>) -> String {
+        v.map(|v| v.to_string()).unwrap_or_default()
+    }
+    let d = Experiment::default();
+    let knobs = [
+        ("netem", s(e.netem.as_ref()), s(d.netem.as_ref())),
+        (
+            "port_range",
+            s(e.port_range.as_ref()),
+            s(d.port_range.as_ref()),
+        ),
+        ("tcp_tw_reuse", s(e.tcp_tw_reuse), s(d.tcp_tw_reuse)),
+        ("somaxconn", s(e.somaxconn), s(d.somaxconn)),
+        ("client_nofile", s(e.client_nofile), s(d.client_nofile)),
+        ("backlog", s(Some(e.backlog)), s(Some(d.backlog))),
+        (
+            "request_timeout_ms",
+            s(Some(e.request_timeout_ms)),
+            s(Some(d.request_timeout_ms)),
+        ),
+        (
+            "connect_timeout_ms",
+            s(Some(e.connect_timeout_ms)),
+            s(Some(d.connect_timeout_ms)),
+        ),
+        (
+            "handshake_timeout_ms",
+            s(Some(e.handshake_timeout_ms)),
+            s(Some(d.handshake_timeout_ms)),
+        ),
+        (
+            "quic_initial_rtt_ms",
+            s(e.quic_initial_rtt_ms),
+            s(d.quic_initial_rtt_ms),
+        ),
+        (
+            "udp_buffer_bytes",
+            s(e.udp_buffer_bytes),
+            s(d.udp_buffer_bytes),
+        ),
+        (
+            "quic_receive_window",
+            s(e.quic_receive_window),
+            s(d.quic_receive_window),
+        ),
+        (
+            "linger_zero",
+            s(Some(e.linger_zero)),
+            s(Some(d.linger_zero)),
+        ),
+        ("payload", s(Some(e.payload)), s(Some(d.payload))),
+        ("plaintext", s(Some(e.plaintext)), s(Some(d.plaintext))),
+        (
+            "handshake",
+            s(Some(e.handshake.as_str())),
+            s(Some(d.handshake.as_str())),
+        ),
+        (
+            "connections",
+            s(Some(e.connections)),
+            s(Some(d.connections)),
+        ),
+        ("rate_rps", s(e.rate), s(d.rate)),
+        (
+            "server_fault",
+            s(e.server_fault.as_ref()),
+            s(d.server_fault.as_ref()),
+        ),
+        (
+            "service_time",
+            s(e.service_time.as_ref()),
+            s(d.service_time.as_ref()),
+        ),
+        (
+            "service_time_seed",
+            s(Some(e.service_time_seed)),
+            s(Some(d.service_time_seed)),
+        ),
+        (
+            "service_cpu_us",
+            s(Some(e.service_cpu_us)),
+            s(Some(d.service_cpu_us)),
+        ),
+        (
+            "server_threads",
+            s(Some(e.server_threads)),
+            s(Some(d.server_threads)),
+        ),
+        (
+            "client_threads",
+            s(Some(e.client_threads)),
+            s(Some(d.client_threads)),
+        ),
+        ("pin", s(Some(e.pin)), s(Some(d.pin))),
+        ("busy_poll", s(Some(e.busy_poll)), s(Some(d.busy_poll))),
+    ];
+    knobs
+        .into_iter()
+        .filter(|(_, value, default)| value != default)
+        .map(|(key, value, _)| format!("{key} {value}"))
+        .collect()
+}
+
+/// One line for a finished cell, for logs without a terminal (where no bar is drawn).
+pub fn cell_line(r: &CellResult) -> String {
+    let p95_ms = LatencySummary::of(&r.measured.latency).p95 as f64 / 1000.0;
+    let mut line = format!(
+        "{}: {:.0} req/s, p95 {p95_ms:.3} ms, {} failed",
+        r.cell.key(),
+        r.throughput_rps(),
+        r.measured.failed()
+    );
+    if let Some(e) = &r.error {
+        line.push_str(&format!(", could not run: {}", one_line(e, 200)));
+    }
+    line
+}
+
+/// `text` on one line, cut to `max_chars`, for examples quoted in the terminal.
+fn one_line(text: &str, max_chars: usize) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match flat.char_indices().nth(max_chars) {
+        Some((i, _)) => format!("{}…", &flat[..i]),
+        None => flat,
+    }
+}
+
+/// Per cell that failed requests (or could not run): its failure share and its three most
+/// frequent classes with one example each, so the cause is on screen, not only in
+/// `failures.csv`. Empty when nothing failed.
+pub fn failure_report(results: &[CellResult]) -> String {
+    let mut out = String::new();
+    for r in results {
+        let m = &r.measured;
+        if let Some(e) = &r.error {
+            out.push_str(&format!(
+                "  {}: could not run: {}\n",
+                r.cell.key(),
+                one_line(e, 300)
+            ));
+            continue;
+        }
+        if m.failed() == 0 {
+            continue;
+        }
+        out.push_str(&format!(
+            "  {}: {} of {} requests failed ({:.2} %)\n",
+            r.cell.key(),
+            m.failed(),
+            m.sent,
+            (1.0 - r.success_rate()) * 100.0
+        ));
+        let mut classes: Vec<_> = FailureClass::ALL
+            .iter()
+            .filter(|c| m.failures[c.index()] > 0)
+            .collect();
+        classes.sort_by_key(|c| std::cmp::Reverse(m.failures[c.index()]));
+        for c in classes.iter().take(3) {
+            let example = m.failure_examples[c.index()].as_deref().unwrap_or("");
+            out.push_str(&format!(
+                "    {} × {}: {}\n",
+                m.failures[c.index()],
+                c.as_str(),
+                one_line(example, 160)
+            ));
+        }
+        if classes.len() > 3 {
+            out.push_str(&format!("    … and {} more classes\n", classes.len() - 3));
+        }
+    }
+    if out.is_empty() {
+        out
+    } else {
+        format!("failures (top classes per cell, one example each):\n{out}")
+    }
+}
+
+/// The closing warning of a run in which requests failed or cells did not run.
+pub fn failure_warning(results: &[CellResult]) -> Option<String> {
+    let failing = results
+        .iter()
+        .filter(|r| r.error.is_some() || r.measured.failed() > 0)
+        .count();
+    (failing > 0).then(|| {
+        format!(
+            "warning: {failing} of {} cells had failed requests or did not run; see failures.csv and the error column of cells.csv",
+            results.len()
+        )
+    })
+}
+
+/// Seed 000's stress table: stack, users, median, p95, p99, req/s, failure %. Conditions that
+/// differ from the defaults head it; a footnote explains the baseline's `1*`.
 pub fn summary_table(results: &[CellResult]) -> String {
     let mut out = String::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for r in results {
+        if seen.contains(&r.cell.variant.as_str()) {
+            continue;
+        }
+        seen.push(&r.cell.variant);
+        let differs = conditions(&r.cell.exp);
+        if !differs.is_empty() {
+            let label = match r.cell.variant.as_str() {
+                "default" => "conditions".to_string(),
+                v => format!("conditions of variant {v}"),
+            };
+            out.push_str(&format!("{label}: {}\n", differs.join(", ")));
+        }
+    }
     out.push_str(&format!(
         "{:<6} {:<9} {:>6} {:>4} {:>11} {:>11} {:>11} {:>11} {:>9} {:>11} {:>11}\n",
         "stack",
@@ -493,7 +774,7 @@ pub fn summary_table(results: &[CellResult]) -> String {
     for r in results {
         let s = LatencySummary::of(&r.measured.latency);
         out.push_str(&format!(
-            "{:<6} {:<9} {:>6} {:>4} {:>11.3} {:>11.3} {:>11.3} {:>11.1} {:>9.2} {:>11.1} {:>11.1}\n",
+            "{:<6} {:<9} {:>6} {:>4} {:>11.3} {:>11.3} {:>11.3} {:>11.1} {:>9.2} {:>11.1} {:>11}\n",
             r.cell.stack,
             r.cell.regime.as_str(),
             match r.cell.stage {
@@ -506,9 +787,50 @@ pub fn summary_table(results: &[CellResult]) -> String {
             s.p99 as f64 / 1000.0,
             r.throughput_rps(),
             (1.0 - r.success_rate()) * 100.0,
-            r.server.rss_peak_bytes as f64 / 1e6,
-            r.server.cpu_pct_mean,
+            r.server.rss_hwm_bytes.unwrap_or(r.server.rss_peak_bytes) as f64 / 1e6,
+            r.server
+                .cpu_pct_mean
+                .map_or("-".to_string(), |v| format!("{v:.1}")),
+        ));
+    }
+    if let Some(b) = results
+        .iter()
+        .find(|r| r.cell.stage == crate::plan::Stage::Baseline)
+    {
+        out.push_str(&format!(
+            "1* = single-user baseline: one worker for {} s (baseline_seconds), not a stress level\n",
+            b.cell.duration_s.unwrap_or(0)
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conditions_list_only_what_differs_from_the_defaults() {
+        assert!(conditions(&Experiment::default()).is_empty());
+        let e = Experiment {
+            netem: Some("rtt=20ms,loss=1%".into()),
+            port_range: Some("40000 40999".into()),
+            backlog: 64,
+            ..Experiment::default()
+        };
+        assert_eq!(
+            conditions(&e),
+            [
+                "netem rtt=20ms,loss=1%",
+                "port_range 40000 40999",
+                "backlog 64"
+            ]
+        );
+    }
+
+    #[test]
+    fn long_examples_are_cut_to_one_line() {
+        assert_eq!(one_line("a\n  b\tc", 10), "a b c");
+        assert_eq!(one_line("abcdef", 3), "abc…");
+    }
 }

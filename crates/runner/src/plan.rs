@@ -141,9 +141,114 @@ fn plan_variant(variant: &str, exp: &std::sync::Arc<Experiment>, repetition: u32
     cells
 }
 
+/// Closed-loop throughput `runner check` assumes when it estimates a run's duration: well
+/// below what the slowest stack reaches on a 2-core machine (README: HTTP/3 ≈ 32k req/s
+/// reuse, ≈ 1.7k new-conn), so that the estimate is an upper bound rather than a hope.
+pub const ASSUMED_RPS_REUSE: f64 = 5_000.0;
+pub const ASSUMED_RPS_NEW_CONN: f64 = 500.0;
+/// Starting a cell's server and load generator, and stopping them.
+pub const ASSUMED_CELL_OVERHEAD_S: f64 = 1.0;
+
+/// How long a plan should take, split as `runner check` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Estimate {
+    pub baseline_cells: usize,
+    pub baseline_s: f64,
+    pub stress_cells: usize,
+    pub stress_s: f64,
+    pub overhead_s: f64,
+}
+
+impl Estimate {
+    pub fn total_s(&self) -> f64 {
+        self.baseline_s + self.stress_s + self.overhead_s
+    }
+}
+
+/// The estimated duration of `cells`: time-bound cells take their time; budgeted ones their
+/// requests (warm-up included) at the open-loop rate, or else at the assumed closed-loop
+/// rate, lowered under emulated RTT to `concurrency / (round trips × RTT)` (a request is one
+/// round trip on an open connection, about three with a new TCP + TLS connection) and capped
+/// at `max_cell_seconds` per phase; plus a fixed overhead per cell.
+pub fn estimate(cells: &[Cell]) -> Estimate {
+    let mut e = Estimate::default();
+    for cell in cells {
+        e.overhead_s += ASSUMED_CELL_OVERHEAD_S;
+        if let Some(d) = cell.duration_s {
+            match cell.stage {
+                Stage::Baseline => {
+                    e.baseline_cells += 1;
+                    e.baseline_s += d as f64;
+                }
+                Stage::Stress => {
+                    e.stress_cells += 1;
+                    e.stress_s += d as f64;
+                }
+            }
+            continue;
+        }
+        let (assumed, round_trips) = match cell.regime {
+            Regime::Reuse => (ASSUMED_RPS_REUSE, 1.0),
+            Regime::NewConn => (ASSUMED_RPS_NEW_CONN, 3.0),
+        };
+        let rtt_s = cell
+            .exp
+            .netem
+            .as_deref()
+            .and_then(|n| crate::experiment::Netem::parse(n).ok())
+            .map_or(0.0, |n| 2.0 * n.delay_ms / 1000.0);
+        let rps = match cell.rate {
+            Some(rate) => rate,
+            None if rtt_s > 0.0 => assumed.min(f64::from(cell.concurrency) / (round_trips * rtt_s)),
+            None => assumed,
+        };
+        let cap_s = cell.exp.max_cell_seconds as f64;
+        let phase = |requests: u64| (requests as f64 / rps).min(cap_s);
+        e.stress_cells += 1;
+        e.stress_s += phase(cell.requests) + phase(cell.warmup_requests);
+    }
+    e
+}
+
+/// `95` → `1 min 35 s`; `4000` → `1 h 6 min`.
+pub fn human_duration(seconds: f64) -> String {
+    let s = seconds.round() as u64;
+    match s {
+        0..=59 => format!("{s} s"),
+        60..=3599 => format!("{} min {} s", s / 60, s % 60),
+        _ => format!("{} h {} min", s / 3600, (s % 3600) / 60),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn estimate_counts_baselines_budgets_and_emulated_round_trips() {
+        let exp = Experiment {
+            stacks: vec!["h1".into()],
+            regimes: vec![Regime::NewConn],
+            concurrency: vec![10],
+            requests_new_conn: 1_000,
+            warmup_fraction: 0.0,
+            baseline_seconds: 10,
+            ..Experiment::default()
+        };
+        let e = estimate(&plan(&exp));
+        assert_eq!((e.baseline_cells, e.stress_cells), (1, 1));
+        assert_eq!(e.baseline_s, 10.0);
+        assert_eq!(e.stress_s, 1_000.0 / ASSUMED_RPS_NEW_CONN);
+        assert_eq!(e.total_s(), 10.0 + 2.0 + 2.0 * ASSUMED_CELL_OVERHEAD_S);
+        // 10 workers over a 100 ms RTT, three round trips a request: ≈ 33 req/s.
+        let slow = Experiment {
+            netem: Some("rtt=100ms".into()),
+            ..exp
+        };
+        let e = estimate(&plan(&slow));
+        assert!((e.stress_s - 30.0).abs() < 1e-9, "{e:?}");
+        assert_eq!(human_duration(95.0), "1 min 35 s");
+    }
 
     #[test]
     fn plan_covers_every_cell_once_interleaving_stacks() {

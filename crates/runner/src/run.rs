@@ -114,6 +114,10 @@ pub async fn run(
                 (s.name().to_string(), settings)
             })
             .collect(),
+        environment: Some(crate::environment::Environment::read(
+            exp.udp_buffer_bytes
+                .unwrap_or(stack_h3::server::SERVER_UDP_BUFFER_BYTES),
+        )),
     };
     manifest.write(&dir)?;
     // Made once here, before any server or load generator reads them.
@@ -121,23 +125,29 @@ pub async fn run(
     let stop = Arc::new(AtomicBool::new(false));
     watch_signals(stop.clone());
     eprintln!("writing results to {}", dir.display());
+    // Without a terminal the bars draw nothing, so each finished cell gets a line instead.
+    let interactive = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let mut results = Vec::new();
     for (i, cell) in cells.iter().enumerate() {
         if stop.load(Ordering::SeqCst) {
             break;
         }
-        let bar = ProgressBar::new(match cell.duration_s {
-            Some(_) => 0,
-            None => cell.requests,
-        });
+        // A time-bound cell (baseline, soak) counts seconds, a budgeted one requests.
+        let (len, template) = match cell.duration_s {
+            Some(s) => (s, "{prefix:<28} [{bar:30}] {pos}/{len} s {msg}"),
+            None => (cell.requests, "{prefix:<28} [{bar:30}] {pos}/{len} {msg}"),
+        };
+        let bar = ProgressBar::new(len);
         bar.set_style(
-            ProgressStyle::with_template("{prefix:<28} [{bar:30}] {pos}/{len} {msg}")
+            ProgressStyle::with_template(template)
                 .expect("valid template")
                 .progress_chars("=> "),
         );
         bar.set_prefix(format!("[{}/{}] {}", i + 1, cells.len(), cell.key()));
+        let snapshot = crate::environment::CellSnapshot::take();
         let outcome = run_isolated(cell, &ctx, &bar, &stop, i).await;
-        let (result, samples) = match outcome {
+        let cell_environment = snapshot.finish();
+        let (mut result, samples) = match outcome {
             Ok(Some(done)) => done,
             Ok(None) => {
                 bar.abandon_with_message("interrupted");
@@ -148,11 +158,15 @@ pub async fn run(
                 failed_cell(cell, format!("{e:#}"))
             }
         };
+        result.environment = Some(cell_environment);
         bar.finish_with_message(format!(
             "{:.0} req/s, {} failed",
             result.throughput_rps(),
             result.measured.failed()
         ));
+        if !interactive {
+            eprintln!("[{}/{}] {}", i + 1, cells.len(), output::cell_line(&result));
+        }
         writer.write_cell(&result, &samples)?;
         manifest.cells_done += 1;
         manifest.write(&dir)?;
@@ -182,12 +196,15 @@ fn failed_cell(cell: &Cell, error: String) -> (CellResult, Vec<Sample>) {
             measured: Measurements::default(),
             elapsed_s: 0.0,
             cut_short: true,
+            extended: false,
+            steady: None,
             warmup: Measurements::default(),
             server: Default::default(),
             client: Default::default(),
             server_exit: None,
             error: Some(error),
             emulated_packets: None,
+            environment: None,
         },
         Vec::new(),
     )
@@ -219,7 +236,13 @@ async fn run_cell(
         backlog: exp.backlog,
         certs: ctx.certs_dir.clone(),
         cpu: ctx.server_cpu,
-        tuning: exp.tuning(),
+        service: exp.service(),
+        tuning: bench_core::Tuning {
+            // A full-handshake cell resumes nothing: its server issues no tickets, so that
+            // full vs resumed isolates resumption.
+            no_session_tickets: cell.handshake == bench_core::HandshakeVariant::Full,
+            ..exp.tuning()
+        },
     };
     let mut server = match ctx.target {
         Some((addr, pid)) => ServerHandle::External { addr, pid },
@@ -238,6 +261,11 @@ async fn run_cell(
             exp.connect_timeout_ms + exp.handshake_timeout_ms + exp.request_timeout_ms,
         ),
         max_duration: Duration::from_secs(cell.duration_s.unwrap_or(exp.max_cell_seconds)),
+        ends_by_time: cell.duration_s.is_some(),
+        min_duration: match cell.duration_s {
+            Some(_) => Duration::ZERO,
+            None => Duration::from_secs_f64(exp.min_cell_seconds),
+        },
         first_id: 1_000_000,
         rate: cell.rate,
     };
@@ -256,12 +284,24 @@ async fn run_cell(
             requests: cell.warmup_requests,
             first_id: 0,
             max_duration: Duration::from_secs(exp.max_cell_seconds),
+            ends_by_time: false,
+            min_duration: Duration::ZERO,
             ..spec
         }),
         measured: spec,
     };
     let interval = Duration::from_millis(exp.sample_interval_ms);
-    let outcome = supervised(&job, &ctx.certs_dir, server.pid(), interval, bar, stop).await;
+    let timed = cell.duration_s.is_some();
+    let outcome = supervised(
+        &job,
+        &ctx.certs_dir,
+        server.pid(),
+        interval,
+        bar,
+        timed,
+        stop,
+    )
+    .await;
     let server_exit = server.exited();
     server.stop().await;
     let (finished, samples, server_res, client_res) = match outcome? {
@@ -273,6 +313,8 @@ async fn run_cell(
             cell: cell.clone(),
             elapsed_s: finished.elapsed.as_secs_f64(),
             cut_short: finished.cut_short,
+            extended: finished.extended,
+            steady: finished.steady,
             measured: finished.measured,
             warmup: finished.warmup,
             server: server_res,
@@ -280,6 +322,7 @@ async fn run_cell(
             server_exit,
             error: None,
             emulated_packets: None,
+            environment: None,
         },
         samples,
     ))
@@ -287,15 +330,16 @@ async fn run_cell(
 
 type Supervised = (Finished, Vec<Sample>, ResourceSummary, ResourceSummary);
 
-/// Runs the cell's load generator while updating the bar, sampling the server and the
-/// generator during the measured phase. `None` when the run was interrupted (the child is
-/// then ended and the cell not written).
+/// Runs the cell's load generator while updating the bar (in seconds when `timed`, else in
+/// requests), sampling the server and the generator during the measured phase. `None` when
+/// the run was interrupted (the child is then ended and the cell not written).
 async fn supervised(
     job: &LoadJob,
     certs_dir: &Path,
     server_pid: Option<u32>,
     interval: Duration,
     bar: &ProgressBar,
+    timed: bool,
     stop: &Arc<AtomicBool>,
 ) -> Option<anyhow::Result<Supervised>> {
     let mut child = match LoadProcess::start(job, certs_dir).await {
@@ -315,7 +359,7 @@ async fn supervised(
                 if stop.load(Ordering::SeqCst) {
                     child.kill().await;
                     if let Some(s) = sampler {
-                        s.finish();
+                        s.finish(Duration::ZERO);
                     }
                     return None;
                 }
@@ -333,33 +377,45 @@ async fn supervised(
             }
 
             Ok(Message::Progress { done, failed }) => {
-                bar.set_position(done);
-                let rate = done as f64 / measuring_since.elapsed().as_secs_f64().max(1e-3);
-                bar.set_message(format!("{rate:.0} req/s, {failed} failed"));
+                let elapsed = measuring_since.elapsed();
+                let rate = done as f64 / elapsed.as_secs_f64().max(1e-3);
+                if timed {
+                    bar.set_position(elapsed.as_secs().min(bar.length().unwrap_or(u64::MAX)));
+                    bar.set_message(format!("{done} done, {rate:.0} req/s, {failed} failed"));
+                } else {
+                    bar.set_position(done);
+                    bar.set_message(format!("{rate:.0} req/s, {failed} failed"));
+                }
             }
             Ok(Message::Finished {
                 warmup,
                 measured,
                 elapsed_s,
                 cut_short,
+                extended,
+                steady,
             }) => {
+                // The boundary reading, taken as soon as the phase is over.
+                let phase = Duration::from_secs_f64(elapsed_s);
                 let (samples, server, client) = match sampler {
-                    Some(s) => s.finish(),
+                    Some(s) => s.finish(phase),
                     None => Default::default(),
                 };
                 child.wait().await;
                 let finished = Finished {
                     warmup: *warmup,
                     measured: *measured,
-                    elapsed: Duration::from_secs_f64(elapsed_s),
+                    elapsed: phase,
                     cut_short,
+                    extended,
+                    steady,
                 };
                 return Some(Ok((finished, samples, server, client)));
             }
             Err(e) => {
                 child.kill().await;
                 if let Some(s) = sampler {
-                    s.finish();
+                    s.finish(Duration::ZERO);
                 }
                 if stop.load(Ordering::SeqCst) {
                     return None;
@@ -382,13 +438,25 @@ pub fn check_out_dir(out: &Path) -> Result<(), String> {
                     probe.display()
                 ));
             }
-            return nix::unistd::access(probe, nix::unistd::AccessFlags::W_OK).map_err(|e| {
+            nix::unistd::access(probe, nix::unistd::AccessFlags::W_OK).map_err(|e| {
                 format!(
                     "results directory {}: {} is not writable ({e})",
                     out.display(),
                     probe.display()
                 )
-            });
+            })?;
+            // access() says yes to root everywhere, /proc and read-only mounts included:
+            // only creating (and removing) a directory there shows that a run could.
+            let trial = probe.join(format!(".runner-probe-{}", std::process::id()));
+            return std::fs::create_dir(&trial)
+                .and_then(|()| std::fs::remove_dir(&trial))
+                .map_err(|e| {
+                    format!(
+                        "results directory {}: cannot create directories in {} ({e})",
+                        out.display(),
+                        probe.display()
+                    )
+                });
         }
         match probe.parent() {
             Some(p) if !p.as_os_str().is_empty() => probe = p,

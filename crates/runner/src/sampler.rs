@@ -1,12 +1,24 @@
-//! Samples RSS and CPU of the server child and the load-generator child on a fixed interval,
-//! on its own OS thread so that sampling never waits behind the runner's tasks.
+//! Samples RSS and CPU of the server child and the load-generator child during the measured
+//! phase, on its own OS thread so that sampling never waits behind the runner's tasks.
+//!
+//! The phase's figures come from readings at its two boundaries (the first reading is taken
+//! before the load generator is told to go, the last one as soon as it reports `finished`),
+//! not from the periodic samples: CPU time is the scheduler's nanosecond count summed over the
+//! process's threads (`/proc/PID/task/*/schedstat`), and the peak RSS is the kernel's own
+//! high-water mark (`VmHWM`), reset at the phase's start. The periodic samples give the
+//! series in `resources.csv`, the sampled peak and the mean.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate, System};
+/// Fewer sampling intervals than this in a phase make a mean of samples meaningless: such a
+/// phase is flagged `short_phase` and its RSS mean left empty.
+pub const MIN_INTERVALS_PER_PHASE: u32 = 3;
+
+/// With only tick-based CPU time (10 ms steps, when schedstat is missing), a phase shorter
+/// than this gets no CPU % (one tick would be more than 1 % of it).
+const MIN_PHASE_FOR_TICKS: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -33,25 +45,115 @@ pub struct Sample {
     pub cpu_pct: f64,
 }
 
-/// Summary of one process over a cell.
+/// Summary of one process over a measured phase.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ResourceSummary {
+    /// Largest RSS among the readings.
     pub rss_peak_bytes: u64,
-    pub rss_mean_bytes: f64,
-    pub cpu_pct_mean: f64,
+    /// The kernel's peak RSS over the phase (`VmHWM`, reset at its start); `None` when the
+    /// reset was refused or the process could not be read at the end.
+    pub rss_hwm_bytes: Option<u64>,
+    /// Mean of the readings; `None` for a short phase.
+    pub rss_mean_bytes: Option<f64>,
+    /// CPU time over the phase's wall time × 100 (100 = one core); `None` when the CPU time
+    /// is too coarse for the phase.
+    pub cpu_pct_mean: Option<f64>,
+    /// CPU seconds (user + system) between the phase's boundary readings.
     pub cpu_s: f64,
+    /// The phase spanned fewer than [`MIN_INTERVALS_PER_PHASE`] sampling intervals.
+    pub short_phase: bool,
 }
 
 pub struct Sampler {
-    stop: Arc<AtomicBool>,
+    stop: mpsc::Sender<Duration>,
     thread: JoinHandle<(Vec<Sample>, [ResourceSummary; 2])>,
 }
 
+/// What one reading of `/proc` gives for a process.
+#[derive(Debug, Clone, Copy)]
+struct Reading {
+    rss_bytes: u64,
+    hwm_bytes: u64,
+    cpu_ns: u64,
+    /// CPU time came from schedstat (ns) rather than `stat` (clock ticks).
+    cpu_precise: bool,
+}
+
+/// Reads RSS, VmHWM and CPU time of `pid`; `None` once it has exited.
+fn read_proc(pid: u32) -> Option<Reading> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse::<u64>().ok())
+            .map(|v| v * 1024)
+    };
+    // A zombie has no memory lines: not a reading.
+    let rss_bytes = kb("VmRSS:").filter(|&v| v > 0)?;
+    let hwm_bytes = kb("VmHWM:").unwrap_or(rss_bytes);
+    let (cpu_ns, cpu_precise) = match schedstat_ns(pid) {
+        Some(ns) => (ns, true),
+        None => (stat_ticks_ns(pid)?, false),
+    };
+    Some(Reading {
+        rss_bytes,
+        hwm_bytes,
+        cpu_ns,
+        cpu_precise,
+    })
+}
+
+/// CPU time of all live threads of `pid` in nanoseconds, from the scheduler's own accounting.
+fn schedstat_ns(pid: u32) -> Option<u64> {
+    let mut total = 0u64;
+    let mut any = false;
+    for entry in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten()
+    {
+        let Ok(text) = std::fs::read_to_string(entry.path().join("schedstat")) else {
+            continue;
+        };
+        if let Some(ns) = text
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse::<u64>().ok())
+        {
+            total += ns;
+            any = true;
+        }
+    }
+    any.then_some(total)
+}
+
+/// utime + stime of `pid` from `/proc/PID/stat`, in nanoseconds (10 ms steps).
+fn stat_ticks_ns(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces; fields are counted after its closing parenthesis.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    let ticks_per_s = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .unwrap_or(100) as u64;
+    Some((utime + stime) * 1_000_000_000 / ticks_per_s)
+}
+
+/// Resets the process's RSS high-water mark to its current RSS (Linux ≥ 4.0).
+fn reset_hwm(pid: u32) -> bool {
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok()
+}
+
 struct Track {
-    pid: Pid,
+    pid: Option<u32>,
     role: Role,
-    first_cpu_ms: Option<u64>,
-    last_cpu_ms: u64,
+    hwm_reset: bool,
+    first: Option<Reading>,
+    last: Option<Reading>,
     last_t: Duration,
     rss_sum: f64,
     rss_peak: u64,
@@ -59,69 +161,68 @@ struct Track {
 }
 
 impl Sampler {
-    /// Samples the server (when its pid is known) and the load generator; returns once the
-    /// first reading is taken, so that what follows is inside the sampled window.
+    /// Resets both processes' RSS high-water marks and takes the first reading; returns once
+    /// it is taken, so that what follows is inside the sampled window.
     pub fn start(server_pid: Option<u32>, client_pid: u32, interval: Duration) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let (first_taken, first) = std::sync::mpsc::channel();
+        let (stop, stopped) = mpsc::channel::<Duration>();
+        let (first_taken, first) = mpsc::channel();
         let thread = std::thread::spawn(move || {
-            let Ok(mut sys) = System::new() else {
-                return (Vec::new(), [ResourceSummary::default(); 2]);
-            };
             let mut tracks = [
-                Track::new(Pid::from_u32(server_pid.unwrap_or(u32::MAX)), Role::Server),
-                Track::new(Pid::from_u32(client_pid), Role::Client),
+                Track::new(server_pid, Role::Server),
+                Track::new(Some(client_pid), Role::Client),
             ];
-            let pids = [tracks[0].pid, tracks[1].pid];
             let started = Instant::now();
             let mut samples = Vec::new();
-            let read = |sys: &mut System, tracks: &mut [Track; 2], samples: &mut Vec<Sample>| {
-                sys.refresh_processes_specifics(
-                    ProcessesToUpdate::Some(&pids),
-                    true,
-                    ProcessRefreshKind::nothing().with_memory().with_cpu(),
-                );
+            let read = |tracks: &mut [Track; 2], samples: &mut Vec<Sample>| {
                 let t = started.elapsed();
                 for track in tracks.iter_mut() {
-                    // A process that has exited reads as RSS 0: not a sample.
-                    if let Some(p) = sys.process(track.pid).filter(|p| p.memory() > 0) {
-                        if let Some(s) = track.observe(t, p.memory(), p.accumulated_cpu_time()) {
-                            samples.push(s);
-                        }
+                    if let Some(s) = track.observe(t) {
+                        samples.push(s);
                     }
                 }
             };
-            read(&mut sys, &mut tracks, &mut samples);
-            let _ = first_taken.send(());
-            while !flag.load(Ordering::Relaxed) {
-                std::thread::sleep(interval);
-                read(&mut sys, &mut tracks, &mut samples);
+            for track in tracks.iter_mut() {
+                track.hwm_reset = track.pid.is_some_and(reset_hwm);
             }
-            let wall = started.elapsed();
-            let summaries = [tracks[0].summary(wall), tracks[1].summary(wall)];
+            read(&mut tracks, &mut samples);
+            let _ = first_taken.send(());
+            // The finishing call wakes this thread at once for the boundary reading.
+            let phase = loop {
+                match stopped.recv_timeout(interval) {
+                    Err(mpsc::RecvTimeoutError::Timeout) => read(&mut tracks, &mut samples),
+                    Ok(phase) => break phase,
+                    Err(mpsc::RecvTimeoutError::Disconnected) => break started.elapsed(),
+                }
+            };
+            read(&mut tracks, &mut samples);
+            let short = phase < interval * MIN_INTERVALS_PER_PHASE;
+            let summaries = [
+                tracks[0].summary(phase, short),
+                tracks[1].summary(phase, short),
+            ];
             (samples, summaries)
         });
         let _ = first.recv();
         Sampler { stop, thread }
     }
 
-    /// Stops sampling (after one last reading) and returns the samples and the server and
-    /// client summaries.
-    pub fn finish(self) -> (Vec<Sample>, ResourceSummary, ResourceSummary) {
-        self.stop.store(true, Ordering::Relaxed);
+    /// Takes the boundary reading at once and returns the samples and the server and client
+    /// summaries over `phase` (the measured phase's wall time, as the load generator timed it).
+    pub fn finish(self, phase: Duration) -> (Vec<Sample>, ResourceSummary, ResourceSummary) {
+        let _ = self.stop.send(phase);
         let (samples, [server, client]) = self.thread.join().expect("sampler thread");
         (samples, server, client)
     }
 }
 
 impl Track {
-    fn new(pid: Pid, role: Role) -> Self {
+    fn new(pid: Option<u32>, role: Role) -> Self {
         Track {
             pid,
             role,
-            first_cpu_ms: None,
-            last_cpu_ms: 0,
+            hwm_reset: false,
+            first: None,
+            last: None,
             last_t: Duration::ZERO,
             rss_sum: 0.0,
             rss_peak: 0,
@@ -129,49 +230,91 @@ impl Track {
         }
     }
 
-    fn observe(&mut self, t: Duration, rss: u64, cpu_ms: u64) -> Option<Sample> {
-        self.rss_sum += rss as f64;
-        self.rss_peak = self.rss_peak.max(rss);
+    fn observe(&mut self, t: Duration) -> Option<Sample> {
+        let reading = read_proc(self.pid?)?;
+        self.rss_sum += reading.rss_bytes as f64;
+        self.rss_peak = self.rss_peak.max(reading.rss_bytes);
         self.n += 1;
-        let Some(_) = self.first_cpu_ms else {
-            self.first_cpu_ms = Some(cpu_ms);
-            self.last_cpu_ms = cpu_ms;
-            self.last_t = t;
-            return None;
-        };
-        let dt = (t - self.last_t).as_secs_f64() * 1000.0;
-        let cpu_pct = if dt > 0.0 {
-            (cpu_ms.saturating_sub(self.last_cpu_ms)) as f64 / dt * 100.0
+        let previous = self.last.replace(reading);
+        self.first.get_or_insert(reading);
+        let previous = previous?;
+        let dt_ns = (t - self.last_t).as_nanos() as f64;
+        self.last_t = t;
+        let cpu_pct = if dt_ns > 0.0 {
+            reading.cpu_ns.saturating_sub(previous.cpu_ns) as f64 / dt_ns * 100.0
         } else {
             0.0
         };
-        self.last_cpu_ms = cpu_ms;
-        self.last_t = t;
         Some(Sample {
             t,
             role: self.role,
-            rss_bytes: rss,
+            rss_bytes: reading.rss_bytes,
             cpu_pct,
         })
     }
 
-    fn summary(&self, wall: Duration) -> ResourceSummary {
-        let cpu_s = self
-            .first_cpu_ms
-            .map_or(0.0, |first| (self.last_cpu_ms - first) as f64 / 1000.0);
+    fn summary(&self, phase: Duration, short_phase: bool) -> ResourceSummary {
+        let (Some(first), Some(last)) = (self.first, self.last) else {
+            return ResourceSummary {
+                short_phase,
+                ..Default::default()
+            };
+        };
+        let cpu_s = last.cpu_ns.saturating_sub(first.cpu_ns) as f64 / 1e9;
+        let precise = first.cpu_precise && last.cpu_precise;
+        let cpu_pct_mean = (phase > Duration::ZERO && (precise || phase >= MIN_PHASE_FOR_TICKS))
+            .then(|| cpu_s / phase.as_secs_f64() * 100.0);
         ResourceSummary {
             rss_peak_bytes: self.rss_peak,
-            rss_mean_bytes: if self.n > 0 {
-                self.rss_sum / self.n as f64
-            } else {
-                0.0
-            },
-            cpu_pct_mean: if wall.as_secs_f64() > 0.0 {
-                cpu_s / wall.as_secs_f64() * 100.0
-            } else {
-                0.0
-            },
+            rss_hwm_bytes: self.hwm_reset.then_some(last.hwm_bytes),
+            rss_mean_bytes: (!short_phase && self.n > 0).then(|| self.rss_sum / self.n as f64),
+            cpu_pct_mean,
             cpu_s,
+            short_phase,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A thread that spins for a known time must read as that much CPU, to well under the
+    /// 10 ms tick that `/proc/PID/stat` would give.
+    #[test]
+    fn own_cpu_time_reads_with_sub_tick_precision() {
+        let pid = std::process::id();
+        let before = schedstat_ns(pid).expect("schedstat readable");
+        let spin = std::thread::spawn(|| {
+            let t = Instant::now();
+            let mut x = 0u64;
+            while t.elapsed() < Duration::from_millis(30) {
+                x = x.wrapping_add(1);
+            }
+            x
+        });
+        // Read while the spinning thread is alive: schedstat counts live threads.
+        std::thread::sleep(Duration::from_millis(40));
+        let during = schedstat_ns(pid).expect("schedstat readable");
+        spin.join().unwrap();
+        let spent_ms = (during - before) as f64 / 1e6;
+        assert!(spent_ms >= 25.0, "spent {spent_ms} ms");
+    }
+
+    #[test]
+    fn hwm_resets_to_current_rss() {
+        let pid = std::process::id();
+        let big = vec![1u8; 64 << 20];
+        std::hint::black_box(&big);
+        drop(big);
+        let before = read_proc(pid).unwrap();
+        assert!(reset_hwm(pid), "clear_refs writable for our own process");
+        let after = read_proc(pid).unwrap();
+        assert!(
+            after.hwm_bytes < before.hwm_bytes,
+            "{} -> {}",
+            before.hwm_bytes,
+            after.hwm_bytes
+        );
     }
 }

@@ -35,6 +35,8 @@ pub struct ServeOptions {
     pub certs: PathBuf,
     pub cpu: Option<usize>,
     pub tuning: bench_core::Tuning,
+    /// Processing time of each item request.
+    pub service: bench_core::ServiceSpec,
 }
 
 /// Runs a server until SIGINT/SIGTERM (in the `serve` process).
@@ -72,6 +74,7 @@ pub fn serve_blocking(stack: &'static dyn Stack, opts: ServeOptions) -> anyhow::
                 fault: opts.fault,
                 backlog: opts.backlog,
                 tuning: opts.tuning.clone(),
+                service: opts.service,
             })
             .await
             .with_context(|| format!("cannot listen on {}", opts.listen))?;
@@ -126,6 +129,14 @@ impl ServerProcess {
         }
         if opts.tuning != bench_core::Tuning::default() {
             cmd.args(["--tuning", &serde_json::to_string(&opts.tuning)?]);
+        }
+        if let Some(time) = opts.service.time {
+            cmd.args(["--service-time", &time.to_string()])
+                .args(["--service-time-seed", &opts.service.seed.to_string()]);
+        }
+        if !opts.service.cpu.is_zero() {
+            let us = opts.service.cpu.as_micros().to_string();
+            cmd.args(["--service-cpu-us", &us]);
         }
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -27,7 +27,8 @@ fn record(h: &mut Histogram<u64>, d: Duration) {
 /// Serialisable, so that the load-generator process can hand it to the runner.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Measurements {
-    /// Successful requests, from issue (before connecting, in new-conn) to validated body.
+    /// Successful requests, from issue (before connecting, in new-conn; on an open
+    /// connection, in reuse) to validated body.
     #[serde(with = "buckets")]
     pub latency: Histogram<u64>,
     /// TCP connect of each opened connection.
@@ -111,6 +112,19 @@ impl Measurements {
 
     pub fn failed(&self) -> u64 {
         self.failures.iter().sum()
+    }
+
+    /// Adds the setup of connections opened before the phase for its use (the reuse
+    /// regime's pool): their connect and handshake timings count, no request does.
+    pub fn merge_setup(&mut self, setup: &Measurements) {
+        self.connect
+            .add(&setup.connect)
+            .expect("auto-resizing histogram");
+        self.handshake
+            .add(&setup.handshake)
+            .expect("auto-resizing histogram");
+        self.connections_opened += setup.connections_opened;
+        self.connections_resumed += setup.connections_resumed;
     }
 
     pub fn merge(&mut self, other: &Measurements) {

@@ -8,13 +8,15 @@ use std::path::Path;
 use anyhow::Context;
 
 /// The figures aggregated, as `cells.csv` column names.
-pub const FIGURES: [&str; 6] = [
+pub const FIGURES: [&str; 8] = [
     "throughput_rps",
+    "throughput_steady_rps",
     "latency_p50_us",
     "latency_p95_us",
     "latency_p99_us",
     "success_rate",
     "server_rss_peak_bytes",
+    "server_rss_hwm_bytes",
 ];
 
 const GROUP: [&str; 5] = ["stage", "stack", "regime", "concurrency", "mode"];
@@ -29,12 +31,13 @@ fn t_975(df: usize) -> f64 {
     T.get(df.wrapping_sub(1)).copied().unwrap_or(1.96)
 }
 
-/// Mean, sample standard deviation and the 95 % interval of the mean (`None` for n < 2).
+/// Mean, sample standard deviation and the 95 % interval of the mean (both `None` for
+/// n < 2: one repetition has no spread to report, not a spread of zero).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Interval {
     pub n: usize,
     pub mean: f64,
-    pub sd: f64,
+    pub sd: Option<f64>,
     pub ci: Option<(f64, f64)>,
 }
 
@@ -45,7 +48,7 @@ pub fn interval(values: &[f64]) -> Interval {
         return Interval {
             n,
             mean,
-            sd: 0.0,
+            sd: None,
             ci: None,
         };
     }
@@ -55,7 +58,7 @@ pub fn interval(values: &[f64]) -> Interval {
     Interval {
         n,
         mean,
-        sd,
+        sd: Some(sd),
         ci: Some((mean - half, mean + half)),
     }
 }
@@ -107,9 +110,14 @@ pub fn write(dir: &Path) -> anyhow::Result<()> {
                 .map(|r| r[i])
                 .filter(|v| v.is_finite())
                 .collect();
+            if values.is_empty() {
+                // The column is absent or empty in every repetition (e.g. no steady window).
+                record.extend(std::iter::repeat_n(String::new(), 4));
+                continue;
+            }
             let iv = interval(&values);
             record.push(format!("{:.6}", iv.mean));
-            record.push(format!("{:.6}", iv.sd));
+            record.push(iv.sd.map(|sd| format!("{sd:.6}")).unwrap_or_default());
             match iv.ci {
                 Some((lo, hi)) => {
                     record.push(format!("{lo:.6}"));
@@ -138,11 +146,12 @@ mod tests {
         let iv = interval(&[10.0, 12.0, 14.0]);
         assert_eq!(iv.n, 3);
         assert!((iv.mean - 12.0).abs() < 1e-12);
-        assert!((iv.sd - 2.0).abs() < 1e-12);
+        assert!((iv.sd.unwrap() - 2.0).abs() < 1e-12);
         let (lo, hi) = iv.ci.unwrap();
         // 12 ± 4.303 · 2 / √3
         assert!((hi - 12.0 - 4.303 * 2.0 / 3f64.sqrt()).abs() < 1e-9);
         assert!((12.0 - lo - (hi - 12.0)).abs() < 1e-9);
-        assert_eq!(interval(&[5.0]).ci, None);
+        let single = interval(&[5.0]);
+        assert_eq!((single.mean, single.sd, single.ci), (5.0, None, None));
     }
 }

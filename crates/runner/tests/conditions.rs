@@ -146,3 +146,39 @@ tcp_tw_reuse = 0
         assert_eq!(row["port_range"], "40000 40049");
     }
 }
+
+/// Reuse latency is the request on an open connection: under a 60 ms emulated RTT each
+/// request costs one round trip, and no measured request pays for a handshake (which would
+/// add at least one more round trip on QUIC, two on TCP + TLS). The connections' setup is
+/// still reported, in the handshake columns.
+#[test]
+fn reuse_latency_holds_no_handshake() {
+    const RTT_MS: f64 = 60.0;
+    let rows = run_experiment(&format!(
+        r#"
+name = "reuse-rtt"
+stacks = ["h1", "h3"]
+regimes = ["reuse"]
+concurrency = [3]
+requests_reuse = 12
+warmup_fraction = 0
+baseline_seconds = 0
+netem = "rtt={RTT_MS}ms"
+"#
+    ));
+    assert_eq!(rows.len(), 2);
+    for row in &rows {
+        let stack = &row["stack"];
+        let max_ms = num(row, "latency_max_us") / 1000.0;
+        assert!(
+            (RTT_MS - 1.0..1.5 * RTT_MS).contains(&max_ms),
+            "{stack}: slowest reuse request {max_ms:.1} ms; one round trip is {RTT_MS} ms"
+        );
+        assert_eq!(num(row, "connections_opened"), 3.0, "{stack}");
+        assert!(
+            num(row, "handshake_min_us") / 1000.0 >= RTT_MS - 1.0,
+            "{stack}: the connections' setup is reported"
+        );
+        assert_eq!(num(row, "ok"), 12.0, "{stack}");
+    }
+}

@@ -7,8 +7,17 @@ use std::collections::HashMap;
 
 use common::*;
 
+/// The CPU test needs a core to itself: it takes this for writing, every other run of this
+/// file for reading, so that it never shares the machine with another test's load.
+static MACHINE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
 /// Runs the runner with `args` (no baseline, no warm-up) and returns its cells.
 fn run(args: &[&str]) -> (Run, Vec<HashMap<String, String>>) {
+    let _shared = MACHINE.read().unwrap_or_else(|e| e.into_inner());
+    run_alone(args)
+}
+
+fn run_alone(args: &[&str]) -> (Run, Vec<HashMap<String, String>>) {
     let mut all = args.to_vec();
     all.extend(["--baseline-seconds", "0", "--warmup-fraction", "0"]);
     let run = run_ok(&all);
@@ -168,4 +177,118 @@ fn wire_bytes_cover_the_payload_and_grow_with_it() {
         let large = per_request[&(stack.to_string(), "64k".to_string())];
         assert!(large > small * 50.0, "{stack}: {small} → {large}");
     }
+}
+
+/// A server kept busy on its one thread for the whole phase reads as one core, even in a
+/// phase of a few hundred milliseconds: CPU is divided by the phase, from the scheduler's
+/// nanosecond count, not by the sampler's window in 10 ms ticks (which read 75 % here).
+#[test]
+fn a_busy_server_reads_as_one_core_and_reports_its_kernel_peak_rss() {
+    let _alone = MACHINE.write().unwrap_or_else(|e| e.into_inner());
+    let (_out, rows) = run_alone(&[
+        "--stacks",
+        "h1",
+        "--regime",
+        "reuse",
+        "--concurrency",
+        "4",
+        "--requests",
+        "150",
+        "--server-threads",
+        "1",
+        "--service-cpu-us",
+        "2000",
+    ]);
+    let row = &rows[0];
+    let elapsed = num(row, "elapsed_s");
+    assert!(elapsed < 1.0, "meant as a short cell, took {elapsed} s");
+    let cpu = num(row, "server_cpu_pct_mean");
+    assert!(
+        (90.0..=110.0).contains(&cpu),
+        "server CPU {cpu} % for a server busy all {elapsed} s"
+    );
+    // The kernel's high-water mark bounds every sample from above.
+    let hwm = num(row, "server_rss_hwm_bytes");
+    assert!(hwm >= num(row, "server_rss_peak_bytes"), "{row:?}");
+    assert!(num(row, "client_rss_hwm_bytes") > 0.0);
+}
+
+/// `--duration` cells end by their time, as planned: not cut short, and their duration is
+/// in `duration_s`; a cell too fast for `--min-cell-seconds` goes on past its budget and
+/// says so.
+#[test]
+fn time_bounds_are_reported_as_planned() {
+    let (_out, rows) = run(&[
+        "--stacks",
+        "h1",
+        "--regime",
+        "reuse",
+        "--concurrency",
+        "2",
+        "--duration",
+        "1s",
+    ]);
+    let row = &rows[0];
+    assert_eq!(row["cut_short"], "false", "{row:?}");
+    assert_eq!(row["duration_s"], "1");
+    assert!(num(row, "elapsed_s") >= 1.0);
+
+    let (_out, rows) = run(&[
+        "--stacks",
+        "h1",
+        "--regime",
+        "reuse",
+        "--concurrency",
+        "2",
+        "--requests",
+        "20",
+        "--min-cell-seconds",
+        "0.5",
+    ]);
+    let row = &rows[0];
+    assert_eq!(row["extended"], "true", "{row:?}");
+    assert_eq!(row["cut_short"], "false");
+    assert!(num(row, "elapsed_s") >= 0.5);
+    assert!(num(row, "sent") > 20.0);
+    assert_eq!(row["min_cell_seconds"], "0.5");
+}
+
+/// Steady-state throughput counts only the window in which every worker was busy, so it
+/// obeys Little's law for a closed loop: 4 workers / mean latency (20 ms of service time
+/// each). ok / elapsed also counts the drain, where fewer than 4 are in flight. One
+/// repetition leaves sd and the interval empty, not 0.
+#[test]
+fn steady_throughput_excludes_ramp_and_drain() {
+    let (out, rows) = run(&[
+        "--stacks",
+        "h1",
+        "--regime",
+        "reuse",
+        "--concurrency",
+        "4",
+        "--requests",
+        "60",
+        "--service-time",
+        "fixed:20ms",
+    ]);
+    let row = &rows[0];
+    let steady = num(row, "throughput_steady_rps");
+    let steady_s = num(row, "steady_s");
+    assert!(
+        steady_s > 0.0 && steady_s <= num(row, "elapsed_s"),
+        "{row:?}"
+    );
+    let little = 4.0 / (num(row, "latency_mean_us") / 1e6);
+    assert!(
+        (steady / little - 1.0).abs() < 0.1,
+        "steady {steady} req/s, Little's law {little} req/s"
+    );
+    assert!(
+        steady <= 4.0 / 0.020 * 1.01,
+        "faster than the service time allows"
+    );
+    let summary = read_csv(&out.dir().join("summary.csv"));
+    assert_eq!(summary[0]["repetitions"], "1");
+    assert_eq!(summary[0]["throughput_rps_sd"], "");
+    assert_eq!(summary[0]["throughput_rps_ci95_low"], "");
 }

@@ -128,3 +128,148 @@ fn bad_flag_is_a_usage_error() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("sometimes"));
 }
+
+#[test]
+fn bad_service_times_are_rejected() {
+    rejected(
+        &["--service-time", "normal:2ms"],
+        None,
+        "unknown service time distribution 'normal'",
+    );
+    rejected(
+        &[],
+        Some("service_time = \"exp:0ms\"\n"),
+        "must be positive",
+    );
+    let e = rejected(&[], Some("service_time = \"fixed:2\"\n"), "needs a unit");
+    assert!(e.contains("service_time"), "{e}");
+    rejected(&["--service-cpu-us", "61000000"], None, "service_cpu_us");
+    rejected(
+        &[],
+        Some("[[variants]]\nname = \"slow\"\nservice_time = \"2ms\"\n"),
+        "variant 'slow'",
+    );
+    // The server's own flag is parsed by clap: a usage error, also status 2.
+    let output = runner()
+        .args(["serve", "--stack", "h1", "--service-time", "exp:-1ms"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", output_text(&output));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("exp:-1ms"),
+        "{}",
+        output_text(&output)
+    );
+}
+
+#[test]
+fn semantic_errors_name_the_file_and_line_or_the_flag() {
+    let e = rejected(
+        &[],
+        Some("name = \"typo\"\nrepetitions = 1\nstacks = [\"http2\"]\n"),
+        "exp.toml:3: stacks: unknown stack 'http2' (expected one of h1, h2, h3, grpc)",
+    );
+    assert!(!e.contains("experiment 'typo'"), "{e}");
+    // Inside a variant: the variant's own line, and the variant named.
+    rejected(
+        &[],
+        Some("concurrency = [2]\n\n[[variants]]\nname = \"fast\"\n\n[[variants]]\nname = \"slow\"\nconcurrency = [0]\n"),
+        "exp.toml:8: variant 'slow': concurrency: 0 is outside",
+    );
+    // A flag overrides the file, so the flag is named, not a line.
+    let e = rejected(
+        &["--stacks", "http2"],
+        Some("stacks = [\"h1\"]\n"),
+        "--stacks: unknown stack 'http2'",
+    );
+    assert!(!e.contains("exp.toml:1"), "{e}");
+    // A contradiction between keys: the line of the key at fault.
+    rejected(
+        &[],
+        Some("regimes = [\"new-conn\"]\nconnections = 4\n"),
+        "exp.toml:2: connections: only applies to the reuse regime",
+    );
+}
+
+#[test]
+fn a_results_directory_that_cannot_be_created_is_invalid_input() {
+    // access(2) tells root that /proc is writable; only mkdir shows it is not.
+    let output = runner().args(["--out", "/proc/nope"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("/proc/nope"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+}
+
+#[test]
+fn check_takes_run_flags_after_the_subcommand() {
+    let smoke = workspace().join("experiments/smoke.toml");
+    let cells = |args: &[&str]| {
+        let output = runner().args(args).output().unwrap();
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            output_text(&output)
+        );
+        let text = String::from_utf8_lossy(&output.stdout).to_string();
+        let n: usize = text
+            .split_once(" ok (")
+            .and_then(|(_, rest)| rest.split_once(' '))
+            .and_then(|(n, _)| n.parse().ok())
+            .unwrap_or_else(|| panic!("no cell count in {text}"));
+        n
+    };
+    let file = smoke.to_str().unwrap();
+    // smoke: 4 stacks × 2 regimes × (2 levels + 1 baseline) = 24 cells; h1 alone 6.
+    assert_eq!(cells(&["check", file]), 24);
+    assert_eq!(cells(&["check", file, "--stacks", "h1"]), 6);
+    assert_eq!(cells(&["--stacks", "h1", "check", file]), 6);
+    assert_eq!(
+        cells(&["--stacks", "h1", "check", file, "--regime", "reuse"]),
+        3
+    );
+    let output = runner()
+        .args(["check", file, "--stacks", "http2"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("--stacks: unknown stack 'http2'"),
+        "{}",
+        output_text(&output)
+    );
+}
+
+#[test]
+fn check_prints_an_estimated_duration() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("exp.toml");
+    // 4 baselines of 10 s, and 4 new-conn cells of 1,000 requests each.
+    std::fs::write(
+        &file,
+        "regimes = [\"new-conn\"]\nconcurrency = [10]\nrequests_new_conn = 1000\nwarmup_fraction = 0.0\n",
+    )
+    .unwrap();
+    let output = runner().arg("check").arg(&file).output().unwrap();
+    let text = output_text(&output);
+    assert!(output.status.success(), "{text}");
+    assert!(text.contains("8 cells"), "{text}");
+    assert!(text.contains("estimated duration"), "{text}");
+    assert!(text.contains("4 baselines 40 s"), "{text}");
+    assert!(
+        text.contains("req/s new-conn"),
+        "the assumption is stated: {text}"
+    );
+    // A longer baseline lengthens the estimate by exactly the added time.
+    let output = runner()
+        .arg("check")
+        .arg(&file)
+        .args(["--baseline-seconds", "30"])
+        .output()
+        .unwrap();
+    assert!(
+        output_text(&output).contains("4 baselines 2 min 0 s"),
+        "{}",
+        output_text(&output)
+    );
+}

@@ -165,3 +165,67 @@ fn serving_on_a_port_in_use_is_one_clear_error() {
     );
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
 }
+
+#[test]
+fn a_run_whose_requests_all_fail_says_why_in_the_terminal() {
+    // Every answer is an HTTP 500 / gRPC INTERNAL: the run completes, but the terminal must
+    // show the class and an example, not only `100.00`.
+    let run = run_ok(&[
+        "--stacks",
+        "h1,grpc",
+        "--regime",
+        "reuse",
+        "--concurrency",
+        "2",
+        "--requests",
+        "20",
+        "--baseline-seconds",
+        "0",
+        "--warmup-fraction",
+        "0",
+        "--server-fault",
+        "status",
+    ]);
+    let stdout = String::from_utf8_lossy(&run.output.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&run.output.stderr).to_string();
+    let failures = read_csv(&run.dir().join("failures.csv"));
+    assert_eq!(failures.len(), 2, "{failures:?}");
+    for f in &failures {
+        assert_eq!(f["class"], "bad_status", "{f:?}");
+        assert!(
+            stdout.contains(&format!("{}: 20 of 20 requests failed", f["cell_key"])),
+            "{stdout}"
+        );
+        // The example as failures.csv has it, quoted in the terminal (its start: the
+        // terminal cuts long messages).
+        let example: String = f["example"]
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .chars()
+            .take(100)
+            .collect();
+        assert!(!example.is_empty());
+        assert!(
+            stdout.contains(&format!("20 × bad_status: {example}")),
+            "{example:?} not in {stdout}"
+        );
+    }
+    // The conditions head the table; stderr is not a terminal, so each cell got a line.
+    assert!(
+        stdout.contains("conditions: server_fault status"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("[1/2] h1/reuse/c2/r1: ") && stderr.contains("20 failed"),
+        "{stderr}"
+    );
+    assert!(
+        stderr
+            .trim_end()
+            .lines()
+            .last()
+            .is_some_and(|l| l.starts_with("warning: 2 of 2 cells had failed requests")),
+        "{stderr}"
+    );
+}

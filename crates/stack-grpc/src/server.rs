@@ -10,7 +10,7 @@ use bench_core::workload::{
     padding, FaultInjector, FaultKind, ITEM_CURRENCY, ITEM_IN_STOCK, ITEM_NAME, ITEM_PRICE_CENTS,
     ITEM_TAGS,
 };
-use bench_core::{BoundServer, PayloadProfile, ServerSettings};
+use bench_core::{BoundServer, PayloadProfile, ServerSettings, ServiceSpec};
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::FutureExt;
@@ -36,6 +36,7 @@ pub const CONNECTION_WINDOW: u32 = 4 << 20;
 /// The workload's item service; faults decided by [`Router`] arrive in the request extensions.
 struct Items {
     description: String,
+    service: ServiceSpec,
 }
 
 #[derive(Clone, Copy)]
@@ -46,6 +47,14 @@ impl ItemService for Items {
     async fn get_item(&self, req: Request<GetItemRequest>) -> Result<Response<Item>, Status> {
         let fault = req.extensions().get::<InjectedFault>().map(|f| f.0);
         let id = req.into_inner().id;
+        // The service's CPU work runs here, on the handler's thread; its wait joins the delay.
+        let mut wait = self.service.begin(id);
+        if let Some(FaultKind::Delay(d) | FaultKind::Stall(d)) = fault {
+            wait += d;
+        }
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
         let mut item = Item {
             id,
             name: ITEM_NAME.to_string(),
@@ -61,8 +70,7 @@ impl ItemService for Items {
                 item.name.clear();
                 item.description.clear();
             }
-            Some(FaultKind::Delay(d) | FaultKind::Stall(d)) => tokio::time::sleep(d).await,
-            Some(FaultKind::BadBody) | None => {}
+            Some(FaultKind::Delay(_) | FaultKind::Stall(_) | FaultKind::BadBody) | None => {}
         }
         Ok(Response::new(item))
     }
@@ -131,10 +139,11 @@ fn undecodable_reply() -> http::Response<tonic::body::Body> {
         .expect("valid response")
 }
 
-fn router(payload: PayloadProfile, faults: FaultInjector) -> Router {
+fn router(payload: PayloadProfile, faults: FaultInjector, service: ServiceSpec) -> Router {
     Router {
         items: ItemServiceServer::new(Items {
             description: padding(payload),
+            service,
         })
         .max_decoding_message_size(1 << 20)
         .max_encoding_message_size(1 << 20),
@@ -144,7 +153,11 @@ fn router(payload: PayloadProfile, faults: FaultInjector) -> Router {
 }
 
 pub fn bind(settings: ServerSettings) -> anyhow::Result<BoundServer> {
-    let router = router(settings.payload, FaultInjector::new(settings.fault));
+    let router = router(
+        settings.payload,
+        FaultInjector::new(settings.fault),
+        settings.service,
+    );
     tcp_server(&settings, crate::ALPN, move |stream| {
         let service = TowerToHyperService::new(router.clone());
         async move {

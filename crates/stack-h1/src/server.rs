@@ -11,7 +11,11 @@ use hyper_util::rt::TokioIo;
 use crate::hyper_rest::respond;
 
 pub fn bind(settings: ServerSettings) -> anyhow::Result<BoundServer> {
-    let workload = Arc::new(ServerWorkload::new(settings.payload, settings.fault));
+    let workload = Arc::new(ServerWorkload::new(
+        settings.payload,
+        settings.fault,
+        settings.service,
+    ));
     tcp_server(&settings, crate::ALPN, move |stream| {
         let workload = workload.clone();
         async move {

@@ -18,7 +18,11 @@ pub const STREAM_WINDOW: u32 = 1 << 20;
 pub const CONNECTION_WINDOW: u32 = 4 << 20;
 
 pub fn bind(settings: ServerSettings) -> anyhow::Result<BoundServer> {
-    let workload = Arc::new(ServerWorkload::new(settings.payload, settings.fault));
+    let workload = Arc::new(ServerWorkload::new(
+        settings.payload,
+        settings.fault,
+        settings.service,
+    ));
     tcp_server(&settings, crate::ALPN, move |stream| {
         let workload = workload.clone();
         async move {

@@ -20,7 +20,8 @@ pub fn bind(settings: ServerSettings) -> anyhow::Result<BoundServer> {
     let Some(identity) = settings.tls.as_ref() else {
         bail!("HTTP/3 has no plaintext form: QUIC always runs TLS 1.3");
     };
-    let tls = bench_core::tls::server_config(identity, crate::ALPN)?;
+    let tls =
+        bench_core::tls::server_config(identity, crate::ALPN, !settings.tuning.no_session_tickets)?;
     let crypto =
         QuicServerConfig::try_from((*tls).clone()).context("TLS config is not usable for QUIC")?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
@@ -45,7 +46,11 @@ pub fn bind(settings: ServerSettings) -> anyhow::Result<BoundServer> {
         Arc::new(quinn::TokioRuntime),
     )?;
     let local_addr = endpoint.local_addr()?;
-    let workload = Arc::new(ServerWorkload::new(settings.payload, settings.fault));
+    let workload = Arc::new(ServerWorkload::new(
+        settings.payload,
+        settings.fault,
+        settings.service,
+    ));
     let serving = async move {
         while let Some(incoming) = endpoint.accept().await {
             let workload = workload.clone();

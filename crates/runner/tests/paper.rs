@@ -1,0 +1,376 @@
+//! `runner paper` on small results directories fabricated from the committed ones: it refuses
+//! runs of mixed provenance, writes them with a warning under `--allow-mixed`, reports every
+//! variant's outcome, and uses steady-state throughput, VmHWM and intervals when they exist.
+//! No load is generated: every test only reads and writes files.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+use serde_json::Value;
+
+/// The files `runner paper` reads (latency.csv is for figures only).
+const FILES: [&str; 5] = [
+    "cells.csv",
+    "manifest.json",
+    "summary.csv",
+    "resources.csv",
+    "failures.csv",
+];
+
+/// Copies a committed results directory into `dest`.
+fn copy_run(from: &str, dest: &Path) -> PathBuf {
+    let src = workspace().join(from);
+    std::fs::create_dir_all(dest).unwrap();
+    for f in FILES {
+        if src.join(f).is_file() {
+            std::fs::copy(src.join(f), dest.join(f)).unwrap();
+        }
+    }
+    dest.to_path_buf()
+}
+
+fn manifest(dir: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap()
+}
+
+fn edit_manifest(dir: &Path, edit: impl FnOnce(&mut Value)) {
+    let mut m = manifest(dir);
+    edit(&mut m);
+    std::fs::write(
+        dir.join("manifest.json"),
+        serde_json::to_vec_pretty(&m).unwrap(),
+    )
+    .unwrap();
+}
+
+/// Gives `dir` the reference's machine, kernel and commit, so that only what a test changes
+/// differs.
+fn same_provenance_as(dir: &Path, reference: &Path) {
+    let r = manifest(reference);
+    edit_manifest(dir, |m| {
+        for key in ["git_commit", "kernel", "cpu_model", "cores"] {
+            m[key] = r[key].clone();
+        }
+    });
+}
+
+/// Rewrites `cells.csv` in `dir`, letting `edit` change each row (as header → value pairs).
+fn edit_cells(dir: &Path, edit: impl Fn(&mut Vec<(String, String)>)) {
+    let path = dir.join("cells.csv");
+    let mut reader = csv::Reader::from_path(&path).unwrap();
+    let headers: Vec<String> = reader.headers().unwrap().iter().map(String::from).collect();
+    let mut rows: Vec<Vec<(String, String)>> = reader
+        .records()
+        .map(|r| {
+            headers
+                .iter()
+                .cloned()
+                .zip(r.unwrap().iter().map(String::from))
+                .collect()
+        })
+        .collect();
+    for row in &mut rows {
+        edit(row);
+    }
+    // Columns a row gained are added to every row (empty where not set).
+    let mut header: Vec<String> = Vec::new();
+    for row in &rows {
+        for (h, _) in row {
+            if !header.contains(h) {
+                header.push(h.clone());
+            }
+        }
+    }
+    let mut writer = csv::Writer::from_path(&path).unwrap();
+    writer.write_record(&header).unwrap();
+    for row in &rows {
+        writer
+            .write_record(header.iter().map(|h| get(row, h)))
+            .unwrap();
+    }
+    writer.flush().unwrap();
+}
+
+fn set(row: &mut Vec<(String, String)>, col: &str, value: String) {
+    match row.iter_mut().find(|(h, _)| h == col) {
+        Some((_, v)) => *v = value,
+        None => row.push((col.to_string(), value)),
+    }
+}
+
+fn get(row: &[(String, String)], col: &str) -> String {
+    row.iter()
+        .find(|(h, _)| h == col)
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default()
+}
+
+fn paper(reference: &Path, claims: &[&Path], out: &Path, extra: &[&str]) -> std::process::Output {
+    let mut cmd = runner();
+    cmd.arg("paper")
+        .arg("--reference")
+        .arg(reference)
+        .arg("--out")
+        .arg(out);
+    if !claims.is_empty() {
+        cmd.arg("--claims").args(claims);
+    }
+    cmd.args(extra).output().unwrap()
+}
+
+fn section<'a>(text: &'a str, heading: &str) -> &'a str {
+    let start = text
+        .find(heading)
+        .unwrap_or_else(|| panic!("no '{heading}' in the paper:\n{text}"));
+    let rest = &text[start + heading.len()..];
+    &rest[..rest
+        .find("\n## ")
+        .or_else(|| rest.find("\n### "))
+        .unwrap_or(rest.len())]
+}
+
+#[test]
+fn mixed_commits_are_refused_and_allowed_only_with_a_warning() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reference = copy_run("results/reference", &tmp.path().join("ref"));
+    let claim = copy_run("results/reference", &tmp.path().join("c1"));
+    same_provenance_as(&claim, &reference);
+    edit_manifest(&claim, |m| {
+        m["experiment"]["name"] = "c1-grpc-reuse".into();
+        m["git_commit"] = "0123456789abcdef0123456789abcdef01234567".into();
+    });
+    let out = tmp.path().join("paper");
+
+    let refused = paper(&reference, &[&claim], &out, &[]);
+    let text = output_text(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{text}");
+    assert!(text.contains("differ in commit"), "{text}");
+    assert!(text.contains("012345678"), "names the other commit: {text}");
+    assert!(
+        text.contains("--allow-mixed"),
+        "says how to override: {text}"
+    );
+    assert!(
+        !out.join("reproduction.md").exists(),
+        "nothing is written when refused"
+    );
+
+    let allowed = paper(&reference, &[&claim], &out, &["--allow-mixed"]);
+    let text = output_text(&allowed);
+    assert!(allowed.status.success(), "{text}");
+    assert!(text.contains("warning: mixed provenance allowed"), "{text}");
+    let md = std::fs::read_to_string(out.join("reproduction.md")).unwrap();
+    let top: String = md.lines().take(8).collect::<Vec<_>>().join("\n");
+    assert!(top.contains("Warning: mixed provenance"), "{top}");
+    assert!(top.contains("differ in commit"), "{top}");
+    assert!(top.contains("012345678"), "{top}");
+    assert!(
+        !top.contains("CPU model"),
+        "only the commit is mixed: {top}"
+    );
+    let prov = section(&md, "### Provenance");
+    assert!(prov.contains("c1-grpc-reuse"), "{prov}");
+    assert!(
+        prov.contains("0123456789abcdef0123456789abcdef01234567"),
+        "{prov}"
+    );
+}
+
+#[test]
+fn a_dirty_commit_or_another_machine_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reference = copy_run("results/reference", &tmp.path().join("ref"));
+    let commit = manifest(&reference)["git_commit"]
+        .as_str()
+        .unwrap()
+        .trim_end_matches("-dirty")
+        .to_string();
+    edit_manifest(&reference, |m| {
+        m["git_commit"] = format!("{commit}-dirty").into()
+    });
+    let out = tmp.path().join("paper");
+    let refused = paper(&reference, &[], &out, &[]);
+    let text = output_text(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{text}");
+    assert!(text.contains("dirty"), "{text}");
+
+    edit_manifest(&reference, |m| m["git_commit"] = commit.clone().into());
+    let other = copy_run("results/reference", &tmp.path().join("c5"));
+    same_provenance_as(&other, &reference);
+    edit_manifest(&other, |m| {
+        m["experiment"]["name"] = "c5-quic-rss".into();
+        m["cpu_model"] = "Another CPU".into();
+        m["kernel"] = "0.0.1-other".into();
+    });
+    let refused = paper(&reference, &[&other], &out, &[]);
+    let text = output_text(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("CPU model") && text.contains("kernel"),
+        "{text}"
+    );
+
+    same_provenance_as(&other, &reference);
+    let ok = paper(&reference, &[&other], &out, &[]);
+    let text = output_text(&ok);
+    assert!(
+        ok.status.success(),
+        "one commit on one machine is accepted: {text}"
+    );
+    assert!(!text.contains("warning"), "{text}");
+    let md = std::fs::read_to_string(out.join("reproduction.md")).unwrap();
+    assert!(!md.contains("Warning: mixed provenance"));
+    assert!(md.contains("## Threats to validity"));
+    assert!(md.contains("study.md"));
+}
+
+#[test]
+fn every_variant_of_a_claim_gets_an_outcome() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reference = copy_run("results/reference", &tmp.path().join("ref"));
+    let c1 = copy_run("results/claims/c1-grpc-reuse", &tmp.path().join("c1"));
+    let c3 = copy_run("results/claims/c3-h3-success", &tmp.path().join("c3"));
+    for dir in [&c1, &c3] {
+        same_provenance_as(dir, &reference);
+    }
+    let out = tmp.path().join("paper");
+    let run = paper(&reference, &[&c1, &c3], &out, &[]);
+    assert!(run.status.success(), "{}", output_text(&run));
+    let md = std::fs::read_to_string(out.join("reproduction.md")).unwrap();
+
+    let claims_table = section(&md, "## The study's claims");
+    for (dir, heading) in [(&c1, "### C1:"), (&c3, "### C3:")] {
+        let mut variants: Vec<String> = read_csv(&dir.join("cells.csv"))
+            .iter()
+            .filter(|r| r["stage"] == "stress")
+            .map(|r| r["variant"].clone())
+            .collect();
+        variants.dedup();
+        assert!(variants.len() > 1, "{dir:?} has variants");
+        let body = section(&md, heading);
+        for v in &variants {
+            let row = body
+                .lines()
+                .find(|l| l.starts_with(&format!("| {v} | ")))
+                .unwrap_or_else(|| panic!("no row for variant {v} under {heading}:\n{body}"));
+            assert!(!row.contains("cannot be checked"), "{row}");
+            if v != "default" {
+                assert!(
+                    claims_table.contains(&format!("{v}: ")),
+                    "summary lists {v}:\n{claims_table}"
+                );
+            }
+        }
+    }
+    let c1_body = section(&md, "### C1:");
+    assert!(
+        ["exceeded", "matched", "not reached"]
+            .iter()
+            .any(|w| c1_body.contains(w)),
+        "{c1_body}"
+    );
+    assert!(
+        c1_body.contains("26,000") && c1_body.contains("CV"),
+        "{c1_body}"
+    );
+    let c3_body = section(&md, "### C3:");
+    assert!(c3_body.contains("Clopper–Pearson"), "{c3_body}");
+    assert!(
+        c3_body.contains("HTTP/1.1: failures by workers"),
+        "{c3_body}"
+    );
+    assert!(c3_body.contains("HTTP/3: failures by workers"), "{c3_body}");
+}
+
+#[test]
+fn the_binomial_bound_is_exact() {
+    let (lo, hi) = runner::paper::clopper_pearson_95(0, 5000);
+    assert_eq!(lo, 0.0);
+    assert!((hi - (1.0 - 0.025_f64.powf(1.0 / 5000.0))).abs() < 1e-12);
+    // 0 in 5,000 cannot show a failure rate below 0.06 %; 0 in 20,000 can.
+    assert!(hi > 0.0006);
+    assert!(runner::paper::clopper_pearson_95(0, 20_000).1 < 0.0006);
+    // 3 in 100 (tables): 0.0062 – 0.0852.
+    let (lo, hi) = runner::paper::clopper_pearson_95(3, 100);
+    assert!((lo - 0.00622).abs() < 5e-5, "{lo}");
+    assert!((hi - 0.08518).abs() < 5e-5, "{hi}");
+}
+
+#[test]
+fn steady_throughput_vmhwm_and_intervals_are_used_when_present() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reference = copy_run("results/reference", &tmp.path().join("ref"));
+    let out = tmp.path().join("paper");
+
+    let before = paper(&reference, &[], &out, &[]);
+    assert!(before.status.success(), "{}", output_text(&before));
+    let md = std::fs::read_to_string(out.join("reproduction.md")).unwrap();
+    let uses_steady = read_csv(&reference.join("cells.csv")).iter().any(|r| {
+        r.get("throughput_steady_rps")
+            .is_some_and(|v| !v.is_empty())
+    });
+    let prov = section(&md, "### Provenance");
+    assert!(
+        prov.contains(if uses_steady {
+            "`throughput_steady_rps`"
+        } else {
+            "`throughput_rps`"
+        }),
+        "says which throughput column: {prov}"
+    );
+
+    // A second repetition of every stress cell, with steady-state throughput and VmHWM;
+    // without summary.csv the intervals are computed from the cells.
+    std::fs::remove_file(reference.join("summary.csv")).unwrap();
+    let rows = read_csv(&reference.join("cells.csv"));
+    let n = rows.len();
+    edit_cells(&reference, |row| {
+        if get(row, "stage") == "stress" {
+            let rps: f64 = get(row, "throughput_rps").parse().unwrap();
+            set(row, "throughput_steady_rps", format!("{:.1}", rps * 1.25));
+            let rss: f64 = get(row, "server_rss_peak_bytes").parse().unwrap();
+            set(row, "server_rss_hwm_bytes", format!("{:.0}", rss + 1e6));
+        }
+    });
+    let mut cells = std::fs::read_to_string(reference.join("cells.csv")).unwrap();
+    let copies: Vec<String> = cells
+        .lines()
+        .skip(1)
+        .filter(|l| l.contains(",stress,"))
+        .map(|l| l.replace("/r1,", "/r2,"))
+        .collect();
+    for l in &copies {
+        cells.push_str(l);
+        cells.push('\n');
+    }
+    std::fs::write(reference.join("cells.csv"), cells).unwrap();
+    // Make the second repetition differ so that the interval has a width.
+    edit_cells(&reference, |row| {
+        if get(row, "cell_key").ends_with("/r2") && get(row, "stage") == "stress" {
+            set(row, "repetition", "2".into());
+            let rps: f64 = get(row, "throughput_steady_rps").parse().unwrap();
+            set(row, "throughput_steady_rps", format!("{:.1}", rps * 1.02));
+        }
+    });
+    assert!(read_csv(&reference.join("cells.csv")).len() > n);
+
+    let after = paper(&reference, &[], &out, &[]);
+    assert!(after.status.success(), "{}", output_text(&after));
+    let md = std::fs::read_to_string(out.join("reproduction.md")).unwrap();
+    assert!(
+        section(&md, "### Provenance").contains("`throughput_steady_rps`"),
+        "{md}"
+    );
+    let table = section(&md, "### reuse");
+    assert!(table.contains("server VmHWM (MB)"), "{table}");
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("| 500 | gRPC |"))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(
+        row.contains('['),
+        "a 95 % interval with two repetitions: {row}"
+    );
+}
