@@ -175,6 +175,10 @@ pub struct RunArgs {
     /// Open loop: requests per second on a fixed schedule (default: closed loop).
     #[arg(long)]
     pub rate: Option<f64>,
+    /// Open loop: `spin` (default: timer, then polling for the last 2 ms; µs precision) or
+    /// `timer` (tokio's 1 ms timer alone, for comparison).
+    #[arg(long, value_enum)]
+    pub pacing: Option<crate::load::Pacing>,
     /// Test-only: fault the servers inject, e.g. delay-50ms or stall-300ms:0.005.
     #[arg(long)]
     pub server_fault: Option<String>,
@@ -245,6 +249,7 @@ impl RunArgs {
             warmup_fraction: self.warmup_fraction.or(other.warmup_fraction),
             baseline_seconds: self.baseline_seconds.or(other.baseline_seconds),
             rate: self.rate.or(other.rate),
+            pacing: self.pacing.or(other.pacing),
             server_fault: self.server_fault.or(other.server_fault),
             service_time: self.service_time.or(other.service_time),
             service_cpu_us: self.service_cpu_us.or(other.service_cpu_us),
@@ -284,6 +289,7 @@ impl RunArgs {
             "warmup_fraction" => ("--warmup-fraction", self.warmup_fraction.is_some()),
             "baseline_seconds" => ("--baseline-seconds", self.baseline_seconds.is_some()),
             "rate" => ("--rate", self.rate.is_some()),
+            "pacing" => ("--pacing", self.pacing.is_some()),
             "server_fault" => ("--server-fault", self.server_fault.is_some()),
             "max_cell_seconds" => ("--max-cell-seconds", self.max_cell_seconds.is_some()),
             "min_cell_seconds" => ("--min-cell-seconds", self.min_cell_seconds.is_some()),
@@ -371,6 +377,9 @@ impl RunArgs {
         }
         if let Some(r) = self.rate {
             e.rate = Some(r);
+        }
+        if let Some(p) = self.pacing {
+            e.pacing = p;
         }
         if let Some(f) = &self.server_fault {
             e.server_fault = Some(f.clone());

@@ -66,6 +66,8 @@ pub struct Experiment {
     /// Open loop: requests per second on a fixed arrival schedule, latency from each request's
     /// scheduled start (no coordinated omission). `None` = closed loop (the study's mode).
     pub rate: Option<f64>,
+    /// Open loop: how workers wait for a request's due time (README "Open loop").
+    pub pacing: crate::load::Pacing,
     /// Test-only: a fault the servers inject (`status`, `bad-body`, `missing-field`,
     /// `delay-<N>ms`, `stall-<N>ms`, each with optional `:<fraction>`).
     pub server_fault: Option<String>,
@@ -316,6 +318,7 @@ impl Default for Experiment {
             warmup_fraction: 0.05,
             baseline_seconds: 10,
             rate: None,
+            pacing: crate::load::Pacing::default(),
             server_fault: None,
             service_time: None,
             service_time_seed: bench_core::service::DEFAULT_SERVICE_TIME_SEED,

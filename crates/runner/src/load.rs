@@ -35,7 +35,40 @@ pub struct LoadSpec {
     pub first_id: u64,
     /// Open loop: requests per second on a fixed schedule; `None` = closed loop.
     pub rate: Option<f64>,
+    /// Open loop: how a free worker waits for a request's due time.
+    #[serde(default)]
+    pub pacing: Pacing,
 }
+
+/// How an open-loop worker waits until a request is due. tokio's timer wheel has 1 ms
+/// slots and fires on the first tick after the deadline, so a plain timer sends ≈ 0.5–1 ms
+/// late, and that lateness would count as the server's latency.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Pacing {
+    /// Sleep on the timer until [`SPIN_BEFORE_DUE`] before the due time, then yield in a loop
+    /// (other workers keep running) until it: microsecond precision for the CPU of one
+    /// polling worker at a time, which shows in the client's CPU.
+    #[default]
+    Spin,
+    /// The timer alone (1 ms granularity): kept to show what precise pacing removes.
+    Timer,
+}
+
+impl Pacing {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Pacing::Spin => "spin",
+            Pacing::Timer => "timer",
+        }
+    }
+}
+
+/// How long before its due time a pacing worker stops sleeping and starts polling: two of
+/// tokio's 1 ms timer slots, so the timer's wake-up is never after the due time.
+pub const SPIN_BEFORE_DUE: Duration = Duration::from_millis(2);
 
 /// An open-loop request that starts this much after its scheduled time counts as late: no
 /// worker was free when it was due (k6's dropped iterations, but still sent and measured).
@@ -153,14 +186,29 @@ impl Budget {
 
 impl Ticket {
     /// Waits until the request is due and returns the instant its latency counts from: the
-    /// scheduled start in open loop (so a stall shows in the tail), now in closed loop.
-    async fn start(&self, shard: &Shard) -> Instant {
+    /// scheduled start in open loop (so a stall shows in the tail), now in closed loop. A
+    /// worker that was free before the due time records how late it actually sent (the
+    /// generator's pacing lag); one that took the request after it was due was not free, and
+    /// counts as `late` past [`LATE_AFTER`].
+    async fn start(&self, shard: &Shard, pacing: Pacing) -> Instant {
         let Some(due) = self.due else {
             return Instant::now();
         };
         let now = Instant::now();
         if due > now {
-            tokio::time::sleep_until(due.into()).await;
+            match pacing {
+                Pacing::Timer => tokio::time::sleep_until(due.into()).await,
+                Pacing::Spin => {
+                    if due - now > SPIN_BEFORE_DUE {
+                        tokio::time::sleep_until((due - SPIN_BEFORE_DUE).into()).await;
+                    }
+                    while Instant::now() < due {
+                        tokio::task::yield_now().await;
+                    }
+                }
+            }
+            let lag = Instant::now().saturating_duration_since(due);
+            record(shard, |m| m.record_pacing_lag(lag));
         } else if now - due > LATE_AFTER {
             record(shard, |m| m.late += 1);
         }
@@ -399,7 +447,7 @@ async fn reuse_worker(
         if std::mem::take(&mut first) {
             budget.steady.worker_active(progress);
         }
-        let issued = ticket.start(shard).await;
+        let issued = ticket.start(shard, spec.pacing).await;
         let conn = {
             let mut guard = slot.lock().await;
             match guard.as_ref() {
@@ -457,7 +505,7 @@ async fn new_conn_worker(
         if std::mem::take(&mut first) {
             budget.steady.worker_active(progress);
         }
-        let issued = ticket.start(shard).await;
+        let issued = ticket.start(shard, spec.pacing).await;
         let outcome = match connect(client, spec, shard).await {
             Ok(conn) => {
                 let result = request(&*conn, ticket.id, spec).await;

@@ -108,6 +108,30 @@ impl CellResult {
             self.cell.rate.map(|r| r.to_string()).unwrap_or_default(),
         );
         put("late", m.late.to_string());
+        put(
+            "pacing",
+            if self.cell.rate.is_some() {
+                self.cell.exp.pacing.as_str()
+            } else {
+                ""
+            }
+            .to_string(),
+        );
+        let lag = LatencySummary::of(&m.pacing_lag);
+        for (name, v) in [
+            ("pacing_lag_p50_us", lag.p50),
+            ("pacing_lag_p99_us", lag.p99),
+            ("pacing_lag_max_us", lag.max),
+        ] {
+            put(
+                name,
+                if m.pacing_lag.is_empty() {
+                    String::new()
+                } else {
+                    v.to_string()
+                },
+            );
+        }
         put("sent", m.sent.to_string());
         put("ok", m.ok.to_string());
         put("failed", m.failed().to_string());

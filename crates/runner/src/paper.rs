@@ -189,6 +189,23 @@ impl Run {
         })
     }
 
+    /// Throughput of a cell in the run's column, falling back (marked `true`) to
+    /// `ok / elapsed_s` for a cell that had no steady window.
+    fn tput(
+        &self,
+        variant: Option<&str>,
+        stack: &str,
+        regime: &str,
+        c: u64,
+    ) -> Option<(Interval, bool)> {
+        match self.stat(variant, stack, regime, c, self.throughput_col) {
+            Some(iv) => Some((iv, false)),
+            None => self
+                .stat(variant, stack, regime, c, ELAPSED_RPS)
+                .map(|iv| (iv, self.throughput_col != ELAPSED_RPS)),
+        }
+    }
+
     /// Server samples of one cell in `resources.csv`: count, first, last and largest RSS.
     fn rss_samples(&self, cell_key: &str, role: &str) -> Option<RssSeries> {
         let rss: Vec<f64> = self
@@ -232,6 +249,9 @@ impl Run {
             cpu_model: text("cpu_model").unwrap_or_else(|| "unknown".into()),
             cpu_model_name: text("cpu_model_name"),
             hypervisor: text("hypervisor"),
+            ram: find_first(m, "ram_bytes")
+                .and_then(|v| v.as_f64())
+                .map(|b| format!("{:.1} GB RAM", b / 1e9)),
             cores: text("cores").unwrap_or_else(|| "?".into()),
             kernel: text("kernel").unwrap_or_else(|| "unknown".into()),
             commit: text("git_commit").unwrap_or_else(|| "unknown".into()),
@@ -311,6 +331,8 @@ struct Provenance {
     cpu_model: String,
     cpu_model_name: Option<String>,
     hypervisor: Option<String>,
+    /// Memory size, when the manifest records it.
+    ram: Option<String>,
     cores: String,
     kernel: String,
     commit: String,
@@ -485,6 +507,16 @@ fn show_rps(iv: &Interval) -> String {
     }
 }
 
+/// Throughput with its interval; `†` marks a cell measured as `ok / elapsed_s` because it had
+/// no steady window.
+fn show_tput((iv, fallback): &(Interval, bool)) -> String {
+    format!("{}{}", show_rps(iv), if *fallback { " †" } else { "" })
+}
+
+/// Footnote for `†`.
+const FALLBACK_NOTE: &str =
+    "† no steady window in this cell (too few requests after ramp-up): `ok / elapsed_s` instead.";
+
 fn pct(x: f64) -> String {
     format!("{:.3} %", x * 100.0)
 }
@@ -524,8 +556,10 @@ impl<'a> View<'a> {
         self.run
             .stat(self.variant.as_deref(), stack, regime, c, col)
     }
-    fn tput(&self, stack: &str, regime: &str, c: u64) -> Option<Interval> {
-        self.stat(stack, regime, c, self.run.throughput_col)
+    /// Throughput of one cell in the run's column; a cell without a steady window falls back
+    /// to `ok / elapsed_s`, marked by `true`.
+    fn tput(&self, stack: &str, regime: &str, c: u64) -> Option<(Interval, bool)> {
+        self.run.tput(self.variant.as_deref(), stack, regime, c)
     }
     fn cells(&self, stack: &str, regime: &str, c: u64) -> Vec<&'a Row> {
         self.rows
@@ -564,7 +598,7 @@ fn c1(v: &View) -> Option<Outcome> {
     const CLAIM_RPS: f64 = 26_000.0;
     const CLAIM_P95_MS: f64 = 25.0;
     let top = *v.levels("reuse").last()?;
-    let rps = v.tput("grpc", "reuse", top)?;
+    let (rps, rps_fallback) = v.tput("grpc", "reuse", top)?;
     let p95_ms = v.stat("grpc", "reuse", top, "latency_p95_us")?.mean / 1000.0;
     let ratio = rps.mean / CLAIM_RPS;
     let level = if (ratio - 1.0).abs() <= MATCH_FRACTION {
@@ -577,7 +611,7 @@ fn c1(v: &View) -> Option<Outcome> {
     let by_level: Vec<(u64, f64)> = v
         .levels("reuse")
         .into_iter()
-        .filter_map(|c| Some((c, v.tput("grpc", "reuse", c)?.mean)))
+        .filter_map(|c| Some((c, v.tput("grpc", "reuse", c)?.0.mean)))
         .collect();
     let means: Vec<f64> = by_level.iter().map(|x| x.1).collect();
     let across_levels = cv(&means);
@@ -614,7 +648,7 @@ fn c1(v: &View) -> Option<Outcome> {
         ),
         evidence: format!(
             "gRPC at {top} workers: {} req/s, p95 {p95_ms:.2} ms; req/s by workers: {}; {stability} (stable = CV ≤ {:.0} %)",
-            show_rps(&rps),
+            show_tput(&(rps, rps_fallback)),
             list.join(", "),
             STABLE_CV * 100.0
         ),
@@ -827,7 +861,7 @@ fn rtt_s(netem: &str) -> Option<f64> {
 fn c4(v: &View) -> Option<Outcome> {
     const CLAIM_LOW: f64 = 36.0;
     const CLAIM_HIGH: f64 = 39.0;
-    let rps: Vec<(u64, Interval)> = v
+    let rps: Vec<(u64, (Interval, bool))> = v
         .levels("new-conn")
         .into_iter()
         .filter_map(|c| Some((c, v.tput("h3", "new-conn", c)?)))
@@ -835,7 +869,7 @@ fn c4(v: &View) -> Option<Outcome> {
     if rps.is_empty() {
         return None;
     }
-    let max = rps.iter().map(|r| r.1.mean).fold(f64::MIN, f64::max);
+    let max = rps.iter().map(|r| r.1 .0.mean).fold(f64::MIN, f64::max);
     let verdict = if max > CLAIM_HIGH * (1.0 + MATCH_FRACTION) {
         format!(
             "not reproduced: up to {} req/s ({:.0}× the ceiling)",
@@ -857,7 +891,7 @@ fn c4(v: &View) -> Option<Outcome> {
                 .map_or(String::new(), |rtt| {
                     format!(" (c / (2·RTT) = {})", thousands(*c as f64 / (2.0 * rtt)))
                 });
-            format!("{c}: {}{bound}", show_rps(r))
+            format!("{c}: {}{bound}", show_tput(r))
         })
         .collect();
     Some(Outcome {
@@ -932,23 +966,7 @@ fn c5(v: &View) -> Option<Outcome> {
             parts.push(s);
         }
     }
-    let rcvbuf: Vec<String> = find_all(&v.run.results.manifest, "udp_rcvbuf_effective_bytes")
-        .into_iter()
-        .map(|(path, value)| format!("`{path}` = {}", scalar(&value)))
-        .chain(
-            v.rows
-                .iter()
-                .filter_map(|r| fval(r, "udp_rcvbuf_effective_bytes"))
-                .take(1)
-                .map(|b| format!("cells: {} B", thousands(b))),
-        )
-        .collect();
-    parts.push(if rcvbuf.is_empty() {
-        "effective UDP SO_RCVBUF: not recorded by this run (the kernel caps requests at rmem_max)"
-            .into()
-    } else {
-        format!("effective UDP SO_RCVBUF: {}", rcvbuf.join(", "))
-    });
+    parts.push(udp_buffers(v));
     Some(Outcome {
         verdict: format!(
             "{verdict} ({} at {top} workers)",
@@ -960,6 +978,53 @@ fn c5(v: &View) -> Option<Outcome> {
         ),
         evidence: parts.join("; "),
     })
+}
+
+/// The UDP receive buffer QUIC sockets really got: the manifest's `getsockopt` reading for
+/// the server's default request and, for a variant that asks for more, the kernel's cap
+/// (Linux grants at most 2 × `net.core.rmem_max`, whatever is asked).
+fn udp_buffers(v: &View) -> String {
+    let m = &v.run.results.manifest;
+    let number = |key: &str| {
+        find_first(m, key).and_then(|x| x.as_f64().or_else(|| scalar(&x).trim().parse().ok()))
+    };
+    let effective = number("udp_rcvbuf_effective_bytes");
+    let requested = number("udp_buffer_requested_bytes");
+    let rmem_max = number("net.core.rmem_max");
+    let mut s = match (requested, effective) {
+        (Some(r), Some(e)) => format!(
+            "UDP SO_RCVBUF: server default {} B requested, {} B granted (getsockopt)",
+            thousands(r),
+            thousands(e)
+        ),
+        (None, Some(e)) => format!("UDP SO_RCVBUF granted: {} B (getsockopt)", thousands(e)),
+        _ => "effective UDP SO_RCVBUF: not recorded by this run".to_string(),
+    };
+    if let Some(max) = rmem_max {
+        let _ = write!(s, ", net.core.rmem_max {} B", thousands(max));
+        let asked = v
+            .rows
+            .iter()
+            .filter_map(|r| fval(r, "udp_buffer_bytes"))
+            .fold(None, |a: Option<f64>, b| Some(a.map_or(b, |a| a.max(b))));
+        if let Some(asked) = asked {
+            let granted = asked.min(max) * 2.0;
+            let _ = write!(
+                s,
+                "; this variant asks {} B, so the kernel grants {} B{}",
+                thousands(asked),
+                thousands(granted),
+                if asked > max {
+                    " (capped by rmem_max: the knob did not take full effect)"
+                } else {
+                    ""
+                }
+            );
+        }
+    } else {
+        s.push_str(" (the kernel caps any request at 2 × net.core.rmem_max, not recorded here)");
+    }
+    s
 }
 
 fn failure_summary<'a>(rows: impl Iterator<Item = &'a Row>) -> String {
@@ -1034,6 +1099,7 @@ const CLAIMS: [(&str, &str, &str, &str, Check); 5] = [
 ];
 
 fn stress_table(out: &mut String, run: &Run, rows: &[&Row], regime: &str) {
+    let start = out.len();
     let has = |col: &str| rows.iter().any(|r| fval(r, col).is_some());
     let hwm = has("server_rss_hwm_bytes");
     let _ = writeln!(
@@ -1062,7 +1128,8 @@ fn stress_table(out: &mut String, run: &Run, rows: &[&Row], regime: &str) {
                 opt(st("latency_p50_us"), &|iv| ms(iv.mean)),
                 opt(st("latency_p95_us"), &lat),
                 opt(st("latency_p99_us"), &lat),
-                opt(st(run.throughput_col), &show_rps),
+                run.tput(None, &s, regime, c)
+                    .map_or_else(|| "—".to_string(), |t| show_tput(&t)),
                 (1.0 - ok.mean) * 100.0,
                 opt(st("server_rss_peak_bytes"), &|iv| show(iv, 1e-6, 1)),
             );
@@ -1086,6 +1153,9 @@ fn stress_table(out: &mut String, run: &Run, rows: &[&Row], regime: &str) {
             );
             let _ = writeln!(out, "{line}");
         }
+    }
+    if out[start..].contains(" †") {
+        let _ = writeln!(out, "\n{FALLBACK_NOTE}");
     }
     out.push('\n');
 }
@@ -1158,15 +1228,31 @@ fn threats(out: &mut String, runs: &[&Run], provs: &[Provenance], problems: &[St
         machines.join("; ")
     );
     let all: Vec<&Row> = runs.iter().flat_map(|r| r.stress()).collect();
+    let most = |col: &str| {
+        all.iter()
+            .filter_map(|r| fval(r, col))
+            .fold(None, |a: Option<f64>, b| Some(a.map_or(b, |a| a.max(b))))
+    };
+    if let (Some(steal), Some(load)) = (most("steal_pct"), most("loadavg1_before")) {
+        let _ = writeln!(
+            out,
+            "- **Machine state.** Steal time (CPU taken by the hypervisor) was at most {steal:.1} % in any cell, and the 1-minute load average before a cell at most {load:.2}; a cell with high steal or load is a candidate outlier."
+        );
+    }
     let emulated = all
         .iter()
         .filter(|r| r.get("netem").is_some_and(|n| !n.trim().is_empty()))
         .count();
     let _ = writeln!(
         out,
-        "- **Loopback.** {} of {} stress cells ran on plain loopback, where a round trip costs no time and a handshake costs only CPU; the other {emulated} ran with emulated delay/loss (below). Loopback hides exactly the round trips in which the protocols' handshakes differ.",
+        "- **Loopback.** {} of {} stress cells ran on plain loopback, where a round trip costs no time and a handshake costs only CPU{}. Loopback hides exactly the round trips in which the protocols' handshakes differ.",
         all.len() - emulated,
-        all.len()
+        all.len(),
+        if emulated > 0 {
+            format!("; the other {emulated} ran with emulated delay/loss (below)")
+        } else {
+            String::new()
+        }
     );
     let pinning: Vec<String> = runs
         .iter()
@@ -1230,14 +1316,17 @@ fn threats(out: &mut String, runs: &[&Run], provs: &[Provenance], problems: &[St
     };
     let _ = writeln!(
         out,
-        "- **Repetitions and cell length.** Repetitions per run: {}. {} {} Measured phases last {} in the reference run{}; short cells make throughput and peak RSS depend on timing and sampling.",
+        "- **Repetitions and cell length.** Repetitions per run: {}. {}{} Measured phases last {} in the reference run{}; short cells make throughput and peak RSS depend on timing and sampling.",
         reps.join(", "),
         if single > 0 {
             format!("{single} run(s) have one repetition: their figures have no confidence interval and their run-to-run variation is unknown.")
         } else {
             "Intervals are 95 % Student-t intervals of the mean over repetitions.".to_string()
         },
-        rep_spread(runs[0]),
+        match rep_spread(runs[0]) {
+            s if s.is_empty() => s,
+            s => format!(" {s}"),
+        },
         elapsed(&runs[0].stress()),
         if runs.len() > 1 {
             format!(" ({} over all runs)", elapsed(&all))
@@ -1355,10 +1444,11 @@ pub fn write(
     for p in &provs {
         let _ = writeln!(
             out,
-            "| {} | {}, {} cores | {} | {} | `{}` | {} | {} | `{}` |",
+            "| {} | {}, {} cores{} | {} | {} | `{}` | {} | {} | `{}` |",
             p.run,
             p.cpu(),
             p.cores,
+            p.ram.as_ref().map_or(String::new(), |r| format!(", {r}")),
             p.hypervisor.as_deref().unwrap_or("not recorded"),
             p.kernel,
             p.commit,
@@ -1407,6 +1497,7 @@ pub fn write(
     let mut sections = String::new();
     for (id, prefix, text, method, check) in CLAIMS {
         let run = claim_runs.iter().find(|r| r.name().starts_with(prefix));
+        let start = sections.len();
         let _ = writeln!(sections, "### {id}: {text}\n");
         let _ = writeln!(sections, "_How it is checked:_ {method}\n");
         let mut default_verdict = "—".to_string();
@@ -1455,6 +1546,9 @@ pub fn write(
                     } else {
                         variant_verdicts.push(format!("{variant}: {}", o.verdict));
                     }
+                }
+                if sections[start..].contains(" †") {
+                    let _ = writeln!(sections, "\n{FALLBACK_NOTE}");
                 }
                 sections.push('\n');
             }

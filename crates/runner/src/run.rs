@@ -268,6 +268,7 @@ async fn run_cell(
         },
         first_id: 1_000_000,
         rate: cell.rate,
+        pacing: exp.pacing,
     };
     let job = LoadJob {
         stack: cell.stack.clone(),

@@ -279,26 +279,39 @@ impl Track {
 mod tests {
     use super::*;
 
-    /// A thread that spins for a known time must read as that much CPU, to well under the
-    /// 10 ms tick that `/proc/PID/stat` would give.
+    /// A thread's CPU time as schedstat reports it matches its own CPU clock to well under
+    /// the 10 ms tick that `/proc/PID/stat` would give, and the process sum includes it.
     #[test]
-    fn own_cpu_time_reads_with_sub_tick_precision() {
+    fn cpu_time_reads_with_sub_tick_precision() {
         let pid = std::process::id();
         let before = schedstat_ns(pid).expect("schedstat readable");
-        let spin = std::thread::spawn(|| {
-            let t = Instant::now();
-            let mut x = 0u64;
-            while t.elapsed() < Duration::from_millis(30) {
-                x = x.wrapping_add(1);
+        let (done_tx, done_rx) = mpsc::channel();
+        let (exit_tx, exit_rx) = mpsc::channel::<()>();
+        let spinner = std::thread::spawn(move || {
+            let own = || {
+                Duration::from(
+                    nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
+                        .unwrap(),
+                )
+            };
+            while own() < Duration::from_millis(30) {
+                std::hint::spin_loop();
             }
-            x
+            let tid = nix::unistd::gettid();
+            let text =
+                std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).unwrap();
+            let schedstat: u64 = text.split_whitespace().next().unwrap().parse().unwrap();
+            done_tx.send((own(), schedstat)).unwrap();
+            // Alive until read: schedstat counts live threads.
+            let _ = exit_rx.recv();
         });
-        // Read while the spinning thread is alive: schedstat counts live threads.
-        std::thread::sleep(Duration::from_millis(40));
-        let during = schedstat_ns(pid).expect("schedstat readable");
-        spin.join().unwrap();
-        let spent_ms = (during - before) as f64 / 1e6;
-        assert!(spent_ms >= 25.0, "spent {spent_ms} ms");
+        let (clock, schedstat) = done_rx.recv().unwrap();
+        let after = schedstat_ns(pid).expect("schedstat readable");
+        exit_tx.send(()).unwrap();
+        spinner.join().unwrap();
+        let diff_ms = (schedstat as f64 - clock.as_nanos() as f64).abs() / 1e6;
+        assert!(diff_ms < 1.0, "schedstat and the thread clock differ by {diff_ms} ms");
+        assert!(after - before >= 30_000_000, "{before} -> {after}");
     }
 
     #[test]

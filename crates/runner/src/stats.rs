@@ -49,6 +49,10 @@ pub struct Measurements {
     pub connections_resumed: u64,
     /// Open loop: requests that started more than `LATE_AFTER` after they were due.
     pub late: u64,
+    /// Open loop: how late a free worker sent each request after its due time (the load
+    /// generator's timer, not the server).
+    #[serde(with = "buckets", default = "histogram")]
+    pub pacing_lag: Histogram<u64>,
     pub wire: WireBytes,
     pub body_bytes: u64,
 }
@@ -67,6 +71,7 @@ impl Default for Measurements {
             connections_opened: 0,
             connections_resumed: 0,
             late: 0,
+            pacing_lag: histogram(),
             wire: WireBytes::default(),
             body_bytes: 0,
         }
@@ -85,6 +90,11 @@ impl Measurements {
         if !timing.handshake.is_zero() {
             record(&mut self.handshake, timing.handshake);
         }
+    }
+
+    /// Pacing lag has the same 1 µs floor as latency: a send on time records 1 µs.
+    pub fn record_pacing_lag(&mut self, lag: Duration) {
+        record(&mut self.pacing_lag, lag);
     }
 
     pub fn record_ok(&mut self, latency: Duration, reply: &Reply) {
@@ -149,6 +159,9 @@ impl Measurements {
         self.connections_opened += other.connections_opened;
         self.connections_resumed += other.connections_resumed;
         self.late += other.late;
+        self.pacing_lag
+            .add(&other.pacing_lag)
+            .expect("auto-resizing histogram");
         self.add_wire(other.wire);
         self.body_bytes += other.body_bytes;
     }

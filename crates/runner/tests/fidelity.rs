@@ -292,3 +292,49 @@ fn steady_throughput_excludes_ramp_and_drain() {
     assert_eq!(summary[0]["throughput_rps_sd"], "");
     assert_eq!(summary[0]["throughput_rps_ci95_low"], "");
 }
+
+/// Open loop counts latency from the due time, so the generator's own lateness would count
+/// as the server's: spin pacing sends within microseconds of the due time, where tokio's
+/// 1 ms timer alone sends about a millisecond late, and the lag is reported apart from
+/// latency. Ratios in one run, not absolute times.
+#[test]
+fn precise_pacing_keeps_the_generators_lateness_out_of_latency() {
+    let mut by_pacing = HashMap::new();
+    for pacing in ["spin", "timer"] {
+        let (_out, rows) = run(&[
+            "--stacks",
+            "h1",
+            "--regime",
+            "reuse",
+            "--concurrency",
+            "2",
+            "--requests",
+            "200",
+            "--rate",
+            "400",
+            "--pacing",
+            pacing,
+        ]);
+        let row = rows.into_iter().next().unwrap();
+        assert_eq!(row["pacing"], pacing);
+        assert_eq!(num(&row, "late"), 0.0, "{pacing}: a worker was always free");
+        by_pacing.insert(pacing, row);
+    }
+    let (spin, timer) = (&by_pacing["spin"], &by_pacing["timer"]);
+    let lag = |r: &HashMap<String, String>| num(r, "pacing_lag_p50_us");
+    assert!(
+        lag(spin) * 5.0 < lag(timer),
+        "pacing lag p50: spin {} µs, timer {} µs",
+        lag(spin),
+        lag(timer)
+    );
+    // What the timer's lag adds to latency, spin pacing does not.
+    let latency = |r: &HashMap<String, String>| num(r, "latency_p50_us");
+    assert!(
+        latency(spin) + lag(timer) / 2.0 < latency(timer),
+        "latency p50: spin {} µs, timer {} µs",
+        latency(spin),
+        latency(timer)
+    );
+    assert!(num(spin, "pacing_lag_max_us") >= lag(spin));
+}
