@@ -44,7 +44,15 @@ pub struct LoadSpec {
 /// slots and fires on the first tick after the deadline, so a plain timer sends ≈ 0.5–1 ms
 /// late, and that lateness would count as the server's latency.
 #[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum,
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    clap::ValueEnum,
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum Pacing {

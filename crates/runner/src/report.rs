@@ -11,12 +11,36 @@ use serde::Serialize;
 
 use crate::chart::{line_chart, Series};
 use crate::registry;
+use crate::summary;
+
+/// The `cells.csv` figures the stress table, the peak summary and the comparisons read: one
+/// definition each (README, "Results schema").
+mod col {
+    pub const LATENCY_P50: &str = "latency_p50_us";
+    pub const LATENCY_P95: &str = "latency_p95_us";
+    pub const LATENCY_P99: &str = "latency_p99_us";
+    pub const SUCCESS_RATE: &str = "success_rate";
+    /// `ok / elapsed_s`: the whole phase, ramp-up and drain included.
+    pub const THROUGHPUT: &str = "throughput_rps";
+    pub const OK: &str = "ok";
+    pub const ELAPSED_S: &str = "elapsed_s";
+    /// Successes per second while every worker was busy; empty when there was no such window.
+    pub const THROUGHPUT_STEADY: &str = "throughput_steady_rps";
+    pub const STEADY_S: &str = "steady_s";
+    /// The largest sampled reading, and the kernel's VmHWM over the phase (empty if unavailable).
+    pub const RSS_PEAK: &str = "server_rss_peak_bytes";
+    pub const RSS_HWM: &str = "server_rss_hwm_bytes";
+    /// Empty when it could not be measured: shown as "—", never as 0.
+    pub const CPU_PCT: &str = "server_cpu_pct_mean";
+}
 
 pub type Row = HashMap<String, String>;
 
-/// The rows of `cells.csv` (those that ran) and the run's manifest.
+/// The rows of `cells.csv` (those that ran), of `summary.csv` (empty if absent) and the run's
+/// manifest.
 pub struct Results {
     pub cells: Vec<Row>,
+    pub summary: Vec<Row>,
     pub failures: Vec<Row>,
     pub manifest: serde_json::Value,
 }
@@ -73,10 +97,17 @@ impl Results {
         } else {
             Vec::new()
         };
+        let summary_path = dir.join("summary.csv");
+        let summary = if summary_path.is_file() {
+            read_rows(&summary_path)?
+        } else {
+            Vec::new()
+        };
         let manifest = serde_json::from_slice(&std::fs::read(dir.join("manifest.json"))?)
             .context("manifest.json is not valid JSON")?;
         Ok(Results {
             cells,
+            summary,
             failures,
             manifest,
         })
@@ -85,6 +116,13 @@ impl Results {
 
 pub fn num(row: &Row, key: &str) -> f64 {
     row.get(key).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+}
+
+/// A column's value, `None` when it is empty (not measured) or absent.
+fn opt(row: &Row, key: &str) -> Option<f64> {
+    row.get(key)
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|v| v.is_finite())
 }
 
 pub fn label(stack: &str) -> String {
@@ -117,11 +155,233 @@ struct Peak {
 #[derive(Serialize)]
 struct PeakStack {
     label: String,
-    p50_ms: String,
-    p99_ms: String,
-    rps: String,
-    fail_pct: String,
+    p50_ms: Shown,
+    p99_ms: Shown,
+    /// Steady-state throughput (or the overall one, marked, where there was no steady window).
+    rps: Shown,
+    /// `ok / elapsed_s`.
+    overall_rps: Shown,
+    fail_pct: Shown,
 }
+
+/// A figure as shown: the mean, the half-width of its 95 % interval when there is one, a
+/// footnote mark and a tooltip.
+#[derive(Serialize)]
+struct Shown {
+    value: String,
+    ci: Option<String>,
+    mark: &'static str,
+    title: String,
+}
+
+impl Shown {
+    fn new(f: Figure, fmt: impl Fn(f64) -> String) -> Self {
+        Shown {
+            value: fmt(f.mean),
+            ci: f.half.map(&fmt),
+            mark: "",
+            title: String::new(),
+        }
+    }
+
+    fn missing() -> Self {
+        Shown {
+            value: "—".into(),
+            ci: None,
+            mark: "",
+            title: "not measured".into(),
+        }
+    }
+
+    fn mark(mut self, mark: &'static str) -> Self {
+        self.mark = mark;
+        self
+    }
+
+    fn title(mut self, title: String) -> Self {
+        self.title = title;
+        self
+    }
+}
+
+/// Footnote marks of the stress table and the peak summary.
+const MARK_NO_STEADY: &str = "†";
+const MARK_SAMPLED_RSS: &str = "‡";
+
+/// One figure of a (stack, regime, concurrency) group over its repetitions: the mean and the
+/// half-width of the 95 % Student-t interval of the mean (`None` for one repetition).
+#[derive(Clone, Copy, Debug)]
+struct Figure {
+    mean: f64,
+    half: Option<f64>,
+    n: usize,
+}
+
+impl Figure {
+    fn scaled(self, k: f64) -> Self {
+        Figure {
+            mean: self.mean * k,
+            half: self.half.map(|h| h * k.abs()),
+            n: self.n,
+        }
+    }
+
+    /// Failure % from a success-rate figure.
+    fn failure_pct(self) -> Self {
+        Figure {
+            mean: (1.0 - self.mean) * 100.0,
+            half: self.half.map(|h| h * 100.0),
+            n: self.n,
+        }
+    }
+}
+
+/// The stress stage's figures: from `summary.csv` where it has the figure for exactly this
+/// group, else computed from `cells.csv` with the same interval (an older `summary.csv`, a
+/// column it does not aggregate, or groups it splits further, e.g. by variant).
+struct Stats<'a> {
+    stress: &'a [&'a Row],
+    summary: &'a [Row],
+}
+
+impl Stats<'_> {
+    fn cells(&self, stack: &str, regime: &str, c: u64) -> Vec<&Row> {
+        self.stress
+            .iter()
+            .filter(|r| {
+                r["stack"] == stack && r["regime"] == regime && num(r, "concurrency") as u64 == c
+            })
+            .copied()
+            .collect()
+    }
+
+    fn summary_row(&self, stack: &str, regime: &str, c: u64) -> Option<&Row> {
+        let mut rows = self.summary.iter().filter(|r| {
+            r.get("stage").is_some_and(|s| s == "stress")
+                && r.get("stack").is_some_and(|s| s == stack)
+                && r.get("regime").is_some_and(|s| s == regime)
+                && opt(r, "concurrency") == Some(c as f64)
+        });
+        let first = rows.next()?;
+        rows.next().is_none().then_some(first)
+    }
+
+    fn figure(&self, stack: &str, regime: &str, c: u64, column: &str) -> Option<Figure> {
+        let cells = self.cells(stack, regime, c);
+        if cells.is_empty() {
+            return None;
+        }
+        if let Some(row) = self.summary_row(stack, regime, c) {
+            let stat = |s: &str| row.get(&format!("{column}_{s}"));
+            if let Some(mean) = stat(summary::MEAN) {
+                let bound = |s: &str| stat(s).and_then(|v| v.parse::<f64>().ok());
+                return Some(Figure {
+                    mean: mean.parse().ok()?,
+                    half: bound(summary::CI95_LOW)
+                        .zip(bound(summary::CI95_HIGH))
+                        .map(|(lo, hi)| (hi - lo) / 2.0),
+                    n: opt(row, summary::REPETITIONS).map_or(cells.len(), |n| n as usize),
+                });
+            }
+        }
+        let values: Vec<f64> = cells.iter().filter_map(|r| opt(r, column)).collect();
+        if values.is_empty() {
+            return None;
+        }
+        let iv = summary::interval(&values);
+        Some(Figure {
+            mean: iv.mean,
+            half: iv.ci.map(|(lo, hi)| (hi - lo) / 2.0),
+            n: cells.len(),
+        })
+    }
+
+    /// Every repetition of the group has `column` (it is not empty).
+    fn all_have(&self, stack: &str, regime: &str, c: u64, column: &str) -> bool {
+        let cells = self.cells(stack, regime, c);
+        !cells.is_empty() && cells.iter().all(|r| opt(r, column).is_some())
+    }
+
+    /// The throughput compared between stacks: steady-state when every repetition had a steady
+    /// window (`true`), else `ok / elapsed_s` (`false`).
+    fn throughput(&self, stack: &str, regime: &str, c: u64) -> Option<(Figure, bool)> {
+        if self.all_have(stack, regime, c, col::THROUGHPUT_STEADY) {
+            Some((self.figure(stack, regime, c, col::THROUGHPUT_STEADY)?, true))
+        } else {
+            Some((self.figure(stack, regime, c, col::THROUGHPUT)?, false))
+        }
+    }
+
+    /// Server peak RSS: the kernel's VmHWM when every repetition has it (`true`), else the
+    /// largest sampled reading (`false`).
+    fn rss(&self, stack: &str, regime: &str, c: u64) -> Option<(Figure, bool)> {
+        if self.all_have(stack, regime, c, col::RSS_HWM) {
+            Some((self.figure(stack, regime, c, col::RSS_HWM)?, true))
+        } else {
+            Some((self.figure(stack, regime, c, col::RSS_PEAK)?, false))
+        }
+    }
+
+    /// Mean of a plain column over the group's repetitions that have it.
+    fn plain_mean(&self, stack: &str, regime: &str, c: u64, column: &str) -> Option<f64> {
+        let v: Vec<f64> = self
+            .cells(stack, regime, c)
+            .iter()
+            .filter_map(|r| opt(r, column))
+            .collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    }
+
+    /// The throughput cells of a row: the compared one (steady-state, or marked), and the
+    /// overall `ok / elapsed_s` with its counts in the tooltip.
+    fn throughput_shown(&self, stack: &str, regime: &str, c: u64) -> Option<(Shown, Shown, bool)> {
+        let rps = |v: f64| format!("{v:.1}");
+        let (tp, steady) = self.throughput(stack, regime, c)?;
+        let overall = self.figure(stack, regime, c, col::THROUGHPUT)?;
+        let elapsed = self
+            .plain_mean(stack, regime, c, col::ELAPSED_S)
+            .unwrap_or(0.0);
+        let ok = self.plain_mean(stack, regime, c, col::OK).unwrap_or(0.0);
+        let shown = if steady {
+            let window = self
+                .plain_mean(stack, regime, c, col::STEADY_S)
+                .unwrap_or(0.0);
+            Shown::new(tp, rps).title(format!(
+                "steady window {window:.3} s of {elapsed:.3} s elapsed (mean over {} repetition(s))",
+                tp.n
+            ))
+        } else {
+            Shown::new(tp, rps)
+                .mark(MARK_NO_STEADY)
+                .title("no steady-state figure: ok / elapsed shown".into())
+        };
+        let overall = Shown::new(overall, rps).title(format!(
+            "{ok:.0} ok in {elapsed:.3} s (mean over {} repetition(s))",
+            overall.n
+        ));
+        Some((shown, overall, steady))
+    }
+}
+
+/// The one-line note under a table of means: what the ± is, or that there is none.
+fn interval_note(ns: &[usize]) -> String {
+    let (lo, hi) = (
+        ns.iter().copied().min().unwrap_or(1),
+        ns.iter().copied().max().unwrap_or(1),
+    );
+    if hi < 2 {
+        return "One repetition per cell: single values, no confidence interval (run with repetitions ≥ 2 for one).".into();
+    }
+    let n = if lo == hi {
+        format!("n = {hi}")
+    } else {
+        format!("n = {lo}–{hi} (rows without ± had one)")
+    };
+    format!("Mean ± half-width of the Student-t 95 % confidence interval of the mean over {n} repetitions, each against a fresh server, interleaved with the other stacks' cells (run-to-run variation on this machine).")
+}
+
+const STEADY_NOTE: &str = "Steady-state throughput: successes per second in the window in which every worker was busy (no ramp-up, no drain); overall = ok / elapsed over the whole phase.";
+const NO_STEADY_NOTE: &str = "† no steady-state figure in some repetition (no window with every worker busy, i.e. fewer requests than workers, or a results directory from a runner that did not record it): the overall ok / elapsed is shown instead.";
 
 #[derive(Serialize)]
 struct BaselineTable {
@@ -143,15 +403,22 @@ struct BaselineRow {
 }
 
 #[derive(Serialize)]
+struct StressRow {
+    label: String,
+    cells: Vec<Shown>,
+}
+
+#[derive(Serialize)]
 struct StressLevel {
     concurrency: u64,
-    rows: Vec<Vec<String>>,
+    rows: Vec<StressRow>,
 }
 
 #[derive(Serialize)]
 struct StressTable {
     regime: String,
     levels: Vec<StressLevel>,
+    notes: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -228,7 +495,7 @@ pub fn levels(rows: &[&Row], regime: &str) -> Vec<u64> {
     c
 }
 
-fn notes(results: &Results, stress: &[&Row]) -> Vec<String> {
+fn notes(results: &Results, stress: &[&Row], stats: &Stats) -> Vec<String> {
     let m = &results.manifest["experiment"];
     let mut notes = Vec::new();
     let tls = if m["plaintext"].as_bool() == Some(true) {
@@ -309,8 +576,8 @@ fn notes(results: &Results, stress: &[&Row]) -> Vec<String> {
             let parts: Vec<String> = stack_order(stress)
                 .iter()
                 .filter_map(|s| {
-                    let reuse = mean_of(stress, s, "reuse", *c, "throughput_rps")?;
-                    let fresh = mean_of(stress, s, "new-conn", *c, "throughput_rps")?;
+                    let reuse = stats.throughput(s, "reuse", *c)?.0.mean;
+                    let fresh = stats.throughput(s, "new-conn", *c)?.0.mean;
                     Some(format!(
                         "{} {:.0} → {:.0} req/s ({:.1}×)",
                         label(s),
@@ -321,7 +588,7 @@ fn notes(results: &Results, stress: &[&Row]) -> Vec<String> {
                 })
                 .collect();
             notes.push(format!(
-                "Cost of a connection per request at {c} users (reuse → new-conn): {}.",
+                "Cost of a connection per request at {c} users (reuse → new-conn, steady-state throughput where there was a steady window): {}.",
                 parts.join("; ")
             ));
         }
@@ -369,7 +636,15 @@ pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
         bail!("{} has no measured cells to report", dir.display());
     }
     let stacks = stack_order(&results.cells.iter().collect::<Vec<_>>());
+    let stats = Stats {
+        stress: &stress,
+        summary: &results.summary,
+    };
+    let pct = |v: f64| format!("{v:.2}");
 
+    // Repetitions and footnotes of the peak summary, for its notes.
+    let mut peak_ns = Vec::new();
+    let mut peak_no_steady = false;
     let peaks: Vec<Peak> = regimes(&stress)
         .iter()
         .map(|regime| {
@@ -380,24 +655,28 @@ pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
                 stacks: stacks
                     .iter()
                     .filter_map(|s| {
+                        let fig = |column| stats.figure(s, regime, top, column);
+                        let p50 = fig(col::LATENCY_P50)?;
+                        let (rps, overall_rps, steady) = stats.throughput_shown(s, regime, top)?;
+                        peak_ns.push(p50.n);
+                        peak_no_steady |= !steady;
                         Some(PeakStack {
                             label: label(s),
-                            p50_ms: ms(mean_of(&stress, s, regime, top, "latency_p50_us")?),
-                            p99_ms: ms(mean_of(&stress, s, regime, top, "latency_p99_us")?),
-                            rps: format!(
-                                "{:.1}",
-                                mean_of(&stress, s, regime, top, "throughput_rps")?
-                            ),
-                            fail_pct: format!(
-                                "{:.2}",
-                                (1.0 - mean_of(&stress, s, regime, top, "success_rate")?) * 100.0
-                            ),
+                            p50_ms: Shown::new(p50, ms),
+                            p99_ms: Shown::new(fig(col::LATENCY_P99)?, ms),
+                            rps,
+                            overall_rps,
+                            fail_pct: Shown::new(fig(col::SUCCESS_RATE)?.failure_pct(), pct),
                         })
                     })
                     .collect(),
             }
         })
         .collect();
+    let mut peak_notes = vec![interval_note(&peak_ns), STEADY_NOTE.to_string()];
+    if peak_no_steady {
+        peak_notes.push(NO_STEADY_NOTE.into());
+    }
 
     const BASE_COLS: [(&str, bool); 8] = [
         ("latency_min_us", false),
@@ -472,30 +751,69 @@ pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
 
     let stress_tables: Vec<StressTable> = regimes(&stress)
         .iter()
-        .map(|regime| StressTable {
-            regime: regime.clone(),
-            levels: levels(&stress, regime)
+        .map(|regime| {
+            let (mut ns, mut no_steady, mut rss_kernel, mut rss_sampled, mut no_cpu) =
+                (Vec::new(), false, false, false, false);
+            let levels = levels(&stress, regime)
                 .into_iter()
                 .map(|c| StressLevel {
                     concurrency: c,
                     rows: stacks
                         .iter()
                         .filter_map(|s| {
-                            let m = |col| mean_of(&stress, s, regime, c, col);
-                            Some(vec![
-                                label(s),
-                                ms(m("latency_p50_us")?),
-                                ms(m("latency_p95_us")?),
-                                ms(m("latency_p99_us")?),
-                                format!("{:.1}", m("throughput_rps")?),
-                                format!("{:.2}", (1.0 - m("success_rate")?) * 100.0),
-                                format!("{:.1}", m("server_rss_peak_bytes")? / 1e6),
-                                format!("{:.1}", m("server_cpu_pct_mean")?),
-                            ])
+                            let fig = |column| stats.figure(s, regime, c, column);
+                            let p50 = fig(col::LATENCY_P50)?;
+                            let (rps, overall_rps, steady) = stats.throughput_shown(s, regime, c)?;
+                            let (rss, kernel) = stats.rss(s, regime, c)?;
+                            let cpu = fig(col::CPU_PCT);
+                            ns.push(p50.n);
+                            no_steady |= !steady;
+                            rss_kernel |= kernel;
+                            rss_sampled |= !kernel;
+                            no_cpu |= cpu.is_none();
+                            let mb = |v: f64| format!("{v:.1}");
+                            let rss = Shown::new(rss.scaled(1e-6), mb);
+                            Some(StressRow {
+                                label: label(s),
+                                cells: vec![
+                                    Shown::new(p50, ms),
+                                    Shown::new(fig(col::LATENCY_P95)?, ms),
+                                    Shown::new(fig(col::LATENCY_P99)?, ms),
+                                    rps,
+                                    overall_rps,
+                                    Shown::new(fig(col::SUCCESS_RATE)?.failure_pct(), pct),
+                                    if kernel {
+                                        rss.title("kernel VmHWM over the measured phase".into())
+                                    } else {
+                                        rss.mark(MARK_SAMPLED_RSS)
+                                            .title("largest sampled reading".into())
+                                    },
+                                    cpu.map_or_else(Shown::missing, |f| {
+                                        Shown::new(f, |v| format!("{v:.1}"))
+                                    }),
+                                ],
+                            })
                         })
                         .collect(),
                 })
-                .collect(),
+                .collect();
+            let mut notes = vec![interval_note(&ns), STEADY_NOTE.to_string()];
+            if no_steady {
+                notes.push(NO_STEADY_NOTE.into());
+            }
+            notes.push(match (rss_kernel, rss_sampled) {
+                (true, false) => "Server peak RSS: the kernel's high-water mark (VmHWM) over the measured phase.".into(),
+                (false, _) => format!("{MARK_SAMPLED_RSS} Server peak RSS: the largest sampled reading (the kernel's VmHWM was not available), which can miss a peak between samples."),
+                (true, true) => format!("Server peak RSS: the kernel's high-water mark (VmHWM) over the measured phase; {MARK_SAMPLED_RSS} the largest sampled reading where VmHWM was not available."),
+            });
+            if no_cpu {
+                notes.push("Server CPU — : not measurable (CPU time only in 10 ms ticks and a phase under 1 s).".into());
+            }
+            StressTable {
+                regime: regime.clone(),
+                levels,
+                notes,
+            }
         })
         .collect();
 
@@ -534,16 +852,21 @@ pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
 
     let mut charts = Vec::new();
     for regime in regimes(&stress) {
-        for (col, title, unit, scale) in [
+        for (column, title, unit, scale) in [
             (
-                "latency_p95_us",
+                col::LATENCY_P95,
                 "\"Slow\" latency (1-in-20, p95)",
                 "ms",
                 1e-3,
             ),
-            ("throughput_rps", "Requests per second", "req/s", 1.0),
             (
-                "success_rate",
+                col::THROUGHPUT_STEADY,
+                "Steady-state requests per second",
+                "req/s",
+                1.0,
+            ),
+            (
+                col::SUCCESS_RATE,
                 "Failure rate under load",
                 "% failed",
                 -100.0,
@@ -556,7 +879,11 @@ pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
                     points: levels(&stress, &regime)
                         .into_iter()
                         .filter_map(|c| {
-                            let v = mean_of(&stress, s, &regime, c, col)?;
+                            let v = if column == col::THROUGHPUT_STEADY {
+                                stats.throughput(s, &regime, c)?.0.mean
+                            } else {
+                                stats.figure(s, &regime, c, column)?.mean
+                            };
                             let y = if scale < 0.0 {
                                 (1.0 - v) * -scale
                             } else {
@@ -587,12 +914,13 @@ pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
         .render(minijinja::context! {
             manifest => &results.manifest,
             peaks => peaks,
+            peak_notes => peak_notes,
             baselines => baselines,
             stress_tables => stress_tables,
             failure_classes => seen.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
             failure_stages => failure_stages,
             charts => charts,
-            notes => notes(&results, &stress),
+            notes => notes(&results, &stress, &stats),
         })?;
     let path = dir.join("report.html");
     std::fs::write(&path, html).with_context(|| format!("cannot write {}", path.display()))?;

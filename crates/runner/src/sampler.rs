@@ -290,8 +290,7 @@ mod tests {
         let spinner = std::thread::spawn(move || {
             let own = || {
                 Duration::from(
-                    nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
-                        .unwrap(),
+                    nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID).unwrap(),
                 )
             };
             while own() < Duration::from_millis(30) {
@@ -310,7 +309,10 @@ mod tests {
         exit_tx.send(()).unwrap();
         spinner.join().unwrap();
         let diff_ms = (schedstat as f64 - clock.as_nanos() as f64).abs() / 1e6;
-        assert!(diff_ms < 1.0, "schedstat and the thread clock differ by {diff_ms} ms");
+        assert!(
+            diff_ms < 1.0,
+            "schedstat and the thread clock differ by {diff_ms} ms"
+        );
         assert!(after - before >= 30_000_000, "{before} -> {after}");
     }
 

@@ -1,4 +1,4 @@
-//! `summary.csv`: every (stage, stack, regime, concurrency, mode) aggregated across its
+//! `summary.csv`: every (variant, stage, stack, regime, concurrency, mode) aggregated across its
 //! repetitions — mean, sample standard deviation and a 95 % Student-t confidence interval of
 //! the mean, per figure. Read back from `cells.csv`, so a resumed run aggregates all its cells.
 
@@ -19,7 +19,17 @@ pub const FIGURES: [&str; 8] = [
     "server_rss_hwm_bytes",
 ];
 
-const GROUP: [&str; 5] = ["stage", "stack", "regime", "concurrency", "mode"];
+/// The per-figure statistics, as the suffixes of `summary.csv`'s `<figure>_<stat>` columns.
+pub const MEAN: &str = "mean";
+pub const SD: &str = "sd";
+pub const CI95_LOW: &str = "ci95_low";
+pub const CI95_HIGH: &str = "ci95_high";
+
+/// The number of repetitions aggregated in a `summary.csv` row.
+pub const REPETITIONS: &str = "repetitions";
+
+/// A variant is its own condition: its cells are never pooled with another variant's.
+const GROUP: [&str; 6] = ["variant", "stage", "stack", "regime", "concurrency", "mode"];
 
 /// Two-sided 97.5 % quantile of Student's t for 1..=30 degrees of freedom; 1.96 beyond.
 fn t_975(df: usize) -> f64 {
@@ -94,9 +104,9 @@ pub fn write(dir: &Path) -> anyhow::Result<()> {
     let tmp = dir.join("summary.csv.tmp");
     let mut out = csv::Writer::from_path(&tmp)?;
     let mut header: Vec<String> = GROUP.iter().map(|s| s.to_string()).collect();
-    header.push("repetitions".into());
+    header.push(REPETITIONS.into());
     for f in FIGURES {
-        for suffix in ["mean", "sd", "ci95_low", "ci95_high"] {
+        for suffix in [MEAN, SD, CI95_LOW, CI95_HIGH] {
             header.push(format!("{f}_{suffix}"));
         }
     }

@@ -30,6 +30,24 @@ fn text(e: scraper::ElementRef) -> String {
     e.text().collect::<String>().trim().to_string()
 }
 
+/// The mean a table cell shows (its `.v`, without the ± and footnote mark).
+fn value(td: scraper::ElementRef) -> String {
+    td.select(&sel(".v")).next().map_or_else(|| text(td), text)
+}
+
+/// The half-width of the interval a table cell shows, if any.
+fn half_width(td: scraper::ElementRef) -> Option<String> {
+    td.select(&sel(".ci")).next().map(text)
+}
+
+/// The throughput the report compares: steady-state, or `ok / elapsed` where there was none.
+fn compared_rps(row: &HashMap<String, String>) -> f64 {
+    match row.get("throughput_steady_rps").map(String::as_str) {
+        Some(v) if !v.is_empty() => v.parse().unwrap(),
+        _ => num(row, "throughput_rps"),
+    }
+}
+
 /// The report shows `html`, the CSV has `csv_value`: equal up to the report's rounding.
 fn close(html: &str, csv_value: f64, what: &str) {
     let shown: f64 = html
@@ -95,17 +113,30 @@ fn html_report_has_every_section_with_the_csv_numbers() {
         let regime = table.value().attr("data-regime").unwrap();
         for tr in table.select(&sel("tr[data-concurrency]")) {
             let c = tr.value().attr("data-concurrency").unwrap();
-            let tds: Vec<String> = tr.select(&sel("td")).map(text).collect();
+            let cells: Vec<_> = tr.select(&sel("td")).collect();
+            // One repetition: single values, no interval.
+            assert!(cells.iter().all(|td| half_width(*td).is_none()));
+            let tds: Vec<String> = cells.into_iter().map(value).collect();
             let row = find(stack_of(&tds[1]), regime, "stress", c);
             close(&tds[2], num(row, "latency_p50_us") / 1000.0, "median");
             close(&tds[3], num(row, "latency_p95_us") / 1000.0, "p95");
             close(&tds[4], num(row, "latency_p99_us") / 1000.0, "p99");
-            close(&tds[5], num(row, "throughput_rps"), "req/s");
+            close(&tds[5], compared_rps(row), "steady req/s");
+            close(&tds[6], num(row, "throughput_rps"), "overall req/s");
             close(
-                &tds[6],
+                &tds[7],
                 (1.0 - num(row, "success_rate")) * 100.0,
                 "failure %",
             );
+            let rss = match row["server_rss_hwm_bytes"].as_str() {
+                "" => num(row, "server_rss_peak_bytes"),
+                hwm => hwm.parse().unwrap(),
+            };
+            close(&tds[8], rss / 1e6, "server peak RSS");
+            match row["server_cpu_pct_mean"].as_str() {
+                "" => assert_eq!(tds[9], "—"),
+                cpu => close(&tds[9], cpu.parse().unwrap(), "server CPU %"),
+            }
             stress_rows += 1;
         }
     }
@@ -136,9 +167,30 @@ fn html_report_has_every_section_with_the_csv_numbers() {
         );
         close(
             &text(card.select(&sel(".rps")).next().unwrap()),
-            num(row, "throughput_rps"),
-            "peak req/s",
+            compared_rps(row),
+            "peak steady req/s",
         );
+        close(
+            &text(card.select(&sel(".overall-rps")).next().unwrap()),
+            num(row, "throughput_rps"),
+            "peak overall req/s",
+        );
+    }
+    // One repetition (smoke): no ± anywhere, and the notes say so; throughput is steady-state.
+    for section in ["peak", "stress"] {
+        let shown: String = doc
+            .select(&sel(&format!("section#{section}")))
+            .map(text)
+            .collect();
+        assert!(
+            !shown.contains('±'),
+            "{section}: no interval for one repetition"
+        );
+        assert!(
+            shown.contains("no confidence interval"),
+            "{section}: {shown}"
+        );
+        assert!(shown.contains("Steady-state"), "{section}: {shown}");
     }
 
     // Baseline: the ✅ of "Fastest" marks the stack with the lowest minimum latency.
@@ -257,4 +309,229 @@ fn plot_script_and_report_reject_a_directory_that_is_not_results() {
     let output = runner().arg("report").arg(empty.path()).output().unwrap();
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("not a results directory"));
+}
+
+/// A copy of `results/reference` (one repetition, written before steady-state throughput and
+/// VmHWM existed) in a temporary directory, without its summary and report.
+fn reference_copy() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    for name in ["cells.csv", "failures.csv", "manifest.json"] {
+        std::fs::copy(
+            workspace().join("results/reference").join(name),
+            tmp.path().join(name),
+        )
+        .unwrap();
+    }
+    tmp
+}
+
+fn write_csv(path: &Path, header: &[String], rows: &[HashMap<String, String>]) {
+    let mut w = csv::Writer::from_path(path).unwrap();
+    w.write_record(header).unwrap();
+    for r in rows {
+        w.write_record(header.iter().map(|h| r.get(h).map_or("", String::as_str)))
+            .unwrap();
+    }
+    w.flush().unwrap();
+}
+
+fn render(dir: &Path) -> Html {
+    let output = runner().arg("report").arg(dir).output().unwrap();
+    assert!(output.status.success(), "{}", output_text(&output));
+    Html::parse_document(&std::fs::read_to_string(dir.join("report.html")).unwrap())
+}
+
+fn notes_of(doc: &Html, section: &str) -> String {
+    doc.select(&sel(&format!("section#{section} .table-note")))
+        .map(text)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn report_shows_a_confidence_interval_for_two_repetitions() {
+    let tmp = reference_copy();
+    let dir = tmp.path();
+    let mut header: Vec<String> = {
+        let mut r = csv::Reader::from_path(dir.join("cells.csv")).unwrap();
+        r.headers().unwrap().iter().map(String::from).collect()
+    };
+    for c in ["throughput_steady_rps", "steady_s", "server_rss_hwm_bytes"] {
+        if !header.iter().any(|h| h == c) {
+            header.push(c.into());
+        }
+    }
+    // A second repetition of every stress cell, 10 % apart; steady-state throughput 5 % above
+    // the overall one, VmHWM 1 MB above the sampled peak.
+    let set = |r: &mut HashMap<String, String>, k: &str, v: f64| {
+        r.insert(k.into(), format!("{v}"));
+    };
+    let mut rows = Vec::new();
+    for r in read_csv(&dir.join("cells.csv")) {
+        if r["stage"] != "stress" {
+            rows.push(r);
+            continue;
+        }
+        for (rep, k) in [(1, 1.0), (2, 1.1)] {
+            let mut r = r.clone();
+            r.insert("repetition".into(), rep.to_string());
+            let key = r["cell_key"].replace("/r1", &format!("/r{rep}"));
+            r.insert("cell_key".into(), key);
+            for c in [
+                "throughput_rps",
+                "latency_p50_us",
+                "latency_p95_us",
+                "latency_p99_us",
+            ] {
+                let v = num(&r, c) * k;
+                set(&mut r, c, v);
+            }
+            let rps = num(&r, "throughput_rps");
+            set(&mut r, "throughput_steady_rps", rps * 1.05);
+            let elapsed = num(&r, "elapsed_s");
+            set(&mut r, "steady_s", elapsed * 0.9);
+            let rss = num(&r, "server_rss_peak_bytes");
+            set(&mut r, "server_rss_hwm_bytes", rss + 1e6);
+            // h3 reuse at 10 users: no steady window in the second repetition, no VmHWM, no
+            // CPU figure: the overall throughput (†), the sampled peak (‡), "—".
+            if r["stack"] == "h3" && r["regime"] == "reuse" && r["concurrency"] == "10" {
+                if rep == 2 {
+                    r.insert("throughput_steady_rps".into(), String::new());
+                }
+                r.insert("server_rss_hwm_bytes".into(), String::new());
+                r.insert("server_cpu_pct_mean".into(), String::new());
+            }
+            rows.push(r);
+        }
+    }
+    write_csv(&dir.join("cells.csv"), &header, &rows);
+    runner::summary::write(dir).unwrap();
+    let summary = read_csv(&dir.join("summary.csv"));
+    let doc = render(dir);
+
+    let group = |stack: &str, regime: &str, c: &str| {
+        summary
+            .iter()
+            .find(|r| {
+                r["stage"] == "stress"
+                    && r["stack"] == stack
+                    && r["regime"] == regime
+                    && r["concurrency"] == c
+            })
+            .unwrap_or_else(|| panic!("no summary row {stack} {regime} {c}"))
+    };
+    let half = |row: &HashMap<String, String>, f: &str| {
+        (num(row, &format!("{f}_ci95_high")) - num(row, &format!("{f}_ci95_low"))) / 2.0
+    };
+    let mut checked = 0;
+    for table in doc.select(&sel("section#stress table")) {
+        let regime = table.value().attr("data-regime").unwrap();
+        for tr in table.select(&sel("tr[data-concurrency]")) {
+            let c = tr.value().attr("data-concurrency").unwrap();
+            let tds: Vec<_> = tr.select(&sel("td")).collect();
+            let stack = stack_of(&text(tds[1]));
+            let g = group(stack, regime, c);
+            assert_eq!(g["repetitions"], "2");
+            // Every figure is "mean ± half-width" from summary.csv.
+            close(
+                &value(tds[2]),
+                num(g, "latency_p50_us_mean") / 1e3,
+                "median",
+            );
+            let ci = half_width(tds[2]).expect("median has an interval");
+            close(&ci, half(g, "latency_p50_us") / 1e3, "median ±");
+            assert!(text(tds[2]).contains(" ± "), "{}", text(tds[2]));
+            close(
+                &half_width(tds[4]).unwrap(),
+                half(g, "latency_p99_us") / 1e3,
+                "p99 ±",
+            );
+            let odd = stack == "h3" && regime == "reuse" && c == "10";
+            let (rps, rss) = if odd {
+                ("throughput_rps", "server_rss_peak_bytes")
+            } else {
+                ("throughput_steady_rps", "server_rss_hwm_bytes")
+            };
+            close(
+                &value(tds[5]),
+                num(g, &format!("{rps}_mean")),
+                "steady req/s",
+            );
+            close(&half_width(tds[5]).unwrap(), half(g, rps), "steady req/s ±");
+            assert_eq!(text(tds[5]).ends_with('†'), odd, "{}", text(tds[5]));
+            close(
+                &value(tds[6]),
+                num(g, "throughput_rps_mean"),
+                "overall req/s",
+            );
+            close(
+                &half_width(tds[6]).unwrap(),
+                half(g, "throughput_rps"),
+                "overall ±",
+            );
+            close(&value(tds[8]), num(g, &format!("{rss}_mean")) / 1e6, "RSS");
+            assert_eq!(text(tds[8]).ends_with('‡'), odd, "{}", text(tds[8]));
+            assert_eq!(value(tds[9]) == "—", odd, "CPU: {}", value(tds[9]));
+            checked += 1;
+        }
+    }
+    assert_eq!(
+        checked,
+        rows.iter().filter(|r| r["stage"] == "stress").count() / 2
+    );
+    let notes = notes_of(&doc, "stress");
+    for expected in [
+        "Student-t 95 % confidence interval of the mean over n = 2 repetitions",
+        "each against a fresh server, interleaved",
+        "Steady-state throughput",
+        "† no steady-state figure",
+        "‡ the largest sampled reading",
+        "VmHWM",
+    ] {
+        assert!(notes.contains(expected), "'{expected}' not in {notes}");
+    }
+    assert!(!notes.contains("no confidence interval"));
+
+    // Peak summary: the same intervals.
+    let cards: Vec<_> = doc.select(&sel("section#peak .card")).collect();
+    assert!(!cards.is_empty());
+    for card in cards {
+        let shown = text(card);
+        assert!(
+            shown.contains("Steady-state requests per second"),
+            "{shown}"
+        );
+        assert!(shown.matches(" ± ").count() >= 4, "{shown}");
+    }
+    assert!(notes_of(&doc, "peak").contains("over n = 2 repetitions"));
+}
+
+#[test]
+fn report_of_one_repetition_has_no_interval_and_falls_back_without_steady_state() {
+    let tmp = reference_copy();
+    let doc = render(tmp.path());
+    for section in ["peak", "stress"] {
+        let shown: String = doc
+            .select(&sel(&format!("section#{section}")))
+            .map(text)
+            .collect();
+        assert!(!shown.contains('±'), "{section} shows an interval: {shown}");
+        let notes = notes_of(&doc, section);
+        assert!(notes.contains("One repetition per cell"), "{notes}");
+        assert!(notes.contains("no confidence interval"), "{notes}");
+        // The reference predates steady-state throughput: every row falls back, marked.
+        assert!(notes.contains("† no steady-state figure"), "{notes}");
+    }
+    let header = text(doc.select(&sel("section#stress tr")).next().unwrap());
+    assert!(
+        header.contains("Steady-state throughput (req/s)"),
+        "{header}"
+    );
+    assert!(header.contains("Overall, ok / elapsed (req/s)"), "{header}");
+    for tr in doc.select(&sel("section#stress tr[data-concurrency]")) {
+        let tds: Vec<_> = tr.select(&sel("td")).collect();
+        assert!(text(tds[5]).ends_with('†'));
+        assert_eq!(value(tds[5]), value(tds[6]));
+        assert!(text(tds[8]).ends_with('‡'), "no VmHWM in the reference");
+    }
 }
