@@ -982,7 +982,8 @@ fn c5(v: &View) -> Option<Outcome> {
 
 /// The UDP receive buffer QUIC sockets really got: the manifest's `getsockopt` reading for
 /// the server's default request and, for a variant that asks for more, the kernel's cap
-/// (Linux grants at most 2 × `net.core.rmem_max`, whatever is asked).
+/// (Linux sets at most `net.core.rmem_max` for SO_RCVBUF, whatever is asked, and reports twice
+/// what it set).
 fn udp_buffers(v: &View) -> String {
     let m = &v.run.results.manifest;
     let number = |key: &str| {
@@ -993,11 +994,16 @@ fn udp_buffers(v: &View) -> String {
     let rmem_max = number("net.core.rmem_max");
     let mut s = match (requested, effective) {
         (Some(r), Some(e)) => format!(
-            "UDP SO_RCVBUF: server default {} B requested, {} B granted (getsockopt)",
+            "UDP SO_RCVBUF: server default {} B requested, {} B set (getsockopt reads {} B: Linux reports twice what it sets, the rest is its bookkeeping)",
             thousands(r),
+            thousands(e / 2.0),
             thousands(e)
         ),
-        (None, Some(e)) => format!("UDP SO_RCVBUF granted: {} B (getsockopt)", thousands(e)),
+        (None, Some(e)) => format!(
+            "UDP SO_RCVBUF set: {} B (getsockopt reads twice that, {} B)",
+            thousands(e / 2.0),
+            thousands(e)
+        ),
         _ => "effective UDP SO_RCVBUF: not recorded by this run".to_string(),
     };
     if let Some(max) = rmem_max {
@@ -1008,10 +1014,10 @@ fn udp_buffers(v: &View) -> String {
             .filter_map(|r| fval(r, "udp_buffer_bytes"))
             .fold(None, |a: Option<f64>, b| Some(a.map_or(b, |a| a.max(b))));
         if let Some(asked) = asked {
-            let granted = asked.min(max) * 2.0;
+            let granted = asked.min(max);
             let _ = write!(
                 s,
-                "; this variant asks {} B, so the kernel grants {} B{}",
+                "; this variant asks {} B, so the kernel sets {} B{}",
                 thousands(asked),
                 thousands(granted),
                 if asked > max {
@@ -1022,7 +1028,7 @@ fn udp_buffers(v: &View) -> String {
             );
         }
     } else {
-        s.push_str(" (the kernel caps any request at 2 × net.core.rmem_max, not recorded here)");
+        s.push_str(" (the kernel caps any request at net.core.rmem_max, not recorded here)");
     }
     s
 }
