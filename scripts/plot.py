@@ -17,11 +17,19 @@ import argparse
 import sys
 from pathlib import Path
 
-import matplotlib
+# Without its packages a newcomer would meet a traceback; one line says what to install.
+try:
+    import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: E402
+    import pandas as pd  # noqa: E402
+except ImportError:
+    print(
+        "plot.py needs matplotlib and pandas: pip install -r scripts/requirements.txt",
+        file=sys.stderr,
+    )
+    sys.exit(2)
 
 STACK_STYLE = {
     "h1": ("HTTP/1.1", "o", "-"),

@@ -6,7 +6,9 @@ use clap::Parser;
 
 use crate::cli::{Cli, Command};
 use crate::serve::{default_certs_dir, ServeOptions};
-use crate::{cli, experiment, netns, output, paper, pin, plan, registry, report, run, serve};
+use crate::{
+    cli, experiment, netns, output, paper, pin, plan, registry, report, run, serve, thresholds,
+};
 
 /// Exit status for invalid input (flags, experiment files): nothing was run or written.
 const EXIT_INVALID: u8 = 2;
@@ -52,6 +54,23 @@ pub fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Some(Command::Completions { shell }) => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "runner", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
+        Some(Command::Man) => {
+            let cmd = <Cli as clap::CommandFactory>::command();
+            match clap_mangen::Man::new(cmd).render(&mut std::io::stdout()) {
+                // `runner man | head` closes the pipe early: not an error.
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: cannot write the man page: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Some(Command::Report { dir }) => match report::write(&dir) {
             Ok(path) => {
                 println!("report: {}", path.display());
@@ -80,6 +99,12 @@ pub fn main() -> ExitCode {
                 ExitCode::from(EXIT_INVALID)
             }
         },
+        Some(Command::Compare {
+            base,
+            new,
+            out,
+            fail_on_regression,
+        }) => crate::compare::command(&base, &new, out.as_deref(), fail_on_regression),
         Some(Command::Check { file, run }) => {
             let args = cli::RunArgs {
                 experiment: Some(file.clone()),
@@ -206,6 +231,9 @@ fn validated(args: &cli::RunArgs) -> Result<experiment::Experiment, String> {
     if let Err(invalid) = exp.check(&registry::names()) {
         return Err(describe_invalid(args, &exp, &invalid));
     }
+    if let Err(invalid) = thresholds::validate(&exp) {
+        return Err(invalid.describe(args.experiment.as_deref(), &exp.name));
+    }
     if exp
         .variant_experiments()
         .iter()
@@ -239,6 +267,7 @@ fn resumed(args: &cli::RunArgs, dir: &std::path::Path) -> Result<experiment::Exp
     let given = cli::RunArgs {
         resume: None,
         certs: None,
+        no_thresholds_exit: false,
         ..args.clone()
     };
     if given != others {
@@ -284,8 +313,15 @@ fn run_sweep(
         argv: std::env::args().collect(),
     };
     bench_core::tls::install_crypto_provider();
+    let limits = exp.thresholds.clone();
     let outcome = runtime.block_on(run::run(exp, ctx, resume))?;
+    // Over every row of cells.csv (a resumed run's earlier cells too), written before the exit.
+    let checked = thresholds::write(&outcome.dir, &limits)?;
     println!("\n{}", output::summary_table(&outcome.results));
+    let block = thresholds::summary_block(&checked);
+    if !block.is_empty() {
+        println!("{block}");
+    }
     let failures = output::failure_report(&outcome.results);
     if !failures.is_empty() {
         println!("{failures}");
@@ -297,6 +333,8 @@ fn run_sweep(
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     Ok(if outcome.interrupted {
         ExitCode::from(130)
+    } else if checked.iter().any(|o| !o.pass) && !args.no_thresholds_exit {
+        ExitCode::from(thresholds::EXIT_THRESHOLD_FAILED)
     } else {
         ExitCode::SUCCESS
     })

@@ -45,7 +45,7 @@ fn marker(i: usize, x: f64, y: f64, colour: &str) -> String {
 }
 
 /// "Nice" tick values covering `lo..hi`.
-fn ticks(lo: f64, hi: f64) -> Vec<f64> {
+pub(crate) fn ticks(lo: f64, hi: f64) -> Vec<f64> {
     let span = (hi - lo).max(f64::EPSILON);
     let raw = span / 5.0;
     let mag = 10f64.powf(raw.log10().floor());
@@ -60,7 +60,7 @@ fn ticks(lo: f64, hi: f64) -> Vec<f64> {
     (first..=last).map(|i| i as f64 * step).collect()
 }
 
-fn fmt_tick(v: f64) -> String {
+pub(crate) fn fmt_tick(v: f64) -> String {
     if v.abs() >= 10_000.0 {
         format!("{:.0}k", v / 1000.0)
     } else if v.fract().abs() < 1e-9 {

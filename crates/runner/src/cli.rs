@@ -26,7 +26,10 @@ pub enum Command {
     /// Serve one stack until SIGINT/SIGTERM; prints one JSON ready line.
     Serve(ServeArgs),
     /// Write RESULTS_DIR/report.html: one self-contained page in the shape of seed 000's report.
-    Report { dir: PathBuf },
+    Report {
+        /// A run's results directory (the one holding manifest.json and cells.csv).
+        dir: PathBuf,
+    },
     /// Write OUT/reproduction.md from a reference run of the default sweep and claim runs
     /// (the study is described in paper/study.md). Refuses runs from different commits,
     /// CPU models or kernels, or a dirty tree, unless --allow-mixed.
@@ -37,6 +40,7 @@ pub enum Command {
         /// Results directories of the experiments in experiments/claims/.
         #[arg(long, num_args = 0..)]
         claims: Vec<PathBuf>,
+        /// Directory that receives reproduction.md.
         #[arg(long, default_value = "paper")]
         out: PathBuf,
         /// Write the paper even if the runs differ in commit, CPU model or kernel, or ran on
@@ -44,14 +48,39 @@ pub enum Command {
         #[arg(long)]
         allow_mixed: bool,
     },
+    /// Compare two runs cell by cell (Welch's t-test over repetitions); writes compare.csv and
+    /// compare.html. Exit 2 when the workloads differ, 1 with --fail-on-regression exceeded.
+    Compare {
+        /// Results directory of the base run.
+        base: PathBuf,
+        /// Results directory of the new run.
+        new: PathBuf,
+        /// Directory that receives compare.csv and compare.html (default: NEW/compare).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Exit 1 when a significant regression larger than PCT % exists (after writing
+        /// everything).
+        #[arg(long, value_name = "PCT")]
+        fail_on_regression: Option<f64>,
+    },
     /// Validate an experiment file (and flags) without running anything; prints the cells and
     /// an estimated duration.
     Check {
+        /// The experiment file (TOML) to validate.
         file: PathBuf,
         /// Run flags, accepted after the subcommand as well as before it.
         #[command(flatten)]
         run: Box<RunArgs>,
     },
+    /// Print a shell completion script to stdout, e.g. `runner completions bash >
+    /// /etc/bash_completion.d/runner`.
+    Completions {
+        /// The shell to complete for.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) to stdout, e.g. `runner man > runner.1; man ./runner.1`.
+    Man,
     /// Internal: one cell's load generator, started by the runner (job on stdin).
     #[command(hide = true)]
     Load {
@@ -65,32 +94,40 @@ pub enum Command {
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
+    /// The stack to serve: h1, h2, h3 or grpc (required).
     #[arg(long)]
     pub stack: String,
+    /// Address to listen on; port 0 picks a free one (a non-loopback address warns).
     #[arg(long, default_value = "127.0.0.1:0")]
     pub listen: SocketAddr,
+    /// No TLS: h1, h2c with prior knowledge, gRPC over h2c (h3 has none) (default: TLS 1.3).
     #[arg(long)]
     pub plaintext: bool,
+    /// Payload profile of the item: small (256 B JSON), 4k or 64k.
     #[arg(long, default_value = "small")]
     pub payload: PayloadProfile,
     /// Server runtime worker threads.
     #[arg(long, default_value_t = 2)]
     pub threads: u32,
+    /// Listen backlog (the kernel caps it at net.core.somaxconn).
     #[arg(long, default_value_t = 4096)]
     pub backlog: u32,
-    /// Test-only fault: status | bad-body | missing-field | delay-<N>ms, with optional :<fraction>.
+    /// Test-only fault: status | bad-body | missing-field | delay-<N>ms, with optional
+    /// :<fraction> (default: none).
     #[arg(long)]
     pub fault: Option<FaultSpec>,
-    /// Certificate directory (created on first use).
+    /// Certificate directory, created on first use (default: certs/ of this checkout).
     #[arg(long)]
     pub certs: Option<PathBuf>,
-    /// Pin the server to this CPU.
+    /// Pin the server to this CPU (default: not pinned).
     #[arg(long)]
     pub cpu: Option<usize>,
-    /// Transport knobs as JSON, e.g. '{"quic_initial_rtt_ms":100,"udp_buffer_bytes":4194304}'.
+    /// Transport knobs as JSON, e.g. '{"quic_initial_rtt_ms":100,"udp_buffer_bytes":4194304}'
+    /// (default: none, the stacks' own settings).
     #[arg(long, value_parser = parse_tuning)]
     pub tuning: Option<bench_core::Tuning>,
-    /// Processing time of each item request: fixed:<D> or exp:<mean>, e.g. exp:2ms.
+    /// Processing time of each item request: fixed:<D> or exp:<mean>, e.g. exp:2ms (default:
+    /// none, answer at once).
     #[arg(long)]
     pub service_time: Option<bench_core::ServiceTime>,
     /// Seed of the exp: draws.
@@ -136,40 +173,49 @@ pub struct RunArgs {
     /// its files.
     #[arg(long, value_name = "RESULTS_DIR")]
     pub resume: Option<PathBuf>,
-    /// Experiment file (TOML); flags override its keys.
+    /// Experiment file (TOML); flags override its keys (default: none, the study's numbers).
     #[arg(long)]
     pub experiment: Option<PathBuf>,
+    /// Part of the results directory's name (default: `default`; `reuse`/`new-conn` with
+    /// --regime).
     #[arg(long)]
     pub name: Option<String>,
     /// reuse, new-conn or both (default both).
     #[arg(long, value_enum)]
     pub regime: Option<RegimeArg>,
-    /// Comma-separated stacks: h1,h2,h3,grpc.
+    /// Comma-separated stacks: h1,h2,h3,grpc (default: all four).
     #[arg(long, value_delimiter = ',')]
     pub stacks: Option<Vec<String>>,
-    /// Comma-separated concurrency levels (workers).
+    /// Comma-separated concurrency levels, in workers (default: 10,50,100,200,500).
     #[arg(long, value_delimiter = ',')]
     pub concurrency: Option<Vec<u32>>,
-    /// Measured requests per cell, for every regime.
+    /// Measured requests per cell, for every regime (default: 50000 reuse, 5000 new-conn).
     #[arg(long)]
     pub requests: Option<u64>,
+    /// Repetitions of every cell, interleaved (default: 1).
     #[arg(long)]
     pub repetitions: Option<u32>,
-    /// Request timeout in seconds (also used for connect and handshake unless set in the file).
+    /// Request, connect and handshake timeout in seconds (default: 10).
     #[arg(long)]
     pub timeout: Option<f64>,
+    /// Payload profile: small (256 B JSON body), 4k or 64k (default: small).
     #[arg(long)]
     pub payload: Option<PayloadProfile>,
+    /// No TLS: h1, h2c, gRPC over h2c; h3 cannot run (default: TLS 1.3).
     #[arg(long)]
     pub plaintext: bool,
+    /// TLS/QUIC session handling of new connections: full (no session cache), resumed or
+    /// zero-rtt (h3 only) (default: full).
     #[arg(long, value_enum)]
     pub handshake: Option<HandshakeArg>,
-    /// Reuse regime: connections shared by all workers (0 = one per worker).
+    /// Reuse regime: connections shared by all workers (default: 0 = one per worker).
     #[arg(long)]
     pub connections: Option<u32>,
+    /// Unrecorded warm-up requests before each cell, as a fraction of its measured requests
+    /// (default: 0.05).
     #[arg(long)]
     pub warmup_fraction: Option<f64>,
-    /// Single-user baseline per stack and regime, in seconds (0 = none).
+    /// Single-user baseline per stack and regime, in seconds; 0 = none (default: 10).
     #[arg(long)]
     pub baseline_seconds: Option<u64>,
     /// Open loop: requests per second on a fixed schedule (default: closed loop).
@@ -179,53 +225,97 @@ pub struct RunArgs {
     /// `timer` (tokio's 1 ms timer alone, for comparison).
     #[arg(long, value_enum)]
     pub pacing: Option<crate::load::Pacing>,
-    /// Test-only: fault the servers inject, e.g. delay-50ms or stall-300ms:0.005.
+    /// Test-only: fault the servers inject, e.g. delay-50ms or stall-300ms:0.005 (default:
+    /// none).
     #[arg(long)]
     pub server_fault: Option<String>,
-    /// Server processing time per item request: fixed:<D> or exp:<mean>, e.g. exp:2ms.
+    /// Server processing time per item request: fixed:<D> or exp:<mean>, e.g. exp:2ms
+    /// (default: none, answer at once).
     #[arg(long)]
     pub service_time: Option<String>,
-    /// Busy CPU work per item request on the server's handler thread, in µs.
+    /// Seed of the exp: service-time draws (default: 1).
+    #[arg(long)]
+    pub service_time_seed: Option<u64>,
+    /// Busy CPU work per item request on the server's handler thread, in µs (default: 0).
     #[arg(long)]
     pub service_cpu_us: Option<u64>,
+    /// Hard bound on a cell's measured phase, in seconds (default: 300).
     #[arg(long)]
     pub max_cell_seconds: Option<u64>,
-    /// Stress cells measure at least this long, sending past their request budget if needed.
+    /// Stress cells measure at least this long, sending past their request budget if needed
+    /// (default: 0 = the budget alone).
     #[arg(long)]
     pub min_cell_seconds: Option<f64>,
-    /// Soak: every stress cell runs this long (e.g. 90s, 10m, 1h) instead of a request count.
+    /// Soak: every stress cell runs this long (e.g. 90s, 10m, 1h) instead of a request count
+    /// (default: none).
     #[arg(long, value_parser = parse_duration_s)]
     pub duration: Option<u64>,
     /// Lower the runner's open-file soft limit to N (exhaustion studies; servers are not
-    /// affected).
+    /// affected) (default: inherited).
     #[arg(long)]
     pub client_nofile: Option<u64>,
+    /// Server runtime worker threads (default: 2).
     #[arg(long)]
     pub server_threads: Option<u32>,
+    /// Load generator runtime threads; 0 = one per usable core (default: 0).
     #[arg(long)]
     pub client_threads: Option<u32>,
-    /// Pin the server to core 0 and the runner to core 1.
+    /// Pin the server to core 0 and the runner to core 1 (default: off).
     #[arg(long)]
     pub pin: bool,
     /// The load generator polls for I/O instead of sleeping (use with pinned runs; README
-    /// "Fairness").
+    /// "Fairness") (default: off).
     #[arg(long)]
     pub busy_poll: bool,
+    /// Server listen backlog (default: 4096).
     #[arg(long)]
     pub backlog: Option<u32>,
-    /// Results root; each run writes a new directory below it.
+    /// Network emulation in a private namespace, e.g. rtt=40ms,jitter=2ms,loss=0.5%,rate=100mbit
+    /// (needs root; default: none, plain loopback).
+    #[arg(long, value_name = "SPEC")]
+    pub netem: Option<String>,
+    /// net.ipv4.ip_local_port_range in a private namespace, e.g. "40000 40999" (default: the
+    /// kernel's).
+    #[arg(long, value_name = "LOW HIGH")]
+    pub port_range: Option<String>,
+    /// net.ipv4.tcp_tw_reuse (0, 1 or 2) in a private namespace (default: the kernel's, 2).
+    #[arg(long)]
+    pub tcp_tw_reuse: Option<u8>,
+    /// net.core.somaxconn in a private namespace (default: the kernel's).
+    #[arg(long)]
+    pub somaxconn: Option<u32>,
+    /// TCP clients close with SO_LINGER 0: an RST, no TIME_WAIT (default: off, a FIN).
+    #[arg(long)]
+    pub linger_zero: bool,
+    /// QUIC initial RTT estimate in ms (default: quinn's, 333).
+    #[arg(long)]
+    pub quic_initial_rtt_ms: Option<u64>,
+    /// SO_RCVBUF/SO_SNDBUF of QUIC sockets in bytes (default: the kernel's).
+    #[arg(long)]
+    pub udp_buffer_bytes: Option<usize>,
+    /// QUIC connection receive window in bytes (default: quinn's).
+    #[arg(long)]
+    pub quic_receive_window: Option<u64>,
+    /// Resource sampling interval in ms (default: 100).
+    #[arg(long)]
+    pub sample_interval_ms: Option<u64>,
+    /// Results root; each run writes a new directory below it (default: results).
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Certificate directory (default: certs/ of this checkout).
     #[arg(long)]
     pub certs: Option<PathBuf>,
     /// Measure an already running `runner serve` at this loopback address instead of starting
-    /// a server per cell (one stack; for comparisons with other load tools).
+    /// a server per cell (one stack; for comparisons with other load tools) (default: none).
     #[arg(long)]
     pub target: Option<std::net::SocketAddr>,
-    /// The pid of the --target server, so its RSS and CPU are sampled.
+    /// The pid of the --target server, so its RSS and CPU are sampled (default: not sampled).
     #[arg(long, requires = "target")]
     pub target_pid: Option<u32>,
+    /// Exit 0 even when a threshold of the experiment failed (default: exit 99); the results
+    /// and thresholds.csv are written either way.
+    #[arg(long)]
+    pub no_thresholds_exit: bool,
 }
 
 impl RunArgs {
@@ -252,6 +342,7 @@ impl RunArgs {
             pacing: self.pacing.or(other.pacing),
             server_fault: self.server_fault.or(other.server_fault),
             service_time: self.service_time.or(other.service_time),
+            service_time_seed: self.service_time_seed.or(other.service_time_seed),
             service_cpu_us: self.service_cpu_us.or(other.service_cpu_us),
             max_cell_seconds: self.max_cell_seconds.or(other.max_cell_seconds),
             min_cell_seconds: self.min_cell_seconds.or(other.min_cell_seconds),
@@ -262,10 +353,20 @@ impl RunArgs {
             pin: self.pin || other.pin,
             busy_poll: self.busy_poll || other.busy_poll,
             backlog: self.backlog.or(other.backlog),
+            netem: self.netem.or(other.netem),
+            port_range: self.port_range.or(other.port_range),
+            tcp_tw_reuse: self.tcp_tw_reuse.or(other.tcp_tw_reuse),
+            somaxconn: self.somaxconn.or(other.somaxconn),
+            linger_zero: self.linger_zero || other.linger_zero,
+            quic_initial_rtt_ms: self.quic_initial_rtt_ms.or(other.quic_initial_rtt_ms),
+            udp_buffer_bytes: self.udp_buffer_bytes.or(other.udp_buffer_bytes),
+            quic_receive_window: self.quic_receive_window.or(other.quic_receive_window),
+            sample_interval_ms: self.sample_interval_ms.or(other.sample_interval_ms),
             out: self.out.or(other.out),
             certs: self.certs.or(other.certs),
             target: self.target.or(other.target),
             target_pid: self.target_pid.or(other.target_pid),
+            no_thresholds_exit: self.no_thresholds_exit || other.no_thresholds_exit,
         }
     }
 
@@ -300,6 +401,18 @@ impl RunArgs {
             "pin" => ("--pin", self.pin),
             "busy_poll" => ("--busy-poll", self.busy_poll),
             "backlog" => ("--backlog", self.backlog.is_some()),
+            "service_time" => ("--service-time", self.service_time.is_some()),
+            "service_time_seed" => ("--service-time-seed", self.service_time_seed.is_some()),
+            "service_cpu_us" => ("--service-cpu-us", self.service_cpu_us.is_some()),
+            "netem" => ("--netem", self.netem.is_some()),
+            "port_range" => ("--port-range", self.port_range.is_some()),
+            "tcp_tw_reuse" => ("--tcp-tw-reuse", self.tcp_tw_reuse.is_some()),
+            "somaxconn" => ("--somaxconn", self.somaxconn.is_some()),
+            "linger_zero" => ("--linger-zero", self.linger_zero),
+            "quic_initial_rtt_ms" => ("--quic-initial-rtt-ms", self.quic_initial_rtt_ms.is_some()),
+            "udp_buffer_bytes" => ("--udp-buffer-bytes", self.udp_buffer_bytes.is_some()),
+            "quic_receive_window" => ("--quic-receive-window", self.quic_receive_window.is_some()),
+            "sample_interval_ms" => ("--sample-interval-ms", self.sample_interval_ms.is_some()),
             "out" => ("--out", self.out.is_some()),
             _ => return None,
         };
@@ -387,6 +500,9 @@ impl RunArgs {
         if let Some(t) = &self.service_time {
             e.service_time = Some(t.clone());
         }
+        if let Some(seed) = self.service_time_seed {
+            e.service_time_seed = seed;
+        }
         if let Some(us) = self.service_cpu_us {
             e.service_cpu_us = us;
         }
@@ -416,6 +532,33 @@ impl RunArgs {
         }
         if let Some(n) = self.backlog {
             e.backlog = n;
+        }
+        if let Some(v) = &self.netem {
+            e.netem = Some(v.clone());
+        }
+        if let Some(v) = &self.port_range {
+            e.port_range = Some(v.clone());
+        }
+        if let Some(v) = self.tcp_tw_reuse {
+            e.tcp_tw_reuse = Some(v);
+        }
+        if let Some(v) = self.somaxconn {
+            e.somaxconn = Some(v);
+        }
+        if self.linger_zero {
+            e.linger_zero = true;
+        }
+        if let Some(v) = self.quic_initial_rtt_ms {
+            e.quic_initial_rtt_ms = Some(v);
+        }
+        if let Some(v) = self.udp_buffer_bytes {
+            e.udp_buffer_bytes = Some(v);
+        }
+        if let Some(v) = self.quic_receive_window {
+            e.quic_receive_window = Some(v);
+        }
+        if let Some(v) = self.sample_interval_ms {
+            e.sample_interval_ms = v;
         }
         if let Some(o) = &self.out {
             e.out = o.clone();

@@ -1,7 +1,8 @@
-//! A userspace netem for one namespace's loopback, on NFQUEUE.
+//! A userspace netem for one namespace's loopback, on NFQUEUE, and the choice between it and
+//! the kernel's netem qdisc ([`select`]).
 //!
-//! Debian's cloud kernels (and this machine's) ship without `sch_netem`, so the delay, jitter
-//! and loss of `--netem` are applied here: an iptables rule queues every packet leaving the
+//! Debian's cloud kernels (and this machine's) ship without `sch_netem`; there the delay,
+//! jitter and loss of `--netem` are applied here: an iptables rule queues every packet leaving the
 //! namespace's loopback to this thread, which gives each its verdict after the one-way delay
 //! (ACCEPT) or drops it with the loss probability. Every loopback packet crosses OUTPUT exactly
 //! once, as it would cross a netem qdisc on lo, so a round trip costs twice the delay. The rate
@@ -21,6 +22,58 @@ use crate::experiment::Netem;
 /// The NFQUEUE number the namespace's iptables rule sends loopback packets to.
 pub const QUEUE: u16 = 0;
 
+/// Which emulator applied a cell's delay, jitter and loss (`emulator` in cells.csv and
+/// manifest.json), so that a result says whether the kernel or this thread did the work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmulatorKind {
+    /// The kernel's `tc qdisc … netem` on the namespace's loopback.
+    NetemQdisc,
+    /// This module's thread behind an iptables NFQUEUE rule.
+    Nfqueue,
+}
+
+impl EmulatorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EmulatorKind::NetemQdisc => "netem-qdisc",
+            EmulatorKind::Nfqueue => "nfqueue",
+        }
+    }
+}
+
+/// The emulator a cell ran with and what its thread cost.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Emulation {
+    pub kind: EmulatorKind,
+    /// CPU seconds of the NFQUEUE thread over the cell (`None` for the qdisc: the kernel
+    /// emulates in softirq context, charged to whichever thread it interrupts).
+    pub cpu_s: Option<f64>,
+}
+
+/// The emulator for `netem`: none when it asks for no delay, jitter or loss (a rate alone is
+/// the kernel's tbf); the real netem qdisc when `qdisc_works` (the probe: adding it in the
+/// cell's namespace succeeded, i.e. the kernel has `sch_netem`); else the NFQUEUE fallback.
+/// Pure over the probe's answer, so the choice is tested on any kernel; the probe runs only
+/// when emulation is needed.
+pub fn select(netem: &Netem, qdisc_works: impl FnOnce() -> bool) -> Option<EmulatorKind> {
+    if netem.delay_ms <= 0.0 && netem.jitter_ms <= 0.0 && netem.loss_pct <= 0.0 {
+        return None;
+    }
+    Some(if qdisc_works() {
+        EmulatorKind::NetemQdisc
+    } else {
+        EmulatorKind::Nfqueue
+    })
+}
+
+/// CPU time a thread of this process has run, in seconds, from the first field of
+/// `/proc/self/task/TID/schedstat` (ns on CPU); `None` once the thread is gone.
+pub fn thread_cpu_s(tid: i32) -> Option<f64> {
+    let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
+    let ns: u64 = text.split_whitespace().next()?.parse().ok()?;
+    Some(ns as f64 / 1e9)
+}
+
 /// Packets handled, for the closing check that emulation really happened.
 #[derive(Debug, Default)]
 pub struct EmulatorStats {
@@ -29,6 +82,8 @@ pub struct EmulatorStats {
 }
 
 pub struct Emulator {
+    /// The emulator thread's id, whose CPU time is the emulation's cost (`emulator_cpu_s`).
+    pub tid: i32,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
     pub stats: Arc<EmulatorStats>,
@@ -78,7 +133,7 @@ impl Emulator {
     ) -> anyhow::Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(EmulatorStats::default());
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<anyhow::Result<()>>();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<anyhow::Result<i32>>();
         let delay = Duration::from_secs_f64(netem.delay_ms / 1000.0);
         let jitter = netem.jitter_ms / 1000.0;
         let loss = netem.loss_pct / 100.0;
@@ -96,7 +151,7 @@ impl Emulator {
             })();
             let mut queue = match queue {
                 Ok(q) => {
-                    let _ = ready_tx.send(Ok(()));
+                    let _ = ready_tx.send(Ok(nix::unistd::gettid().as_raw()));
                     q
                 }
                 Err(e) => {
@@ -150,10 +205,11 @@ impl Emulator {
                 }
             }
         });
-        ready_rx
+        let tid = ready_rx
             .recv()
             .context("the emulator thread died before it was ready")??;
         Ok(Emulator {
+            tid,
             stop,
             thread: Some(thread),
             stats,
@@ -167,5 +223,51 @@ impl Drop for Emulator {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn netem(text: &str) -> Netem {
+        Netem::parse(text).expect("valid netem")
+    }
+
+    #[test]
+    fn the_qdisc_is_used_where_the_probe_succeeds_else_nfqueue() {
+        let delayed = netem("rtt=20ms");
+        assert_eq!(select(&delayed, || true), Some(EmulatorKind::NetemQdisc));
+        assert_eq!(select(&delayed, || false), Some(EmulatorKind::Nfqueue));
+        assert_eq!(
+            select(&netem("loss=1%"), || false),
+            Some(EmulatorKind::Nfqueue)
+        );
+        assert_eq!(
+            select(&netem("jitter=2ms"), || true),
+            Some(EmulatorKind::NetemQdisc)
+        );
+    }
+
+    #[test]
+    fn a_rate_alone_needs_no_emulator_and_no_probe() {
+        let probed = std::cell::Cell::new(false);
+        let kind = select(&netem("rate=100mbit"), || {
+            probed.set(true);
+            true
+        });
+        assert_eq!(kind, None);
+        assert!(
+            !probed.get(),
+            "the probe must not run without delay or loss"
+        );
+    }
+
+    #[test]
+    fn this_threads_cpu_time_is_readable() {
+        let tid = nix::unistd::gettid().as_raw();
+        let cpu = thread_cpu_s(tid).expect("schedstat of a live thread");
+        assert!(cpu >= 0.0);
+        assert_eq!(thread_cpu_s(i32::MAX), None);
     }
 }

@@ -100,9 +100,13 @@ impl Environment {
     }
 }
 
-/// Load and steal around one cell: a busy or stolen-from machine explains an outlier.
+/// Load and steal around one cell: a busy or stolen-from machine explains an outlier; and the
+/// network emulator it ran under, whose thread's CPU is counted neither as server nor client.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct CellEnvironment {
+    /// With `netem` delay, jitter or loss: which emulator applied them (set by the cell's
+    /// namespace, not by [`CellSnapshot`]).
+    pub emulation: Option<crate::emulator::Emulation>,
     pub loadavg1_before: f64,
     pub loadavg1_after: f64,
     /// Steal time over the cell as a percentage of all CPU time in it (all cores).
@@ -129,6 +133,7 @@ impl CellSnapshot {
             _ => 0.0,
         };
         CellEnvironment {
+            emulation: None,
             loadavg1_before: self.loadavg1,
             loadavg1_after: loadavg(&read("/proc/loadavg"))[0],
             steal_pct,

@@ -125,6 +125,9 @@ pub struct Experiment {
     pub linger_zero: bool,
     /// Conditions to compare: each variant overrides some knobs and runs the whole plan.
     pub variants: Vec<Variant>,
+    /// Pass/fail criteria over cells.csv columns (`[[thresholds]]`); every variant's cells
+    /// are checked unless a threshold's `variants` selects.
+    pub thresholds: Vec<crate::thresholds::Threshold>,
 }
 
 /// A knob that failed validation: its key, the variant it failed in, and why.
@@ -350,6 +353,7 @@ impl Default for Experiment {
             quic_receive_window: None,
             linger_zero: false,
             variants: Vec::new(),
+            thresholds: Vec::new(),
         }
     }
 }

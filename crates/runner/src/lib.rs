@@ -5,6 +5,7 @@
 pub mod app;
 pub mod chart;
 pub mod cli;
+pub mod compare;
 pub mod emulator;
 pub mod environment;
 pub mod experiment;
@@ -22,3 +23,4 @@ pub mod sampler;
 pub mod serve;
 pub mod stats;
 pub mod summary;
+pub mod thresholds;

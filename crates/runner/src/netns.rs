@@ -9,7 +9,7 @@ use anyhow::{bail, Context};
 
 use std::sync::Arc;
 
-use crate::emulator::{Emulator, QUEUE};
+use crate::emulator::{Emulator, EmulatorKind, QUEUE};
 use crate::experiment::{Experiment, Netem};
 
 pub struct Netns {
@@ -17,6 +17,10 @@ pub struct Netns {
     handle: Arc<File>,
     /// Delay, jitter and loss on the namespace's loopback; dropped before the namespace.
     emulator: Option<Emulator>,
+    /// Which emulator applies delay, jitter and loss (`None`: no netem, or a rate alone).
+    kind: Option<EmulatorKind>,
+    /// The emulator thread's CPU seconds as the cell started, subtracted at its end.
+    emulator_cpu_start_s: f64,
 }
 
 fn run(program: &str, args: &[&str]) -> anyhow::Result<()> {
@@ -61,6 +65,8 @@ impl Netns {
                 name,
                 handle: Arc::new(handle),
                 emulator: None,
+                kind: None,
+                emulator_cpu_start_s: 0.0,
             },
             Err(e) => {
                 let _ = run("ip", &["netns", "del", &name]);
@@ -72,7 +78,15 @@ impl Netns {
         run("ip", &["-n", &ns.name, "link", "set", "lo", "up"])?;
         if let Some(netem) = &exp.netem {
             let netem = Netem::parse(netem).map_err(anyhow::Error::msg)?;
-            if let Some(rate) = &netem.rate {
+            // The probe is the real thing: adding the netem qdisc succeeds exactly where the
+            // kernel has sch_netem, and then it stays as the cell's emulator.
+            let qdisc = netem_qdisc_args(&ns.name, &netem);
+            ns.kind = crate::emulator::select(&netem, || {
+                run("tc", &qdisc.iter().map(String::as_str).collect::<Vec<_>>()).is_ok()
+            });
+            // The netem qdisc takes the rate itself; otherwise tbf shapes it.
+            let qdisc_has_rate = ns.kind == Some(EmulatorKind::NetemQdisc);
+            if let Some(rate) = netem.rate.as_ref().filter(|_| !qdisc_has_rate) {
                 run(
                     "tc",
                     &[
@@ -81,12 +95,7 @@ impl Netns {
                     ],
                 )?;
             }
-            if netem.delay_ms > 0.0 || netem.jitter_ms > 0.0 || netem.loss_pct > 0.0 {
-                let handle = ns.handle.clone();
-                ns.emulator = Some(Emulator::start(&netem, move || {
-                    nix::sched::setns(&*handle, nix::sched::CloneFlags::CLONE_NEWNET)
-                        .context("cannot enter the namespace")
-                })?);
+            if ns.kind.is_some() {
                 // A queued packet still counts as in the host, and TCP autocorking would hold
                 // the next small write (a request after the TLS Finished) until it leaves: half
                 // an RTT that a real path does not add. netem on lo has the same artefact.
@@ -102,6 +111,16 @@ impl Netns {
                         "net.ipv4.tcp_autocorking=0",
                     ],
                 )?;
+            }
+            if ns.kind == Some(EmulatorKind::Nfqueue) {
+                let handle = ns.handle.clone();
+                let emulator = Emulator::start(&netem, move || {
+                    nix::sched::setns(&*handle, nix::sched::CloneFlags::CLONE_NEWNET)
+                        .context("cannot enter the namespace")
+                })?;
+                ns.emulator_cpu_start_s =
+                    crate::emulator::thread_cpu_s(emulator.tid).unwrap_or(0.0);
+                ns.emulator = Some(emulator);
                 // Queue only once the emulator listens: an unbound queue drops packets.
                 run(
                     "ip",
@@ -144,8 +163,29 @@ impl Netns {
         nix::sched::setns(&*self.handle, nix::sched::CloneFlags::CLONE_NEWNET)
     }
 
-    /// Packets the emulator delayed and dropped so far.
+    /// Which emulator applies the cell's delay, jitter and loss, if any.
+    pub fn emulator_kind(&self) -> Option<EmulatorKind> {
+        self.kind
+    }
+
+    /// CPU seconds the NFQUEUE emulator's thread has used since the cell started (`None` with
+    /// the qdisc, whose work the kernel does in softirq context, attributed to no thread).
+    pub fn emulator_cpu_s(&self) -> Option<f64> {
+        let e = self.emulator.as_ref()?;
+        Some((crate::emulator::thread_cpu_s(e.tid)? - self.emulator_cpu_start_s).max(0.0))
+    }
+
+    /// Packets the emulator delayed and dropped so far: the NFQUEUE thread's counters, or the
+    /// netem qdisc's sent and dropped packets (`tc -s qdisc`).
     pub fn emulated_packets(&self) -> (u64, u64) {
+        if self.kind == Some(EmulatorKind::NetemQdisc) {
+            let out = Command::new("tc")
+                .args(["-s", "-n", &self.name, "qdisc", "show", "dev", "lo"])
+                .output();
+            return out.map_or((0, 0), |o| {
+                qdisc_packets(&String::from_utf8_lossy(&o.stdout))
+            });
+        }
         self.emulator.as_ref().map_or((0, 0), |e| {
             (
                 e.stats.delayed.load(std::sync::atomic::Ordering::Relaxed),
@@ -155,11 +195,50 @@ impl Netns {
     }
 }
 
+/// Sent and dropped packets from `tc -s qdisc show`'s first
+/// ` Sent <bytes> bytes <pkts> pkt (dropped <n>, …)` line.
+fn qdisc_packets(stats: &str) -> (u64, u64) {
+    let Some(line) = stats.lines().find(|l| l.trim_start().starts_with("Sent ")) else {
+        return (0, 0);
+    };
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let after = |word: &str| {
+        let at = words
+            .iter()
+            .position(|w| w.trim_start_matches('(') == word)?;
+        words.get(at + 1)?.trim_end_matches(',').parse().ok()
+    };
+    let sent = words.get(3).and_then(|w| w.parse().ok()).unwrap_or(0);
+    (sent, after("dropped").unwrap_or(0))
+}
+
 impl Drop for Netns {
     fn drop(&mut self) {
         self.emulator.take();
         let _ = run("ip", &["netns", "del", &self.name]);
     }
+}
+
+/// `tc` arguments adding a netem qdisc with `netem`'s delay, jitter, loss and rate at the root
+/// of the namespace's loopback. Times in µs, so that fractional milliseconds survive; a limit
+/// well above netem's default 1,000 packets, which a delayed 500-connection cell would exceed
+/// (the NFQUEUE emulator holds up to 65,536).
+fn netem_qdisc_args(ns: &str, netem: &Netem) -> Vec<String> {
+    let mut args: Vec<String> = ["-n", ns, "qdisc", "add", "dev", "lo", "root", "netem"]
+        .map(String::from)
+        .to_vec();
+    args.extend(["limit".into(), "65536".into(), "delay".into()]);
+    args.push(format!("{}us", (netem.delay_ms * 1000.0).round() as u64));
+    if netem.jitter_ms > 0.0 {
+        args.push(format!("{}us", (netem.jitter_ms * 1000.0).round() as u64));
+    }
+    if netem.loss_pct > 0.0 {
+        args.extend(["loss".into(), format!("{}%", netem.loss_pct)]);
+    }
+    if let Some(rate) = &netem.rate {
+        args.extend(["rate".into(), rate.clone()]);
+    }
+    args
 }
 
 /// Removes namespaces left by runners that were killed before they could clean up.
@@ -178,5 +257,27 @@ pub fn remove_stale() {
         if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
             let _ = run("ip", &["netns", "del", &name]);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn qdisc_statistics_give_sent_and_dropped_packets() {
+        let stats = "qdisc netem 8001: root refcnt 2 limit 65536 delay 10ms loss 1%\n \
+                     Sent 123456 bytes 789 pkt (dropped 7, overlimits 0 requeues 0)\n";
+        assert_eq!(qdisc_packets(stats), (789, 7));
+        assert_eq!(qdisc_packets(""), (0, 0));
+    }
+
+    #[test]
+    fn the_qdisc_carries_delay_jitter_loss_and_rate() {
+        let netem = Netem::parse("rtt=20ms,jitter=0.5ms,loss=1%,rate=100mbit").unwrap();
+        assert_eq!(
+            netem_qdisc_args("ns", &netem).join(" "),
+            "-n ns qdisc add dev lo root netem limit 65536 delay 10000us 500us loss 1% rate 100mbit"
+        );
     }
 }

@@ -298,6 +298,18 @@ impl CellResult {
         };
         put("emulated_packets_delayed", delayed);
         put("emulated_packets_dropped", dropped);
+        let emulation = env.and_then(|e| e.emulation);
+        put(
+            "emulator",
+            emulation.map_or("", |e| e.kind.as_str()).to_string(),
+        );
+        put(
+            "emulator_cpu_s",
+            emulation
+                .and_then(|e| e.cpu_s)
+                .map(|s| format!("{s:.3}"))
+                .unwrap_or_default(),
+        );
         put("server_exit", self.server_exit.clone().unwrap_or_default());
         put("error", self.error.clone().unwrap_or_default());
         r
@@ -471,6 +483,10 @@ pub struct Manifest {
     pub client_threads: usize,
     pub server_threads: u32,
     pub argv: Vec<String>,
+    /// The network emulator of the run's `netem` cells: `netem-qdisc` or `nfqueue` (README
+    /// "Conditions"); `None` without delay, jitter or loss.
+    #[serde(default)]
+    pub emulator: Option<String>,
     /// Each stack's server settings, as the stack states them (README "Fairness").
     #[serde(default)]
     pub stack_settings:

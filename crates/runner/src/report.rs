@@ -620,6 +620,77 @@ fn notes(results: &Results, stress: &[&Row], stats: &Stats) -> Vec<String> {
 }
 
 /// Renders `report.html` into the results directory and returns its path.
+/// The "Thresholds" section at the top of the report, from `thresholds.csv` (empty when the
+/// run stated none): one row per threshold bound, failures first, with the failing cells.
+fn thresholds_section(dir: &Path) -> anyhow::Result<String> {
+    let path = dir.join(crate::thresholds::FILE_NAME);
+    if !path.is_file() {
+        return Ok(String::new());
+    }
+    let rows = read_rows(&path)?;
+    let esc = |s: &str| {
+        s.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+            .replace('"', "&quot;")
+    };
+    // (threshold, column, bound) in the file's order, with passing count and failures.
+    let mut groups: Vec<([&str; 3], usize, Vec<String>)> = Vec::new();
+    for r in &rows {
+        let key = [
+            r["threshold"].as_str(),
+            r["column"].as_str(),
+            r["bound"].as_str(),
+        ];
+        let at = match groups.iter().position(|(k, _, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                groups.push((key, 0, Vec::new()));
+                groups.len() - 1
+            }
+        };
+        if r["pass"] == "true" {
+            groups[at].1 += 1;
+        } else {
+            let value = if r["value"].is_empty() {
+                "no value"
+            } else {
+                &r["value"]
+            };
+            groups[at].2.push(format!("{} ({value})", r["cell_key"]));
+        }
+    }
+    groups.sort_by_key(|(_, _, failed)| failed.is_empty());
+    let failed = groups.iter().filter(|(_, _, f)| !f.is_empty()).count();
+    let mut html = String::from("<section id=\"thresholds\">\n<h2>Thresholds</h2>\n");
+    html.push_str(&format!(
+        "<p class=\"table-note\">{}; every selected cell (each repetition) must meet its bound; from thresholds.csv.</p>\n",
+        if failed == 0 {
+            format!("All {} passed", groups.len())
+        } else {
+            format!("{failed} of {} failed", groups.len())
+        }
+    ));
+    html.push_str("<table>\n<tr><th>Threshold</th><th>Column</th><th>Bound</th><th>Cells passing</th><th>Result</th><th>Failed cells (value)</th></tr>\n");
+    for ([threshold, column, bound], passed, failures) in &groups {
+        let result = if failures.is_empty() {
+            "<td class=\"pass\" style=\"color:#00965a\">pass</td>"
+        } else {
+            "<td class=\"fail\" style=\"color:#c00;font-weight:600\">FAIL</td>"
+        };
+        html.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{passed}/{}</td>{result}<td class=\"examples\">{}</td></tr>\n",
+            esc(threshold),
+            esc(column),
+            esc(bound),
+            passed + failures.len(),
+            esc(&failures.join(" · "))
+        ));
+    }
+    html.push_str("</table>\n</section>\n");
+    Ok(html)
+}
+
 pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
     let results = Results::load(dir)?;
     let baseline: Vec<&Row> = results
@@ -827,9 +898,12 @@ pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
                 .any(|r| num(r, &format!("fail_{}", c.as_str())) > 0.0)
         })
         .collect();
+    // Only stages that failed requests get a row: a clean run would otherwise show one row of
+    // zeros per cell, which hides the answer ("nothing failed") in noise.
     let failure_stages: Vec<FailureStage> = results
         .cells
         .iter()
+        .filter(|r| num(r, "failed") > 0.0)
         .map(|r| {
             let key = &r["cell_key"];
             let examples: Vec<String> = results
@@ -921,6 +995,7 @@ pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
             failure_stages => failure_stages,
             charts => charts,
             notes => notes(&results, &stress, &stats),
+            thresholds => thresholds_section(dir)?,
         })?;
     let path = dir.join("report.html");
     std::fs::write(&path, html).with_context(|| format!("cannot write {}", path.display()))?;

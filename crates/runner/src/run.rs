@@ -102,6 +102,7 @@ pub async fn run(
         client_threads: ctx.client_threads,
         server_threads: exp.server_threads,
         argv: ctx.argv.clone(),
+        emulator: None,
         stack_settings: exp
             .stacks
             .iter()
@@ -158,16 +159,27 @@ pub async fn run(
                 failed_cell(cell, format!("{e:#}"))
             }
         };
-        result.environment = Some(cell_environment);
+        // The namespace recorded its emulator on the result; keep it beside load and steal.
+        let emulation = result.environment.and_then(|e| e.emulation);
+        result.environment = Some(crate::environment::CellEnvironment {
+            emulation,
+            ..cell_environment
+        });
+        // Each threshold that selects this cell is checked as it finishes (✓/✗ on its line).
+        let marks = crate::thresholds::cell_marks(&cell.exp.thresholds, &result);
         bar.finish_with_message(format!(
-            "{:.0} req/s, {} failed",
+            "{:.0} req/s, {} failed{marks}",
             result.throughput_rps(),
             result.measured.failed()
         ));
         if !interactive {
-            eprintln!("[{}/{}] {}", i + 1, cells.len(), output::cell_line(&result));
+            let line = output::cell_line(&result);
+            eprintln!("[{}/{}] {line}{marks}", i + 1, cells.len());
         }
         writer.write_cell(&result, &samples)?;
+        if let Some(e) = result.environment.and_then(|e| e.emulation) {
+            manifest.emulator = Some(e.kind.as_str().to_string());
+        }
         manifest.cells_done += 1;
         manifest.write(&dir)?;
         results.push(result);
@@ -516,6 +528,13 @@ async fn run_isolated(
     let mut outcome = outcome?;
     if let (Some(ns), Some((result, _))) = (&netns, outcome.as_mut()) {
         result.emulated_packets = Some(ns.emulated_packets());
+        result.environment = Some(crate::environment::CellEnvironment {
+            emulation: ns.emulator_kind().map(|kind| crate::emulator::Emulation {
+                kind,
+                cpu_s: ns.emulator_cpu_s(),
+            }),
+            ..Default::default()
+        });
     }
     drop(netns);
     Ok(outcome)

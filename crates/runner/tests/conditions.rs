@@ -182,3 +182,62 @@ netem = "rtt={RTT_MS}ms"
         assert_eq!(num(row, "ok"), 12.0, "{stack}");
     }
 }
+
+/// Whether this kernel takes a netem qdisc, tried in a throwaway namespace of the test's own
+/// (named so that a runner's stale-namespace sweep leaves it alone).
+fn kernel_has_netem() -> bool {
+    let ns = format!("tbtest-netem-{}", std::process::id());
+    let ok = |cmd: &[&str]| {
+        std::process::Command::new(cmd[0])
+            .args(&cmd[1..])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    assert!(ok(&["ip", "netns", "add", &ns]), "cannot create {ns}");
+    let has = ok(&[
+        "tc", "-n", &ns, "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms",
+    ]);
+    ok(&["ip", "netns", "del", &ns]);
+    has
+}
+
+/// The emulator is chosen by probing the kernel, and the choice is recorded: here (no
+/// sch_netem) the NFQUEUE fallback, whose thread's CPU gets its own column.
+#[test]
+fn the_emulator_chosen_is_recorded_with_its_cpu() {
+    let expected = if kernel_has_netem() {
+        "netem-qdisc"
+    } else {
+        "nfqueue"
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("results");
+    let output = runner()
+        .args(["--stacks", "h1", "--regime", "reuse", "--concurrency", "1"])
+        .args([
+            "--requests",
+            "20",
+            "--baseline-seconds",
+            "0",
+            "--netem",
+            "rtt=4ms",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .arg("--certs")
+        .arg(tmp.path().join("certs"))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", output_text(&output));
+    let dir = results_dir(&out);
+    let rows = read_csv(&dir.join("cells.csv"));
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["emulator"], expected);
+    assert!(num(&rows[0], "emulated_packets_delayed") > 0.0);
+    if expected == "nfqueue" {
+        assert!(num(&rows[0], "emulator_cpu_s") > 0.0, "{:?}", rows[0]);
+    }
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["emulator"], expected);
+}

@@ -143,7 +143,7 @@ fn bad_service_times_are_rejected() {
     );
     let e = rejected(&[], Some("service_time = \"fixed:2\"\n"), "needs a unit");
     assert!(e.contains("service_time"), "{e}");
-    rejected(&["--service-cpu-us", "61000000"], None, "service_cpu_us");
+    rejected(&["--service-cpu-us", "61000000"], None, "--service-cpu-us");
     rejected(
         &[],
         Some("[[variants]]\nname = \"slow\"\nservice_time = \"2ms\"\n"),

@@ -1,0 +1,849 @@
+//! Thresholds: pass/fail criteria an experiment file states over the numeric columns of
+//! `cells.csv` (`[[thresholds]]`, k6's idea), validated before the run, checked per cell as it
+//! finishes, and written to `thresholds.csv`. Evaluation is a pure function of a cell's
+//! `(column, value)` record, so the live check and the file read back agree.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+use crate::experiment::{Experiment, Regime};
+use crate::output::CellResult;
+
+/// Exit status of a run in which a threshold failed (k6's code).
+pub const EXIT_THRESHOLD_FAILED: u8 = 99;
+
+/// The file a run's threshold checks are written to.
+pub const FILE_NAME: &str = "thresholds.csv";
+
+/// Friendly names for columns: `(alias, column, factor)`, alias value = column value × factor.
+/// The one place an alias is defined; it must name a numeric column (tested).
+pub const ALIASES: &[(&str, &str, f64)] = &[
+    ("p50_ms", "latency_p50_us", 1e-3),
+    ("p90_ms", "latency_p90_us", 1e-3),
+    ("p95_ms", "latency_p95_us", 1e-3),
+    ("p99_ms", "latency_p99_us", 1e-3),
+    ("p999_ms", "latency_p999_us", 1e-3),
+    ("max_ms", "latency_max_us", 1e-3),
+    ("mean_ms", "latency_mean_us", 1e-3),
+    ("steady_rps", "throughput_steady_rps", 1.0),
+    ("server_rss_peak_mb", "server_rss_peak_bytes", 1e-6),
+    ("client_rss_peak_mb", "client_rss_peak_bytes", 1e-6),
+];
+
+/// One `[[thresholds]]` table as written: optional selectors (absent = every cell), an
+/// optional name, and any number of `column = { min = …, max = … }` bounds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Threshold {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stacks: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regimes: Option<Vec<Regime>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<Vec<u32>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variants: Option<Vec<String>>,
+    /// `stress` (default) or `baseline`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<String>,
+    /// Kept raw so that a malformed bound gets a message naming its key, not serde's.
+    #[serde(flatten)]
+    pub bounds: BTreeMap<String, toml::Value>,
+}
+
+/// A threshold that failed validation: which one (1-based), the key at fault, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Invalid {
+    pub index: usize,
+    pub label: String,
+    pub key: String,
+    pub message: String,
+}
+
+impl Invalid {
+    /// One line naming the file and line when known (`file:line: thresholds[n] (label): key: …`).
+    pub fn describe(&self, file: Option<&Path>, experiment: &str) -> String {
+        let what = format!(
+            "thresholds[{}] ({}): {}: {}",
+            self.index, self.label, self.key, self.message
+        );
+        let Some(path) = file else {
+            return format!("experiment '{experiment}': {what}");
+        };
+        let line = std::fs::read_to_string(path)
+            .ok()
+            .and_then(|text| key_line(&text, self.index, &self.key));
+        match line {
+            Some(n) => format!("{}:{n}: {what}", path.display()),
+            None => format!("{}: {what}", path.display()),
+        }
+    }
+}
+
+/// The 1-based line of `text` that sets `key` in its `index`-th `[[thresholds]]` table, else
+/// that table's header line; `None` when the file has no such table (e.g. inline arrays).
+pub fn key_line(text: &str, index: usize, key: &str) -> Option<usize> {
+    let mut seen = 0;
+    let mut header = None;
+    for (i, line) in text.lines().enumerate() {
+        let trimmed = line.trim();
+        if trimmed.starts_with('[') && !trimmed.contains('=') {
+            if header.is_some() {
+                break;
+            }
+            let header_text = trimmed.split('#').next().unwrap_or("");
+            let name: String = header_text
+                .chars()
+                .filter(|c| !"[] ".contains(*c))
+                .collect();
+            if trimmed.starts_with("[[") && name == "thresholds" {
+                seen += 1;
+                if seen == index {
+                    header = Some(i + 1);
+                }
+            }
+            continue;
+        }
+        if header.is_some() {
+            if let Some((k, _)) = trimmed.split_once('=') {
+                if k.trim().trim_matches(['"', '\'']) == key {
+                    return Some(i + 1);
+                }
+            }
+        }
+    }
+    header
+}
+
+/// Which side of a bound a check is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Min,
+    Max,
+}
+
+/// One comparison: the key as written, the real column it reads and its unit factor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Check {
+    pub key: String,
+    pub column: String,
+    pub factor: f64,
+    pub side: Side,
+    pub limit: f64,
+}
+
+impl Check {
+    /// `>= 26000` or `<= 25`, in the key's units.
+    pub fn bound(&self) -> String {
+        match self.side {
+            Side::Min => format!(">= {}", number(self.limit)),
+            Side::Max => format!("<= {}", number(self.limit)),
+        }
+    }
+
+    fn passes(&self, value: f64) -> bool {
+        match self.side {
+            Side::Min => value >= self.limit,
+            Side::Max => value <= self.limit,
+        }
+    }
+}
+
+/// A validated threshold: its label, selectors (as strings, compared with the record's) and
+/// checks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parsed {
+    pub label: String,
+    selectors: Vec<(&'static str, Vec<String>)>,
+    pub checks: Vec<Check>,
+}
+
+impl Parsed {
+    /// Whether the cell whose record this is is one the threshold speaks about.
+    pub fn selects(&self, record: &[(String, String)]) -> bool {
+        self.selectors.iter().all(|(column, wanted)| {
+            field(record, column).is_some_and(|v| wanted.iter().any(|w| w == v))
+        })
+    }
+
+    /// `grpc · reuse · c500` (the selectors that narrow it), for display.
+    pub fn scope(&self) -> String {
+        let parts: Vec<String> = self
+            .selectors
+            .iter()
+            .filter(|(column, values)| !(*column == "stage" && values == &["stress"]))
+            .map(|(column, values)| match *column {
+                "concurrency" => values
+                    .iter()
+                    .map(|v| format!("c{v}"))
+                    .collect::<Vec<_>>()
+                    .join(","),
+                _ => values.join(","),
+            })
+            .collect();
+        if parts.is_empty() {
+            "every stress cell".into()
+        } else {
+            parts.join(" · ")
+        }
+    }
+}
+
+/// One threshold check of one cell: a row of `thresholds.csv`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    pub threshold: String,
+    pub cell_key: String,
+    /// The key as written (an alias or a column); `value` and `bound` are in its units.
+    pub column: String,
+    /// `None` when the cell has no value for it (empty column, or the cell could not run).
+    pub value: Option<f64>,
+    pub bound: String,
+    pub pass: bool,
+}
+
+fn field<'a>(record: &'a [(String, String)], column: &str) -> Option<&'a str> {
+    record
+        .iter()
+        .find(|(k, _)| k == column)
+        .map(|(_, v)| v.as_str())
+}
+
+/// A number as short as it can be written exactly enough for a terminal or CSV.
+fn number(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else {
+        let s = format!("{v:.6}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+/// The records of cells that show every numeric column as a number: one that could not run,
+/// and a time-bound and a budgeted cell with every optional figure present.
+fn probe_records() -> Vec<Vec<(String, String)>> {
+    let exp = Experiment {
+        rate: Some(1.0),
+        baseline_seconds: 1,
+        netem: Some("rtt=1ms".into()),
+        port_range: Some("40000 40999".into()),
+        tcp_tw_reuse: Some(1),
+        somaxconn: Some(1),
+        client_nofile: Some(16),
+        quic_initial_rtt_ms: Some(1),
+        udp_buffer_bytes: Some(1024),
+        quic_receive_window: Some(1024),
+        service_time: Some("exp:1ms".into()),
+        ..Experiment::default()
+    };
+    let cells = crate::plan::plan(&exp);
+    let baseline = cells.iter().find(|c| c.duration_s.is_some());
+    let stress = cells.iter().find(|c| c.duration_s.is_none());
+    let mut records = Vec::new();
+    for cell in [baseline, stress].into_iter().flatten() {
+        let mut measured = crate::stats::Measurements::default();
+        measured.record_pacing_lag(std::time::Duration::from_micros(5));
+        let resources = crate::sampler::ResourceSummary {
+            rss_hwm_bytes: Some(1),
+            rss_mean_bytes: Some(1.0),
+            cpu_pct_mean: Some(1.0),
+            ..Default::default()
+        };
+        let failed = CellResult {
+            cell: cell.clone(),
+            measured: crate::stats::Measurements::default(),
+            elapsed_s: 0.0,
+            cut_short: true,
+            extended: false,
+            steady: None,
+            warmup: crate::stats::Measurements::default(),
+            server: Default::default(),
+            client: Default::default(),
+            server_exit: None,
+            error: Some("could not run".into()),
+            emulated_packets: None,
+            environment: None,
+        };
+        records.push(failed.record());
+        let full = CellResult {
+            measured,
+            steady: Some(crate::load::SteadyWindow {
+                elapsed_s: 1.0,
+                ok: 1,
+            }),
+            server: resources,
+            client: resources,
+            server_exit: Some("exit status: 1".into()),
+            error: None,
+            emulated_packets: Some((1, 1)),
+            environment: Some(crate::environment::CellEnvironment {
+                emulation: Some(crate::emulator::Emulation {
+                    kind: crate::emulator::EmulatorKind::Nfqueue,
+                    cpu_s: Some(1.0),
+                }),
+                ..Default::default()
+            }),
+            ..failed
+        };
+        records.push(full.record());
+    }
+    records
+}
+
+/// Every column of `cells.csv`, with whether it is numeric: derived from the records that
+/// `CellResult::record` writes, so it cannot drift from the file.
+pub fn columns() -> Vec<(String, bool)> {
+    let records = probe_records();
+    let mut out: Vec<(String, bool)> = Vec::new();
+    for (column, _) in &records[0] {
+        let values = records.iter().filter_map(|r| field(r, column));
+        let (mut number, mut text) = (false, false);
+        for v in values.filter(|v| !v.is_empty()) {
+            if v.parse::<f64>().is_ok_and(f64::is_finite) {
+                number = true;
+            } else {
+                text = true;
+            }
+        }
+        out.push((column.clone(), number && !text));
+    }
+    out
+}
+
+/// The real column and unit factor a threshold key reads, or why it cannot be used.
+fn resolve(key: &str, columns: &[(String, bool)]) -> Result<(String, f64), String> {
+    let (column, factor) = ALIASES
+        .iter()
+        .find(|(alias, _, _)| *alias == key)
+        .map_or((key, 1.0), |(_, column, factor)| (*column, *factor));
+    match columns.iter().find(|(c, _)| c == column) {
+        Some((_, true)) => Ok((column.to_string(), factor)),
+        Some((_, false)) => Err(format!("column '{column}' of cells.csv is not numeric")),
+        None => {
+            // Aliases first: they are the short names a newcomer was reaching for.
+            let near: Vec<&str> = ALIASES
+                .iter()
+                .filter(|(a, _, _)| a.contains(key) || key.contains(a))
+                .map(|(a, _, _)| *a)
+                .chain(
+                    columns
+                        .iter()
+                        .filter(|(c, numeric)| {
+                            *numeric && (c.contains(key) || key.contains(c.as_str()))
+                        })
+                        .map(|(c, _)| c.as_str()),
+                )
+                .take(4)
+                .collect();
+            let hint = if near.is_empty() {
+                "see README \"Results schema\"".to_string()
+            } else {
+                format!("did you mean {}?", near.join(", "))
+            };
+            Err(format!(
+                "unknown column '{key}': not a column of cells.csv nor an alias ({hint})"
+            ))
+        }
+    }
+}
+
+/// The bounds of one key: `{ min = …, max = … }`, numbers, min ≤ max.
+fn parse_bound(key: &str, value: &toml::Value) -> Result<(Option<f64>, Option<f64>), String> {
+    let expected = format!("expected a bound like {key} = {{ max = 25 }} or {{ min = 0.999 }}");
+    let table = value.as_table().ok_or_else(|| expected.clone())?;
+    let (mut min, mut max) = (None, None);
+    for (side, v) in table {
+        let n = match v {
+            toml::Value::Integer(i) => *i as f64,
+            toml::Value::Float(f) if f.is_finite() => *f,
+            _ => return Err(format!("{side} must be a finite number")),
+        };
+        match side.as_str() {
+            "min" => min = Some(n),
+            "max" => max = Some(n),
+            other => return Err(format!("unknown bound '{other}' ({expected})")),
+        }
+    }
+    match (min, max) {
+        (None, None) => Err(expected),
+        (Some(lo), Some(hi)) if lo > hi => Err(format!("min {lo} is greater than max {hi}")),
+        bounds => Ok(bounds),
+    }
+}
+
+/// Validates the thresholds' names, bounds and columns (not the selectors against a plan).
+pub fn parse(thresholds: &[Threshold]) -> Result<Vec<Parsed>, Invalid> {
+    let columns = columns();
+    thresholds
+        .iter()
+        .enumerate()
+        .map(|(i, t)| parse_one(i + 1, t, &columns))
+        .collect()
+}
+
+fn parse_one(index: usize, t: &Threshold, columns: &[(String, bool)]) -> Result<Parsed, Invalid> {
+    let label = t.name.clone().unwrap_or_else(|| format!("T{index}"));
+    let fail = |key: &str, message: String| Invalid {
+        index,
+        label: label.clone(),
+        key: key.to_string(),
+        message,
+    };
+    if t.name.as_deref().is_some_and(|n| n.trim().is_empty()) {
+        return Err(fail("name", "must not be empty".into()));
+    }
+    let stage = t.stage.clone().unwrap_or_else(|| "stress".into());
+    if stage != "stress" && stage != "baseline" {
+        return Err(fail(
+            "stage",
+            format!("unknown stage '{stage}', expected stress or baseline"),
+        ));
+    }
+    let mut selectors = vec![("stage", vec![stage])];
+    let lists: [(&'static str, &'static str, Option<Vec<String>>); 4] = [
+        ("stacks", "stack", t.stacks.clone()),
+        (
+            "regimes",
+            "regime",
+            t.regimes
+                .as_ref()
+                .map(|r| r.iter().map(|r| r.as_str().to_string()).collect()),
+        ),
+        (
+            "concurrency",
+            "concurrency",
+            t.concurrency
+                .as_ref()
+                .map(|c| c.iter().map(|c| c.to_string()).collect()),
+        ),
+        ("variants", "variant", t.variants.clone()),
+    ];
+    for (key, column, values) in lists {
+        if let Some(values) = values {
+            if values.is_empty() {
+                return Err(fail(
+                    key,
+                    "is empty: leave it out to select every cell".into(),
+                ));
+            }
+            selectors.push((column, values));
+        }
+    }
+    let mut checks = Vec::new();
+    for (key, value) in &t.bounds {
+        let (column, factor) = resolve(key, columns).map_err(|m| fail(key, m))?;
+        let (min, max) = parse_bound(key, value).map_err(|m| fail(key, m))?;
+        for (side, limit) in [(Side::Min, min), (Side::Max, max)] {
+            if let Some(limit) = limit {
+                checks.push(Check {
+                    key: key.clone(),
+                    column: column.clone(),
+                    factor,
+                    side,
+                    limit,
+                });
+            }
+        }
+    }
+    if checks.is_empty() {
+        return Err(fail(
+            "thresholds",
+            "states no bound (e.g. p95_ms = { max = 25 })".into(),
+        ));
+    }
+    Ok(Parsed {
+        label,
+        selectors,
+        checks,
+    })
+}
+
+/// [`parse`], then every selector checked against the planned cells: a stack, regime,
+/// concurrency, variant or stage the plan does not have, or a combination selecting no
+/// cell, is refused (it would pass vacuously).
+pub fn validate(exp: &Experiment) -> Result<Vec<Parsed>, Invalid> {
+    let parsed = parse(&exp.thresholds)?;
+    if parsed.is_empty() {
+        return Ok(parsed);
+    }
+    let records: Vec<Vec<(String, String)>> = crate::plan::plan(exp)
+        .into_iter()
+        .map(|cell| {
+            let column = |k: &str, v: String| (k.to_string(), v);
+            vec![
+                column("stage", cell.stage.as_str().into()),
+                column("stack", cell.stack.clone()),
+                column("regime", cell.regime.as_str().into()),
+                column("concurrency", cell.concurrency.to_string()),
+                column("variant", cell.variant.clone()),
+            ]
+        })
+        .collect();
+    for (i, p) in parsed.iter().enumerate() {
+        for (column, wanted) in &p.selectors {
+            let planned: Vec<&str> = {
+                let mut v: Vec<&str> = records.iter().filter_map(|r| field(r, column)).collect();
+                v.sort_unstable();
+                v.dedup();
+                v
+            };
+            if let Some(missing) = wanted.iter().find(|w| !planned.contains(&w.as_str())) {
+                let key = match *column {
+                    "stack" => "stacks",
+                    "regime" => "regimes",
+                    "variant" => "variants",
+                    other => other,
+                };
+                return Err(Invalid {
+                    index: i + 1,
+                    label: p.label.clone(),
+                    key: key.into(),
+                    message: format!(
+                        "'{missing}' is not in the plan (it has {})",
+                        planned.join(", ")
+                    ),
+                });
+            }
+        }
+        if !records.iter().any(|r| p.selects(r)) {
+            return Err(Invalid {
+                index: i + 1,
+                label: p.label.clone(),
+                key: "thresholds".into(),
+                message: format!("selects no cell of the plan ({})", p.scope()),
+            });
+        }
+    }
+    Ok(parsed)
+}
+
+/// Every check of every threshold that selects this cell. A cell that could not run
+/// (`error` set) has no figures, so each check of it fails with no value.
+pub fn evaluate(parsed: &[Parsed], record: &[(String, String)]) -> Vec<Outcome> {
+    let cell_key = field(record, "cell_key").unwrap_or_default().to_string();
+    let ran = field(record, "error").is_none_or(str::is_empty);
+    let mut out = Vec::new();
+    for p in parsed.iter().filter(|p| p.selects(record)) {
+        for check in &p.checks {
+            let value = field(record, &check.column)
+                .filter(|_| ran)
+                .and_then(|v| v.parse::<f64>().ok())
+                .map(|v| v * check.factor);
+            out.push(Outcome {
+                threshold: p.label.clone(),
+                cell_key: cell_key.clone(),
+                column: check.key.clone(),
+                value,
+                bound: check.bound(),
+                pass: value.is_some_and(|v| check.passes(v)),
+            });
+        }
+    }
+    out
+}
+
+/// The ✓/✗ suffix of a finished cell's progress line (empty when no threshold selects it):
+/// ` · thresholds ✓ T1 ✗ C1 (p95_ms 31.2, bound <= 25)`.
+pub fn cell_marks(thresholds: &[Threshold], result: &CellResult) -> String {
+    let Ok(parsed) = parse(thresholds) else {
+        return String::new();
+    };
+    let outcomes = evaluate(&parsed, &result.record());
+    if outcomes.is_empty() {
+        return String::new();
+    }
+    let mut marks = Vec::new();
+    for p in &parsed {
+        let mine: Vec<&Outcome> = outcomes.iter().filter(|o| o.threshold == p.label).collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let failed: Vec<String> = mine
+            .iter()
+            .filter(|o| !o.pass)
+            .map(|o| format!("{} {}, bound {}", o.column, show(o.value), o.bound))
+            .collect();
+        marks.push(if failed.is_empty() {
+            format!("✓ {}", p.label)
+        } else {
+            format!("✗ {} ({})", p.label, failed.join(", "))
+        });
+    }
+    format!(" · thresholds {}", marks.join(" "))
+}
+
+fn show(value: Option<f64>) -> String {
+    value.map_or_else(|| "no value".into(), number)
+}
+
+/// Evaluates the thresholds over every row of the run's `cells.csv` (resumed rows included)
+/// and writes `thresholds.csv`; nothing is written when the run has no thresholds.
+pub fn write(dir: &Path, thresholds: &[Threshold]) -> anyhow::Result<Vec<Outcome>> {
+    if thresholds.is_empty() {
+        return Ok(Vec::new());
+    }
+    let parsed = parse(thresholds).map_err(|e| anyhow::anyhow!(e.describe(None, "run")))?;
+    let cells = dir.join("cells.csv");
+    let mut outcomes = Vec::new();
+    if cells.is_file() {
+        let mut reader = csv::Reader::from_path(&cells)
+            .with_context(|| format!("cannot read {}", cells.display()))?;
+        let headers = reader.headers()?.clone();
+        for row in reader.records() {
+            let row = row.with_context(|| format!("malformed row in {}", cells.display()))?;
+            let record: Vec<(String, String)> = headers
+                .iter()
+                .zip(row.iter())
+                .map(|(h, v)| (h.to_string(), v.to_string()))
+                .collect();
+            outcomes.extend(evaluate(&parsed, &record));
+        }
+    }
+    let path = dir.join(FILE_NAME);
+    let mut w = csv::Writer::from_path(&path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    w.write_record(["threshold", "cell_key", "column", "value", "bound", "pass"])?;
+    for o in &outcomes {
+        w.write_record([
+            o.threshold.as_str(),
+            &o.cell_key,
+            &o.column,
+            &o.value.map(number).unwrap_or_default(),
+            &o.bound,
+            if o.pass { "true" } else { "false" },
+        ])?;
+    }
+    w.flush()?;
+    Ok(outcomes)
+}
+
+/// The terminal summary's block: one line per threshold bound with its passing cells and, if
+/// any failed, the worst one. Empty without thresholds.
+pub fn summary_block(outcomes: &[Outcome]) -> String {
+    if outcomes.is_empty() {
+        return String::new();
+    }
+    // (threshold, column, bound) in first-seen order.
+    let mut groups: Vec<(&str, &str, &str)> = Vec::new();
+    for o in outcomes {
+        let g = (o.threshold.as_str(), o.column.as_str(), o.bound.as_str());
+        if !groups.contains(&g) {
+            groups.push(g);
+        }
+    }
+    let failed_groups = groups
+        .iter()
+        .filter(|g| {
+            outcomes.iter().any(|o| {
+                (o.threshold.as_str(), o.column.as_str(), o.bound.as_str()) == **g && !o.pass
+            })
+        })
+        .count();
+    let mut lines = vec![if failed_groups == 0 {
+        format!("thresholds: all {} passed", groups.len())
+    } else {
+        format!("thresholds: {failed_groups} of {} failed", groups.len())
+    }];
+    for (threshold, column, bound) in groups {
+        let mine: Vec<&Outcome> = outcomes
+            .iter()
+            .filter(|o| o.threshold == threshold && o.column == column && o.bound == bound)
+            .collect();
+        let passed = mine.iter().filter(|o| o.pass).count();
+        let failing: Vec<String> = mine
+            .iter()
+            .filter(|o| !o.pass)
+            .take(3)
+            .map(|o| format!("{} in {}", show(o.value), o.cell_key))
+            .collect();
+        let mark = if failing.is_empty() { "✓" } else { "✗" };
+        let mut line = format!(
+            "  {mark} {threshold}: {column} {bound}: {passed}/{} cells",
+            mine.len()
+        );
+        if !failing.is_empty() {
+            line.push_str(&format!(" (failed: {})", failing.join(", ")));
+        }
+        lines.push(line);
+    }
+    lines.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn threshold(toml_text: &str) -> Threshold {
+        #[derive(Deserialize)]
+        struct File {
+            thresholds: Vec<Threshold>,
+        }
+        let file: File = toml::from_str(toml_text).expect("valid TOML");
+        file.thresholds.into_iter().next().expect("one threshold")
+    }
+
+    fn record(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn columns_come_from_the_record_and_know_which_are_numeric() {
+        let columns = columns();
+        let numeric = |c: &str| columns.iter().find(|(n, _)| n == c).map(|(_, n)| *n);
+        for c in [
+            "latency_p95_us",
+            "throughput_steady_rps",
+            "success_rate",
+            "rate_rps",
+            "pacing_lag_p99_us",
+            "server_rss_hwm_bytes",
+            "requests",
+            "duration_s",
+            "steal_pct",
+            "emulator_cpu_s",
+        ] {
+            assert_eq!(numeric(c), Some(true), "{c}");
+        }
+        for c in [
+            "cell_key",
+            "stack",
+            "netem",
+            "port_range",
+            "cut_short",
+            "error",
+        ] {
+            assert_eq!(numeric(c), Some(false), "{c}");
+        }
+        assert_eq!(numeric("p95_ms"), None);
+        // A column no probe fills could not be classified: fill its field in probe_records.
+        let probes = probe_records();
+        for (column, _) in &columns {
+            assert!(
+                probes
+                    .iter()
+                    .any(|r| field(r, column).is_some_and(|v| !v.is_empty())),
+                "no probe record has a value for {column}"
+            );
+        }
+        for (alias, column, _) in ALIASES {
+            assert_eq!(numeric(column), Some(true), "alias {alias} → {column}");
+        }
+    }
+
+    #[test]
+    fn parse_refuses_unknown_and_text_columns_and_inverted_bounds() {
+        let err = parse(&[threshold("[[thresholds]]\np95 = { max = 25 }\n")]).unwrap_err();
+        assert_eq!((err.index, err.key.as_str()), (1, "p95"));
+        assert!(err.message.contains("unknown column 'p95'"), "{err:?}");
+        assert!(
+            err.message.contains("p95_ms"),
+            "suggests the alias: {err:?}"
+        );
+        let err = parse(&[threshold("[[thresholds]]\nstack = { max = 1 }\n")]).unwrap_err();
+        assert!(err.message.contains("not numeric"), "{err:?}");
+        let err = parse(&[threshold(
+            "[[thresholds]]\nsuccess_rate = { min = 1, max = 0.5 }\n",
+        )])
+        .unwrap_err();
+        assert!(err.message.contains("greater than max"), "{err:?}");
+        let err = parse(&[threshold("[[thresholds]]\nsuccess_rate = 0.5\n")]).unwrap_err();
+        assert!(err.message.contains("expected a bound"), "{err:?}");
+        let err = parse(&[threshold("[[thresholds]]\nstacks = [\"h1\"]\n")]).unwrap_err();
+        assert_eq!(err.key, "thresholds");
+    }
+
+    #[test]
+    fn evaluation_applies_alias_factor_selectors_and_fails_missing_values() {
+        let parsed = parse(&[threshold(
+            "[[thresholds]]\nname = \"C1\"\nstacks = [\"grpc\"]\nconcurrency = [500]\np95_ms = { max = 25 }\nthroughput_steady_rps = { min = 26000 }\n",
+        )])
+        .unwrap();
+        let cell = |stack: &str, c: &str, p95_us: &str, steady: &str| {
+            record(&[
+                ("cell_key", "k"),
+                ("variant", "default"),
+                ("stage", "stress"),
+                ("stack", stack),
+                ("regime", "reuse"),
+                ("concurrency", c),
+                ("latency_p95_us", p95_us),
+                ("throughput_steady_rps", steady),
+                ("error", ""),
+            ])
+        };
+        assert!(evaluate(&parsed, &cell("h1", "500", "1", "1")).is_empty());
+        assert!(evaluate(&parsed, &cell("grpc", "10", "1", "1")).is_empty());
+        let ok = evaluate(&parsed, &cell("grpc", "500", "25000", "26000.5"));
+        assert_eq!(ok.len(), 2);
+        assert!(ok.iter().all(|o| o.pass), "{ok:?}");
+        assert_eq!(ok[0].value, Some(25.0));
+        assert_eq!(ok[0].bound, "<= 25");
+        let bad = evaluate(&parsed, &cell("grpc", "500", "25001", ""));
+        assert!(bad.iter().all(|o| !o.pass), "{bad:?}");
+        assert_eq!(bad[1].value, None, "an empty column is no value");
+        let mut failed = cell("grpc", "500", "0", "0");
+        failed.last_mut().unwrap().1 = "server did not start".into();
+        assert!(evaluate(&parsed, &failed)
+            .iter()
+            .all(|o| !o.pass && o.value.is_none()));
+    }
+
+    #[test]
+    fn validation_checks_selectors_against_the_plan() {
+        let exp = Experiment {
+            stacks: vec!["h1".into()],
+            regimes: vec![Regime::Reuse],
+            concurrency: vec![2],
+            thresholds: vec![threshold(
+                "[[thresholds]]\nconcurrency = [500]\nsuccess_rate = { min = 0.9 }\n",
+            )],
+            ..Experiment::default()
+        };
+        let err = validate(&exp).unwrap_err();
+        assert_eq!(err.key, "concurrency");
+        assert!(err.message.contains("'500' is not in the plan"), "{err:?}");
+        let exp = Experiment {
+            baseline_seconds: 0,
+            thresholds: vec![threshold(
+                "[[thresholds]]\nstage = \"baseline\"\nsuccess_rate = { min = 0.9 }\n",
+            )],
+            ..exp
+        };
+        assert_eq!(validate(&exp).unwrap_err().key, "stage");
+    }
+
+    #[test]
+    fn key_line_finds_the_key_in_the_nth_table_or_its_header() {
+        let text = "name = \"x\"\n[[thresholds]] # first\np95_ms = { max = 1 }\n\n[[thresholds]]\nstacks = [\"h1\"]\np95_ms = { max = 2 }\n[[variants]]\nname = \"a\"\n";
+        assert_eq!(key_line(text, 1, "p95_ms"), Some(3));
+        assert_eq!(key_line(text, 2, "p95_ms"), Some(7));
+        assert_eq!(key_line(text, 2, "thresholds"), Some(5));
+        assert_eq!(key_line(text, 3, "p95_ms"), None);
+    }
+
+    #[test]
+    fn summary_names_failed_cells() {
+        let o = |cell: &str, pass: bool| Outcome {
+            threshold: "T1".into(),
+            cell_key: cell.into(),
+            column: "p95_ms".into(),
+            value: Some(3.5),
+            bound: "<= 1".into(),
+            pass,
+        };
+        let block = summary_block(&[o("a", true), o("b", false)]);
+        assert!(block.starts_with("thresholds: 1 of 1 failed"), "{block}");
+        assert!(
+            block.contains("✗ T1: p95_ms <= 1: 1/2 cells (failed: 3.5 in b)"),
+            "{block}"
+        );
+        assert!(summary_block(&[o("a", true)]).contains("✓ T1"));
+    }
+}
