@@ -5,6 +5,7 @@
 pub mod failure;
 pub mod net;
 pub mod service;
+pub mod source;
 pub mod stack;
 pub mod testkit;
 pub mod tls;

@@ -15,6 +15,7 @@ pub use tokio_rustls::TlsAcceptor;
 use tokio_rustls::TlsConnector;
 
 use crate::failure::{classify_error, timeout_class, Failure, Phase};
+use crate::source::{bind_tcp_source, SourceAddresses};
 use crate::stack::{ClientSettings, ConnectTiming, ServerSettings, WireBytes};
 
 /// Byte counters of one connection, shared between the stream and its owner.
@@ -194,6 +195,9 @@ pub struct TcpConnector {
     connect_timeout: Duration,
     handshake_timeout: Duration,
     linger_zero: bool,
+    /// Shared by the clones of this connector, so that every worker's connects take the
+    /// source addresses in one round-robin.
+    sources: Arc<SourceAddresses>,
 }
 
 impl TcpConnector {
@@ -213,6 +217,10 @@ impl TcpConnector {
             connect_timeout: settings.connect_timeout,
             handshake_timeout: settings.handshake_timeout,
             linger_zero: settings.tuning.linger_zero,
+            sources: Arc::new(SourceAddresses::new(
+                settings.target,
+                settings.tuning.source_addresses,
+            )),
         })
     }
 
@@ -221,7 +229,7 @@ impl TcpConnector {
         let started = Instant::now();
         let tcp = tokio::time::timeout(
             self.connect_timeout,
-            open_tcp(self.target, self.linger_zero),
+            open_tcp(self.target, self.sources.next(), self.linger_zero),
         )
         .await
         .map_err(|_| Failure::new(timeout_class(Phase::Connect), "TCP connect timed out"))?
@@ -304,8 +312,13 @@ impl Closer {
 }
 
 /// A new TCP socket to `addr` with TCP_NODELAY (Nagle + delayed ACK add 40 ms tails otherwise).
-/// With `linger_zero` the close is an RST and leaves no TIME_WAIT behind.
-async fn open_tcp(addr: SocketAddr, linger_zero: bool) -> io::Result<TcpStream> {
+/// With `linger_zero` the close is an RST and leaves no TIME_WAIT behind. With a `source` the
+/// socket is bound to that address first (see [`crate::source`]).
+async fn open_tcp(
+    addr: SocketAddr,
+    source: Option<std::net::IpAddr>,
+    linger_zero: bool,
+) -> io::Result<TcpStream> {
     let socket = if addr.is_ipv4() {
         TcpSocket::new_v4()?
     } else {
@@ -314,6 +327,9 @@ async fn open_tcp(addr: SocketAddr, linger_zero: bool) -> io::Result<TcpStream> 
     socket.set_nodelay(true)?;
     if linger_zero {
         socket.set_zero_linger()?;
+    }
+    if let Some(source) = source {
+        bind_tcp_source(&socket, source)?;
     }
     socket.connect(addr).await
 }

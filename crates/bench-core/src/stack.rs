@@ -42,6 +42,10 @@ pub struct Tuning {
     pub quic_receive_window: Option<u64>,
     /// TCP client: close with SO_LINGER 0 (an RST, no TIME_WAIT) instead of a FIN.
     pub linger_zero: bool,
+    /// Clients: how many local source addresses (127.0.0.1, 127.0.0.2, … for a loopback
+    /// target) connections take in turn, so one address's ephemeral ports are not the limit;
+    /// 0 or 1 = the kernel picks the source. See [`crate::source`].
+    pub source_addresses: u32,
     /// Server: issue no TLS session tickets and keep no session cache. Set for cells whose
     /// clients do full handshakes, which would otherwise pay for tickets they never use.
     pub no_session_tickets: bool,

@@ -84,21 +84,25 @@ pub fn main() -> ExitCode {
         Some(Command::Paper {
             reference,
             claims,
+            scale,
             out,
             allow_mixed,
-        }) => match paper::write(&reference, &claims, &out, allow_mixed) {
-            Ok(written) => {
-                for w in &written.warnings {
-                    eprintln!("warning: {w}");
+        }) => {
+            match paper::write_with_scale(&reference, &claims, scale.as_deref(), &out, allow_mixed)
+            {
+                Ok(written) => {
+                    for w in &written.warnings {
+                        eprintln!("warning: {w}");
+                    }
+                    println!("paper: {}", written.path.display());
+                    ExitCode::SUCCESS
                 }
-                println!("paper: {}", written.path.display());
-                ExitCode::SUCCESS
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    ExitCode::from(EXIT_INVALID)
+                }
             }
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                ExitCode::from(EXIT_INVALID)
-            }
-        },
+        }
         Some(Command::Compare {
             base,
             new,

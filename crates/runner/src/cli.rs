@@ -40,6 +40,10 @@ pub enum Command {
         /// Results directories of the experiments in experiments/claims/.
         #[arg(long, num_args = 0..)]
         claims: Vec<PathBuf>,
+        /// Results directory of experiments/scale.toml: adds the "Beyond 500" section (each
+        /// stack's knee past the study's 500 workers, and why).
+        #[arg(long)]
+        scale: Option<PathBuf>,
         /// Directory that receives reproduction.md.
         #[arg(long, default_value = "paper")]
         out: PathBuf,
@@ -287,6 +291,11 @@ pub struct RunArgs {
     /// TCP clients close with SO_LINGER 0: an RST, no TIME_WAIT (default: off, a FIN).
     #[arg(long)]
     pub linger_zero: bool,
+    /// Local source addresses the clients' connections take in turn (127.0.0.1, 127.0.0.2, …
+    /// for a loopback server), so one address's ephemeral ports are not the limit; 1 = the
+    /// kernel picks (default: 16).
+    #[arg(long, value_name = "N")]
+    pub source_addresses: Option<u32>,
     /// QUIC initial RTT estimate in ms (default: quinn's, 333).
     #[arg(long)]
     pub quic_initial_rtt_ms: Option<u64>,
@@ -358,6 +367,7 @@ impl RunArgs {
             tcp_tw_reuse: self.tcp_tw_reuse.or(other.tcp_tw_reuse),
             somaxconn: self.somaxconn.or(other.somaxconn),
             linger_zero: self.linger_zero || other.linger_zero,
+            source_addresses: self.source_addresses.or(other.source_addresses),
             quic_initial_rtt_ms: self.quic_initial_rtt_ms.or(other.quic_initial_rtt_ms),
             udp_buffer_bytes: self.udp_buffer_bytes.or(other.udp_buffer_bytes),
             quic_receive_window: self.quic_receive_window.or(other.quic_receive_window),
@@ -409,6 +419,7 @@ impl RunArgs {
             "tcp_tw_reuse" => ("--tcp-tw-reuse", self.tcp_tw_reuse.is_some()),
             "somaxconn" => ("--somaxconn", self.somaxconn.is_some()),
             "linger_zero" => ("--linger-zero", self.linger_zero),
+            "source_addresses" => ("--source-addresses", self.source_addresses.is_some()),
             "quic_initial_rtt_ms" => ("--quic-initial-rtt-ms", self.quic_initial_rtt_ms.is_some()),
             "udp_buffer_bytes" => ("--udp-buffer-bytes", self.udp_buffer_bytes.is_some()),
             "quic_receive_window" => ("--quic-receive-window", self.quic_receive_window.is_some()),
@@ -547,6 +558,9 @@ impl RunArgs {
         }
         if self.linger_zero {
             e.linger_zero = true;
+        }
+        if let Some(v) = self.source_addresses {
+            e.source_addresses = v;
         }
         if let Some(v) = self.quic_initial_rtt_ms {
             e.quic_initial_rtt_ms = Some(v);

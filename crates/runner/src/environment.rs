@@ -111,6 +111,9 @@ pub struct CellEnvironment {
     pub loadavg1_after: f64,
     /// Steal time over the cell as a percentage of all CPU time in it (all cores).
     pub steal_pct: f64,
+    /// The kernel's TCP/UDP counters over the measured phase, read in the cell's namespace
+    /// (set by the cell itself, not by [`CellSnapshot`]); `None` when the phase did not run.
+    pub net: Option<crate::netcounters::CellCounters>,
 }
 
 /// A snapshot taken as a cell starts; [`CellSnapshot::finish`] turns it into the cell's figures.
@@ -137,6 +140,7 @@ impl CellSnapshot {
             loadavg1_before: self.loadavg1,
             loadavg1_after: loadavg(&read("/proc/loadavg"))[0],
             steal_pct,
+            net: None,
         }
     }
 }

@@ -123,6 +123,11 @@ pub struct Experiment {
     pub quic_receive_window: Option<u64>,
     /// TCP clients close with SO_LINGER 0 (RST, no TIME_WAIT) instead of a FIN.
     pub linger_zero: bool,
+    /// Local source addresses the clients' connections take in turn (127.0.0.1, 127.0.0.2, …
+    /// for the loopback server), so that one address's ≈ 28k ephemeral ports are not the first
+    /// limit of new-conn or many-connection cells; 1 = the kernel picks (one address), which a
+    /// port-budget experiment wants.
+    pub source_addresses: u32,
     /// Conditions to compare: each variant overrides some knobs and runs the whole plan.
     pub variants: Vec<Variant>,
     /// Pass/fail criteria over cells.csv columns (`[[thresholds]]`); every variant's cells
@@ -230,6 +235,7 @@ pub struct Variant {
     pub udp_buffer_bytes: Option<usize>,
     pub quic_receive_window: Option<u64>,
     pub linger_zero: Option<bool>,
+    pub source_addresses: Option<u32>,
     pub server_threads: Option<u32>,
     pub client_threads: Option<u32>,
     pub busy_poll: Option<bool>,
@@ -352,6 +358,7 @@ impl Default for Experiment {
             udp_buffer_bytes: None,
             quic_receive_window: None,
             linger_zero: false,
+            source_addresses: 16,
             variants: Vec::new(),
             thresholds: Vec::new(),
         }
@@ -374,6 +381,7 @@ impl Experiment {
             udp_buffer_bytes: self.udp_buffer_bytes,
             quic_receive_window: self.quic_receive_window,
             linger_zero: self.linger_zero,
+            source_addresses: self.source_addresses,
             no_session_tickets: false,
         }
     }
@@ -402,7 +410,7 @@ impl Experiment {
                 macro_rules! over {
                     ($($f:ident),*) => { $( if let Some(x) = &v.$f { e.$f = x.clone().into(); } )* };
                 }
-                over!(stacks, regimes, concurrency, connections, payload, handshake, backlog, request_timeout_ms, connect_timeout_ms, handshake_timeout_ms, linger_zero, server_threads, client_threads, busy_poll, service_time_seed, service_cpu_us);
+                over!(stacks, regimes, concurrency, connections, payload, handshake, backlog, request_timeout_ms, connect_timeout_ms, handshake_timeout_ms, linger_zero, source_addresses, server_threads, client_threads, busy_poll, service_time_seed, service_cpu_us);
                 macro_rules! over_opt {
                     ($($f:ident),*) => { $( if v.$f.is_some() { e.$f = v.$f.clone(); } )* };
                 }
@@ -660,6 +668,15 @@ impl Experiment {
         }
         if self.udp_buffer_bytes.is_some_and(|b| b < 1024) {
             return fail("udp_buffer_bytes", "must be at least 1024".into());
+        }
+        if !(1..=bench_core::source::MAX_SOURCE_ADDRESSES).contains(&self.source_addresses) {
+            return fail(
+                "source_addresses",
+                format!(
+                    "must be 1 (the kernel picks) to {} (all of 127/8)",
+                    bench_core::source::MAX_SOURCE_ADDRESSES
+                ),
+            );
         }
         if self.quic_initial_rtt_ms == Some(0) {
             return fail("quic_initial_rtt_ms", "must be at least 1".into());

@@ -11,6 +11,8 @@ pub mod environment;
 pub mod experiment;
 pub mod load;
 pub mod loadgen;
+pub mod memory;
+pub mod netcounters;
 pub mod netns;
 pub mod output;
 pub mod paper;

@@ -263,6 +263,7 @@ impl CellResult {
             opt(e.quic_receive_window.map(|v| v.to_string())),
         );
         put("linger_zero", e.linger_zero.to_string());
+        put("source_addresses", e.source_addresses.to_string());
         put("server_threads", e.server_threads.to_string());
         put("min_cell_seconds", e.min_cell_seconds.to_string());
         put("service_time", opt(e.service_time.clone()));
@@ -309,6 +310,19 @@ impl CellResult {
                 .and_then(|e| e.cpu_s)
                 .map(|s| format!("{s:.3}"))
                 .unwrap_or_default(),
+        );
+        // Kernel counters over the measured phase; empty when the phase did not run.
+        let net = env.and_then(|e| e.net);
+        for (i, c) in crate::netcounters::COUNTERS.iter().enumerate() {
+            put(
+                c.column,
+                net.map(|n| n.deltas.values[i].to_string())
+                    .unwrap_or_default(),
+            );
+        }
+        put(
+            crate::netcounters::SCOPE_COLUMN,
+            net.map_or("", |n| n.scope.as_str()).to_string(),
         );
         put("server_exit", self.server_exit.clone().unwrap_or_default());
         put("error", self.error.clone().unwrap_or_default());
@@ -636,6 +650,11 @@ pub fn conditions(e: &Experiment) -> Vec<String> {
             "linger_zero",
             s(Some(e.linger_zero)),
             s(Some(d.linger_zero)),
+        ),
+        (
+            "source_addresses",
+            s(Some(e.source_addresses)),
+            s(Some(d.source_addresses)),
         ),
         ("payload", s(Some(e.payload)), s(Some(d.payload))),
         ("plaintext", s(Some(e.plaintext)), s(Some(d.plaintext))),

@@ -13,6 +13,8 @@ use serde_json::Value;
 use crate::report::{label, levels, ms, regimes, stack_order, Results, Row};
 use crate::summary::{interval, Interval};
 
+mod scale;
+
 /// The paper file and what the caller should tell the user (mixed provenance it was allowed).
 #[derive(Debug)]
 pub struct Written {
@@ -1375,13 +1377,27 @@ pub fn write(
     out_dir: &Path,
     allow_mixed: bool,
 ) -> anyhow::Result<Written> {
+    write_with_scale(reference, claims, None, out_dir, allow_mixed)
+}
+
+/// [`write`], plus the "Beyond 500" section from a run of `experiments/scale.toml`; that run
+/// joins the provenance table and the mixed-provenance check like any claim run.
+pub fn write_with_scale(
+    reference: &Path,
+    claims: &[PathBuf],
+    scale: Option<&Path>,
+    out_dir: &Path,
+    allow_mixed: bool,
+) -> anyhow::Result<Written> {
     let reference = Run::load(reference)?;
+    let scale_run = scale.map(Run::load).transpose()?;
     let claim_runs: Vec<Run> = claims
         .iter()
         .map(|d| Run::load(d))
         .collect::<anyhow::Result<_>>()?;
     let runs: Vec<&Run> = std::iter::once(&reference)
         .chain(claim_runs.iter())
+        .chain(scale_run.iter())
         .collect();
     let provs: Vec<Provenance> = runs.iter().map(|r| r.provenance()).collect();
     let problems = provenance_problems(&provs);
@@ -1559,6 +1575,13 @@ pub fn write(
                 sections.push('\n');
             }
         }
+        if id == "C5" {
+            // The slope carries to any scale; the claim's one point does not.
+            scale::memory_table(&mut sections, &reference, Some("reuse"));
+            if let Some(run) = run {
+                scale::memory_table(&mut sections, run, Some("reuse"));
+            }
+        }
         let _ = writeln!(
             out,
             "| {id}: {text} | {default_verdict} | {} |",
@@ -1571,6 +1594,9 @@ pub fn write(
     }
     out.push('\n');
     out.push_str(&sections);
+    if let Some(run) = &scale_run {
+        scale::section(&mut out, run);
+    }
     threats(&mut out, &runs, &provs, &problems);
 
     std::fs::create_dir_all(out_dir)

@@ -426,6 +426,8 @@ struct FailureStage {
     stage: String,
     total: u64,
     counts: Vec<u64>,
+    /// The kernel counters that moved over the stage (`—` when none did).
+    counters: String,
     examples: String,
 }
 
@@ -616,7 +618,36 @@ fn notes(results: &Results, stress: &[&Row], stats: &Stats) -> Vec<String> {
             parts.join(", ")
         ));
     }
+    notes.extend(crate::netcounters::mechanism_notes(&results.cells));
     notes
+}
+
+/// The "Memory per open connection" section: the OLS fits of `memory.csv`, computed from the
+/// cells so an older run without the file still gets them (empty when no group has 3 levels).
+fn memory_section(cells: &[Row]) -> String {
+    let fits = crate::memory::fits(cells);
+    if fits.is_empty() {
+        return String::new();
+    }
+    let mut html = String::from("<section id=\"memory\">\n<h2>Memory per open connection</h2>\n");
+    html.push_str("<p class=\"table-note\">Least-squares fit of RSS against open connections over all stress cells (reuse: the pool; new-conn: the workers, one connection in flight each); slope in KB per connection with its 95 % interval (t, n − 2 df), intercept in MB; from memory.csv.</p>\n");
+    html.push_str("<table>\n<tr><th>Variant</th><th>Stack</th><th>Regime</th><th>Role</th><th>KB per connection [95 % CI]</th><th>Intercept (MB)</th><th>R²</th><th>n (levels)</th><th>RSS column</th></tr>\n");
+    for m in &fits {
+        let (slope, intercept) = crate::memory::describe(&m.fit);
+        html.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{slope}</td><td>{intercept}</td><td>{}</td><td>{} ({})</td><td>{}</td></tr>\n",
+            m.variant,
+            label(&m.stack),
+            m.regime,
+            m.role,
+            m.fit.r_squared.map_or("—".into(), |r| format!("{r:.3}")),
+            m.fit.n,
+            m.fit.levels,
+            m.rss_column
+        ));
+    }
+    html.push_str("</table>\n</section>\n");
+    html
 }
 
 /// Renders `report.html` into the results directory and returns its path.
@@ -919,6 +950,7 @@ pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
                     .iter()
                     .map(|c| num(r, &format!("fail_{}", c.as_str())) as u64)
                     .collect(),
+                counters: crate::netcounters::moved_summary(r),
                 examples: examples.join(" · "),
             }
         })
@@ -996,6 +1028,7 @@ pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
             charts => charts,
             notes => notes(&results, &stress, &stats),
             thresholds => thresholds_section(dir)?,
+            memory => memory_section(&results.cells),
         })?;
     let path = dir.join("report.html");
     std::fs::write(&path, html).with_context(|| format!("cannot write {}", path.display()))?;

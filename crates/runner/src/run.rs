@@ -161,8 +161,10 @@ pub async fn run(
         };
         // The namespace recorded its emulator on the result; keep it beside load and steal.
         let emulation = result.environment.and_then(|e| e.emulation);
+        let net = result.environment.and_then(|e| e.net);
         result.environment = Some(crate::environment::CellEnvironment {
             emulation,
+            net,
             ..cell_environment
         });
         // Each threshold that selects this cell is checked as it finishes (✓/✗ on its line).
@@ -317,7 +319,7 @@ async fn run_cell(
     .await;
     let server_exit = server.exited();
     server.stop().await;
-    let (finished, samples, server_res, client_res) = match outcome? {
+    let (finished, samples, server_res, client_res, net) = match outcome? {
         Ok(done) => done,
         Err(e) => return Some(failed_cell(cell, format!("{e:#}"))),
     };
@@ -335,13 +337,24 @@ async fn run_cell(
             server_exit,
             error: None,
             emulated_packets: None,
-            environment: None,
+            environment: Some(crate::environment::CellEnvironment {
+                net,
+                ..Default::default()
+            }),
         },
         samples,
     ))
 }
 
-type Supervised = (Finished, Vec<Sample>, ResourceSummary, ResourceSummary);
+/// The phase's figures, samples, server and client resources, and the kernel counters over
+/// the phase (read on this runtime's thread, so in the cell's namespace when it has one).
+type Supervised = (
+    Finished,
+    Vec<Sample>,
+    ResourceSummary,
+    ResourceSummary,
+    Option<crate::netcounters::CellCounters>,
+);
 
 /// Runs the cell's load generator while updating the bar (in seconds when `timed`, else in
 /// requests), sampling the server and the generator during the measured phase. `None` when
@@ -363,6 +376,7 @@ async fn supervised(
         bar.set_message("warm-up");
     }
     let mut sampler: Option<Sampler> = None;
+    let mut net_before: Option<crate::netcounters::Before> = None;
     let mut measuring_since = std::time::Instant::now();
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     loop {
@@ -382,6 +396,7 @@ async fn supervised(
         match message {
             Ok(Message::Measuring) => {
                 sampler = Some(Sampler::start(server_pid, child.pid, interval));
+                net_before = crate::netcounters::Before::take();
                 measuring_since = std::time::Instant::now();
                 if let Err(e) = child.go().await {
                     child.kill().await;
@@ -410,6 +425,7 @@ async fn supervised(
             }) => {
                 // The boundary reading, taken as soon as the phase is over.
                 let phase = Duration::from_secs_f64(elapsed_s);
+                let net = net_before.as_ref().and_then(|b| b.finish());
                 let (samples, server, client) = match sampler {
                     Some(s) => s.finish(phase),
                     None => Default::default(),
@@ -423,7 +439,7 @@ async fn supervised(
                     extended,
                     steady,
                 };
-                return Some(Ok((finished, samples, server, client)));
+                return Some(Ok((finished, samples, server, client, net)));
             }
             Err(e) => {
                 child.kill().await;
@@ -533,7 +549,7 @@ async fn run_isolated(
                 kind,
                 cpu_s: ns.emulator_cpu_s(),
             }),
-            ..Default::default()
+            ..result.environment.unwrap_or_default()
         });
     }
     drop(netns);

@@ -144,7 +144,8 @@ pub fn write(dir: &Path) -> anyhow::Result<()> {
     out.flush()?;
     drop(out);
     std::fs::rename(&tmp, dir.join("summary.csv")).context("cannot write summary.csv")?;
-    Ok(())
+    // Memory per connection is a figure of the same cells, so it is refreshed with them.
+    crate::memory::write(dir)
 }
 
 #[cfg(test)]

@@ -285,6 +285,10 @@ fn probe_records() -> Vec<Vec<(String, String)>> {
                     kind: crate::emulator::EmulatorKind::Nfqueue,
                     cpu_s: Some(1.0),
                 }),
+                net: Some(crate::netcounters::CellCounters {
+                    deltas: Default::default(),
+                    scope: crate::netcounters::Scope::Namespace,
+                }),
                 ..Default::default()
             }),
             ..failed

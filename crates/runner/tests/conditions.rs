@@ -122,7 +122,7 @@ stacks = ["h3"]
 fn a_narrow_port_range_without_tw_reuse_exhausts_ports_and_the_sweep_goes_on() {
     // 50 ephemeral ports; the client closes first, so each connection leaves a TIME_WAIT on
     // the client's port for 60 s. tcp_tw_reuse=0 stops the kernel reusing them (its default, 2,
-    // reuses them on loopback).
+    // reuses them on loopback). One source address, so that 50 ports are the whole budget.
     let rows = run_experiment(
         r#"
 name = "ports"
@@ -134,6 +134,7 @@ warmup_fraction = 0
 baseline_seconds = 0
 port_range = "40000 40049"
 tcp_tw_reuse = 0
+source_addresses = 1
 "#,
     );
     assert_eq!(rows.len(), 2);
@@ -145,6 +146,48 @@ tcp_tw_reuse = 0
         assert!(num(row, "fail_addr_unavailable") > 0.0, "{row:?}");
         assert_eq!(row["port_range"], "40000 40049");
     }
+}
+
+/// 100 ephemeral ports and no TIME_WAIT reuse: each closed connection holds its client port for
+/// 60 s, so one source address runs out after ≈ 100 of the 300 connections. Spread over 8
+/// addresses (127.0.0.1 … 127.0.0.8, each with its own 100 ports per server 4-tuple) the same
+/// cell completes; the `one-address` variant turns spreading off and hits the port budget.
+#[test]
+fn source_address_spreading_lifts_the_port_budget_of_one_address() {
+    let rows = run_experiment(
+        r#"
+name = "spread"
+stacks = ["h1"]
+regimes = ["new-conn"]
+concurrency = [10]
+requests_new_conn = 300
+warmup_fraction = 0
+baseline_seconds = 0
+port_range = "40000 40099"
+tcp_tw_reuse = 0
+source_addresses = 8
+[[variants]]
+name = "spread"
+[[variants]]
+name = "one-address"
+source_addresses = 1
+"#,
+    );
+    assert_eq!(rows.len(), 2);
+    let find = |key: &str| {
+        rows.iter()
+            .find(|r| r["cell_key"] == key)
+            .unwrap_or_else(|| panic!("{key}"))
+    };
+    let spread = find("spread/h1/new-conn/c10/r1");
+    assert_eq!(spread["source_addresses"], "8");
+    assert_eq!(num(spread, "sent"), 300.0);
+    assert_eq!(num(spread, "fail_addr_unavailable"), 0.0, "{spread:?}");
+    assert_eq!(num(spread, "ok"), 300.0, "{spread:?}");
+    let one = find("one-address/h1/new-conn/c10/r1");
+    assert_eq!(one["source_addresses"], "1");
+    assert!(num(one, "fail_addr_unavailable") > 0.0, "{one:?}");
+    assert!(num(one, "ok") < 300.0, "{one:?}");
 }
 
 /// Reuse latency is the request on an open connection: under a 60 ms emulated RTT each

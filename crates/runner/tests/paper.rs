@@ -374,3 +374,101 @@ fn steady_throughput_vmhwm_and_intervals_are_used_when_present() {
         "a 95 % interval with two repetitions: {row}"
     );
 }
+
+/// A fabricated run of experiments/scale.toml in `dir`, with the reference's provenance: HTTP/3
+/// (reuse) whose p99 jumps 12× at 5,000 workers while the UDP receive buffer overflows there,
+/// and HTTP/1.1 with no knee. Server VmHWM grows 80 KB per connection on a 20 MB base.
+fn fabricate_scale(dir: &Path, reference: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::copy(reference.join("manifest.json"), dir.join("manifest.json")).unwrap();
+    edit_manifest(dir, |m| m["experiment"]["name"] = "scale".into());
+    let mut csv = String::from(
+        "cell_key,variant,stage,stack,regime,concurrency,repetition,connections,sent,ok,failed,success_rate,throughput_steady_rps,latency_p99_us,server_rss_hwm_bytes,net_udp_rcvbuf_errors,net_listen_overflows,net_counters_scope,error\n",
+    );
+    // (concurrency, HTTP/3 p99 ms, HTTP/3 UDP drops, HTTP/1.1 p99 ms)
+    for (c, h3_p99, drops, h1_p99) in [
+        (500u64, 100.0, 0, 20.0),
+        (1000, 180.0, 0, 35.0),
+        (2000, 250.0, 0, 60.0),
+        (5000, 3000.0, 6661, 110.0),
+    ] {
+        for rep in 1..=2u64 {
+            for (stack, p99, udp) in [("h3", h3_p99, drops), ("h1", h1_p99, 0)] {
+                let rss = 20e6 + 80_000.0 * c as f64 + rep as f64 * 2e5;
+                let _ = std::fmt::Write::write_fmt(
+                    &mut csv,
+                    format_args!(
+                        "{stack}/reuse/c{c}/r{rep},default,stress,{stack},reuse,{c},{rep},0,100000,100000,0,1,20000,{:.0},{rss:.0},{udp},0,namespace,\n",
+                        p99 * 1e3
+                    ),
+                );
+            }
+        }
+    }
+    std::fs::write(dir.join("cells.csv"), csv).unwrap();
+}
+
+#[test]
+fn beyond_500_names_each_knee_and_the_counter_that_moved() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reference = copy_run("results/reference", &tmp.path().join("ref"));
+    let scale = tmp.path().join("scale");
+    fabricate_scale(&scale, &reference);
+    let out = tmp.path().join("paper");
+    let done = paper(&reference, &[], &out, &["--scale", scale.to_str().unwrap()]);
+    assert!(done.status.success(), "{}", output_text(&done));
+    let md = std::fs::read_to_string(out.join("reproduction.md")).unwrap();
+    assert!(section(&md, "### Provenance").contains("scale (`"), "{md}");
+    let start = md.find("## Beyond 500").unwrap_or_else(|| panic!("{md}"));
+    let beyond = &md[start..];
+    assert!(beyond.contains("more than 2×"), "states the rule: {beyond}");
+    assert!(
+        beyond.contains("Knee of HTTP/3 (reuse): 5,000 workers (p99 3000 ms vs 250 ms"),
+        "{beyond}"
+    );
+    assert!(
+        beyond.contains("UDP receive buffer overflow")
+            && beyond.contains("`net_udp_rcvbuf_errors` 13,322 (0 at 2000)"),
+        "names the moved counter, summed over repetitions: {beyond}"
+    );
+    assert!(
+        !beyond.contains("`net_listen_overflows`"),
+        "a counter that stayed at 0 is not named: {beyond}"
+    );
+    assert!(
+        beyond.contains("Knee of HTTP/1.1 (reuse): none up to 5,000 workers"),
+        "{beyond}"
+    );
+    let memory = &beyond[beyond
+        .find("Memory per open connection (KB)")
+        .unwrap_or_else(|| panic!("{beyond}"))..];
+    let h3 = memory
+        .lines()
+        .find(|l| l.starts_with("| default | HTTP/3 | reuse | server |"))
+        .unwrap_or_else(|| panic!("{memory}"));
+    assert!(h3.contains("| 80.0 ["), "slope 80 KB per connection: {h3}");
+    assert!(h3.contains("| 20.3 |"), "intercept 20.3 MB: {h3}");
+}
+
+#[test]
+fn a_scale_run_from_another_commit_is_mixed_provenance() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reference = copy_run("results/reference", &tmp.path().join("ref"));
+    let scale = tmp.path().join("scale");
+    fabricate_scale(&scale, &reference);
+    edit_manifest(&scale, |m| {
+        m["git_commit"] = "0123456789abcdef0123456789abcdef01234567".into()
+    });
+    let refused = paper(
+        &reference,
+        &[],
+        &tmp.path().join("paper"),
+        &["--scale", scale.to_str().unwrap()],
+    );
+    let text = output_text(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("differ in commit") && text.contains("scale"),
+        "{text}"
+    );
+}

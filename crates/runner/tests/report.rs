@@ -584,3 +584,24 @@ fn report_of_one_repetition_has_no_interval_and_falls_back_without_steady_state(
         assert!(text(tds[8]).ends_with('‡'), "no VmHWM in the reference");
     }
 }
+
+#[test]
+fn report_shows_memory_per_connection_without_hwm() {
+    // The copy has no VmHWM column: the fits fall back to the sampled peak.
+    let dir = reference_copy();
+    let doc = render(dir.path());
+    let rows: Vec<String> = doc
+        .select(&sel("section#memory tr"))
+        .skip(1)
+        .map(text)
+        .collect();
+    assert!(!rows.is_empty(), "a memory section with fits");
+    let h3 = rows
+        .iter()
+        .find(|r| r.contains("HTTP/3") && r.contains("reuse") && r.contains("server"))
+        .unwrap_or_else(|| panic!("{rows:?}"));
+    assert!(
+        h3.contains("server_rss_peak_bytes") && h3.contains('['),
+        "{h3}"
+    );
+}

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bench_core::net::ConnDriver;
+use bench_core::source::SourceAddresses;
 use bench_core::workload::{item_path, rest_reply};
 use bench_core::{
     classify_error, Client, ClientSettings, ConnectTiming, Connected, Connection, Failure,
@@ -27,6 +28,9 @@ pub struct H3Client {
     variant: HandshakeVariant,
     handshake_timeout: Duration,
     tuning: bench_core::Tuning,
+    /// Each connection's UDP socket binds the next of these, so that many connections do not
+    /// all draw on one address's ephemeral ports.
+    sources: SourceAddresses,
     payload: PayloadProfile,
     uri_prefix: String,
     closing: Arc<Closing>,
@@ -58,6 +62,7 @@ impl H3Client {
                 config
             },
             tuning: settings.tuning.clone(),
+            sources: SourceAddresses::new(settings.target, settings.tuning.source_addresses),
             variant: tls.variant,
             handshake_timeout: settings.handshake_timeout,
             payload: settings.payload,
@@ -73,7 +78,7 @@ impl H3Client {
     async fn handshake(
         &self,
     ) -> Result<(quinn::Endpoint, quinn::Connection, ConnectTiming), Failure> {
-        let socket = RefusalAwareSocket::connect(self.target, &self.tuning)
+        let socket = RefusalAwareSocket::connect(self.target, self.sources.next(), &self.tuning)
             .map_err(|e| classify_error(Phase::Connect, &e))?;
         let mut endpoint = quinn::Endpoint::new_with_abstract_socket(
             quinn::EndpointConfig::default(),

@@ -30,9 +30,16 @@ impl fmt::Debug for RefusalAwareSocket {
 }
 
 impl RefusalAwareSocket {
-    /// A new UDP socket on the target's address family, connected to `target`.
-    pub fn connect(target: SocketAddr, tuning: &bench_core::Tuning) -> io::Result<Arc<Self>> {
-        let local: SocketAddr = if target.is_ipv4() {
+    /// A new UDP socket on the target's address family, connected to `target`, bound to
+    /// `source` (port 0) when given, otherwise to the address the kernel picks.
+    pub fn connect(
+        target: SocketAddr,
+        source: Option<std::net::IpAddr>,
+        tuning: &bench_core::Tuning,
+    ) -> io::Result<Arc<Self>> {
+        let local: SocketAddr = if let Some(source) = source {
+            SocketAddr::new(source, 0)
+        } else if target.is_ipv4() {
             "0.0.0.0:0".parse().expect("address")
         } else {
             "[::]:0".parse().expect("address")

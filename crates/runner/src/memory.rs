@@ -1,0 +1,309 @@
+//! `memory.csv`: memory per open connection. The study compared absolute RSS at one point
+//! (C5); an ordinary least-squares slope of RSS against open connections is the figure a reader
+//! can carry to their own scale, and its intercept is the process's fixed cost. One fit per
+//! (variant, stack, regime, role) over all repetitions and levels of a run's stress cells.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::Context;
+
+use crate::compare::t_quantile;
+use crate::report::Row;
+
+/// Fewer distinct levels cannot tell a slope from noise around two points.
+pub const MIN_LEVELS: usize = 3;
+
+/// An ordinary least-squares fit of RSS (bytes) against open connections.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Fit {
+    /// Points (cells) fitted.
+    pub n: usize,
+    /// Distinct connection counts among them.
+    pub levels: usize,
+    pub slope_bytes_per_conn: f64,
+    /// 95 % interval of the slope: `slope ± t(0.975, n − 2) · se(slope)`.
+    pub slope_ci95_bytes_per_conn: (f64, f64),
+    pub intercept_bytes: f64,
+    /// Coefficient of determination; `None` when RSS did not vary at all (nothing to explain).
+    pub r_squared: Option<f64>,
+}
+
+/// Fits `rss = intercept + slope · connections`; `None` with fewer than [`MIN_LEVELS`]
+/// distinct connection counts.
+pub fn ols(points: &[(f64, f64)]) -> Option<Fit> {
+    let mut xs: Vec<f64> = points.iter().map(|p| p.0).collect();
+    xs.sort_by(f64::total_cmp);
+    xs.dedup();
+    let levels = xs.len();
+    let n = points.len();
+    if levels < MIN_LEVELS {
+        return None;
+    }
+    let mean_x = points.iter().map(|p| p.0).sum::<f64>() / n as f64;
+    let mean_y = points.iter().map(|p| p.1).sum::<f64>() / n as f64;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mean_x).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mean_x) * (p.1 - mean_y)).sum();
+    let syy: f64 = points.iter().map(|p| (p.1 - mean_y).powi(2)).sum();
+    let slope = sxy / sxx;
+    let intercept = mean_y - slope * mean_x;
+    let sse: f64 = points
+        .iter()
+        .map(|p| (p.1 - intercept - slope * p.0).powi(2))
+        .sum();
+    let df = (n - 2) as f64;
+    let se = (sse / df / sxx).sqrt();
+    let half = t_quantile(0.975, df) * se;
+    Some(Fit {
+        n,
+        levels,
+        slope_bytes_per_conn: slope,
+        slope_ci95_bytes_per_conn: (slope - half, slope + half),
+        intercept_bytes: intercept,
+        r_squared: (syy > 0.0).then(|| 1.0 - sse / syy),
+    })
+}
+
+/// One `memory.csv` row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemoryFit {
+    pub variant: String,
+    pub stack: String,
+    pub regime: String,
+    /// `server` or `client` (the load generator).
+    pub role: String,
+    /// The RSS column fitted: `{role}_rss_hwm_bytes` when every cell has it, else the sampled
+    /// `{role}_rss_peak_bytes` (never a mix of the two within one fit).
+    pub rss_column: String,
+    pub fit: Fit,
+}
+
+fn num(row: &Row, col: &str) -> Option<f64> {
+    row.get(col)?
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite())
+}
+
+/// Open connections of a stress cell. Reuse: the `connections` column when > 0 (a pool smaller
+/// than the workers), else one per worker. New-conn: the workers, each holding at most one
+/// connection at a time, so this is the in-flight connection count (fitted separately from
+/// reuse, never pooled with it).
+pub fn open_connections(row: &Row) -> Option<f64> {
+    let c = num(row, "concurrency")?;
+    if row.get("regime").is_some_and(|r| r == "reuse") {
+        if let Some(pool) = num(row, "connections").filter(|p| *p > 0.0) {
+            return Some(pool);
+        }
+    }
+    Some(c)
+}
+
+/// Every fit the stress cells allow, in (variant, stack, regime, role) order; groups with
+/// fewer than [`MIN_LEVELS`] levels are left out.
+pub fn fits<'a>(cells: impl IntoIterator<Item = &'a Row>) -> Vec<MemoryFit> {
+    type Key = (String, String, String, String);
+    let mut groups: BTreeMap<Key, Vec<&Row>> = BTreeMap::new();
+    for row in cells {
+        if row.get("stage").is_none_or(|s| s != "stress")
+            || row.get("error").is_some_and(|e| !e.is_empty())
+        {
+            continue;
+        }
+        let field = |c: &str| row.get(c).cloned().unwrap_or_default();
+        for role in ["server", "client"] {
+            let key = (
+                field("variant"),
+                field("stack"),
+                field("regime"),
+                role.into(),
+            );
+            groups.entry(key).or_default().push(row);
+        }
+    }
+    let mut out = Vec::new();
+    for ((variant, stack, regime, role), rows) in groups {
+        let hwm = format!("{role}_rss_hwm_bytes");
+        let peak = format!("{role}_rss_peak_bytes");
+        let column = if rows.iter().all(|r| num(r, &hwm).is_some()) {
+            hwm
+        } else {
+            peak
+        };
+        let points: Vec<(f64, f64)> = rows
+            .iter()
+            .filter_map(|r| Some((open_connections(r)?, num(r, &column)?)))
+            .collect();
+        if let Some(fit) = ols(&points) {
+            out.push(MemoryFit {
+                variant,
+                stack,
+                regime,
+                role,
+                rss_column: column,
+                fit,
+            });
+        }
+    }
+    out
+}
+
+/// `memory.csv`'s header. KB and MB are decimal (1,000 and 1,000,000 bytes), like the rest
+/// of the reports.
+pub const HEADER: [&str; 12] = [
+    "variant",
+    "stack",
+    "regime",
+    "role",
+    "rss_column",
+    "n",
+    "levels",
+    "slope_kb_per_conn",
+    "slope_kb_ci95_low",
+    "slope_kb_ci95_high",
+    "intercept_mb",
+    "r_squared",
+];
+
+/// Writes `memory.csv` in `dir` from its `cells.csv` (header only when nothing can be fitted,
+/// so a reader can tell "no fit" from "not computed").
+pub fn write(dir: &Path) -> anyhow::Result<()> {
+    let cells = dir.join("cells.csv");
+    if !cells.exists() {
+        return Ok(());
+    }
+    let mut reader = csv::Reader::from_path(&cells)
+        .with_context(|| format!("cannot read {}", cells.display()))?;
+    let headers = reader.headers()?.clone();
+    let mut rows: Vec<Row> = Vec::new();
+    for record in reader.records() {
+        let record = record?;
+        rows.push(
+            headers
+                .iter()
+                .zip(record.iter())
+                .map(|(h, v)| (h.to_string(), v.to_string()))
+                .collect(),
+        );
+    }
+    let tmp = dir.join("memory.csv.tmp");
+    let mut out = csv::Writer::from_path(&tmp)?;
+    out.write_record(HEADER)?;
+    for m in fits(&rows) {
+        let f = &m.fit;
+        out.write_record([
+            m.variant.clone(),
+            m.stack.clone(),
+            m.regime.clone(),
+            m.role.clone(),
+            m.rss_column.clone(),
+            f.n.to_string(),
+            f.levels.to_string(),
+            format!("{:.3}", f.slope_bytes_per_conn / 1e3),
+            format!("{:.3}", f.slope_ci95_bytes_per_conn.0 / 1e3),
+            format!("{:.3}", f.slope_ci95_bytes_per_conn.1 / 1e3),
+            format!("{:.3}", f.intercept_bytes / 1e6),
+            f.r_squared.map(|r| format!("{r:.4}")).unwrap_or_default(),
+        ])?;
+    }
+    out.flush()?;
+    drop(out);
+    std::fs::rename(&tmp, dir.join("memory.csv")).context("cannot write memory.csv")?;
+    Ok(())
+}
+
+/// A fit as the reports show it: `slope [low, high]` KB per connection, intercept in MB.
+pub fn describe(f: &Fit) -> (String, String) {
+    (
+        format!(
+            "{:.1} [{:.1}, {:.1}]",
+            f.slope_bytes_per_conn / 1e3,
+            f.slope_ci95_bytes_per_conn.0 / 1e3,
+            f.slope_ci95_bytes_per_conn.1 / 1e3
+        ),
+        format!("{:.1}", f.intercept_bytes / 1e6),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recovers_a_known_slope_with_an_interval_around_it() {
+        // 36 KB per connection on a 20 MB base, ±200 KB of deterministic "noise".
+        let mut points = Vec::new();
+        for (i, c) in [500.0, 1000.0, 2000.0, 5000.0].iter().enumerate() {
+            for rep in 0..3 {
+                let noise = [(-2e5), 0.0, 2e5][(rep + i) % 3];
+                points.push((*c, 20e6 + 36_000.0 * c + noise));
+            }
+        }
+        let f = ols(&points).unwrap();
+        assert_eq!((f.n, f.levels), (12, 4));
+        assert!((f.slope_bytes_per_conn - 36_000.0).abs() < 100.0, "{f:?}");
+        let (lo, hi) = f.slope_ci95_bytes_per_conn;
+        assert!(lo < 36_000.0 && 36_000.0 < hi && hi - lo < 1_000.0, "{f:?}");
+        assert!((f.intercept_bytes - 20e6).abs() < 3e5, "{f:?}");
+        assert!(f.r_squared.unwrap() > 0.999);
+        // An exact line: zero-width interval, R² = 1.
+        let exact = ols(&[(1.0, 3.0), (2.0, 5.0), (4.0, 9.0)]).unwrap();
+        assert!((exact.slope_bytes_per_conn - 2.0).abs() < 1e-12);
+        assert!((exact.intercept_bytes - 1.0).abs() < 1e-12);
+        let (lo, hi) = exact.slope_ci95_bytes_per_conn;
+        assert!((hi - lo).abs() < 1e-9);
+    }
+
+    #[test]
+    fn fewer_than_three_levels_give_no_fit() {
+        assert!(ols(&[(100.0, 1.0), (100.0, 2.0), (200.0, 3.0), (200.0, 4.0)]).is_none());
+        assert!(ols(&[]).is_none());
+        let row = |c: &str, rss: &str| -> Row {
+            [
+                ("stage", "stress"),
+                ("variant", "default"),
+                ("stack", "h3"),
+                ("regime", "reuse"),
+                ("concurrency", c),
+                ("connections", "0"),
+                ("server_rss_peak_bytes", rss),
+                ("server_rss_hwm_bytes", ""),
+                ("error", ""),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+        };
+        let two = [row("10", "1000"), row("20", "2000")];
+        assert!(fits(&two).is_empty());
+        let three = [row("10", "1000"), row("20", "2000"), row("40", "4000")];
+        let got = fits(&three);
+        assert_eq!(got.len(), 1, "the client has no RSS column: no fit");
+        assert_eq!(got[0].rss_column, "server_rss_peak_bytes");
+        assert!((got[0].fit.slope_bytes_per_conn - 100.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn summary_write_also_writes_memory_csv() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cells = String::from("cell_key,variant,stage,stack,regime,concurrency,mode,repetition,connections,server_rss_hwm_bytes,error\n");
+        for c in [100, 200, 400] {
+            cells.push_str(&format!(
+                "h1/reuse/c{c}/r1,default,stress,h1,reuse,{c},closed,1,0,{},\n",
+                10_000_000 + 20_000 * c
+            ));
+        }
+        std::fs::write(dir.path().join("cells.csv"), cells).unwrap();
+        crate::summary::write(dir.path()).unwrap();
+        let text = std::fs::read_to_string(dir.path().join("memory.csv")).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], HEADER.join(","));
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(
+            lines[1].starts_with("default,h1,reuse,server,server_rss_hwm_bytes,3,3,20.000,"),
+            "{text}"
+        );
+        assert!(lines[1].contains(",10.000,1.0000"), "{text}");
+    }
+}

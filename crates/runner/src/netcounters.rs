@@ -1,0 +1,521 @@
+//! The kernel's TCP and UDP counters around a cell (`/proc/net/snmp`, `/proc/net/netstat`):
+//! retransmits, listen-queue overflows, SYN cookies, resets and UDP buffer drops are what
+//! explain a failure class or a tail that the load generator can only see as a timeout.
+//!
+//! Read through `/proc/thread-self/net`: `/proc/net` is `/proc/self/net`, which the kernel
+//! resolves through the thread group leader (the runner's main thread, on the host), while a
+//! cell's runtime threads have entered the cell's private namespace. Only a reading taken on
+//! such a thread, through `thread-self`, counts the cell's namespace (and nothing else).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+/// Which `/proc/net` file a counter lives in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ProcFile {
+    Snmp,
+    Netstat,
+}
+
+/// One counter: its `cells.csv` column, where the kernel keeps it, and what its moving means.
+#[derive(Debug, Clone, Copy)]
+pub struct Counter {
+    pub column: &'static str,
+    file: ProcFile,
+    /// The line prefix (`Tcp`, `TcpExt`, `Udp`) and the field name in the header line.
+    prefix: &'static str,
+    field: &'static str,
+}
+
+const fn counter(
+    column: &'static str,
+    file: ProcFile,
+    prefix: &'static str,
+    field: &'static str,
+) -> Counter {
+    Counter {
+        column,
+        file,
+        prefix,
+        field,
+    }
+}
+
+/// The counters recorded per cell, in column order (README, "Results schema").
+pub const COUNTERS: [Counter; 10] = [
+    counter("net_tcp_retrans_segs", ProcFile::Snmp, "Tcp", "RetransSegs"),
+    counter(
+        "net_tcp_timeouts",
+        ProcFile::Netstat,
+        "TcpExt",
+        "TCPTimeouts",
+    ),
+    counter(
+        "net_listen_overflows",
+        ProcFile::Netstat,
+        "TcpExt",
+        "ListenOverflows",
+    ),
+    counter(
+        "net_listen_drops",
+        ProcFile::Netstat,
+        "TcpExt",
+        "ListenDrops",
+    ),
+    counter("net_tcp_out_rsts", ProcFile::Snmp, "Tcp", "OutRsts"),
+    counter("net_tcp_estab_resets", ProcFile::Snmp, "Tcp", "EstabResets"),
+    counter(
+        "net_syncookies_sent",
+        ProcFile::Netstat,
+        "TcpExt",
+        "SyncookiesSent",
+    ),
+    counter(
+        "net_udp_rcvbuf_errors",
+        ProcFile::Snmp,
+        "Udp",
+        "RcvbufErrors",
+    ),
+    counter(
+        "net_udp_sndbuf_errors",
+        ProcFile::Snmp,
+        "Udp",
+        "SndbufErrors",
+    ),
+    counter("net_udp_in_errors", ProcFile::Snmp, "Udp", "InErrors"),
+];
+
+/// The column saying whose counters a row holds.
+pub const SCOPE_COLUMN: &str = "net_counters_scope";
+
+/// Whose packets the counters count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// The cell's private network namespace: only its server and load generator, exact.
+    Namespace,
+    /// The runner's (host) namespace: other processes on the machine add to them.
+    Host,
+}
+
+impl Scope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Namespace => "namespace",
+            Scope::Host => "host",
+        }
+    }
+}
+
+/// Values of [`COUNTERS`], in the same order: a reading, or the difference of two.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NetCounters {
+    pub values: [u64; COUNTERS.len()],
+}
+
+impl NetCounters {
+    /// Picks [`COUNTERS`] out of the text of `snmp` and `netstat`; a counter the kernel does
+    /// not have (an old kernel, a trimmed config) reads 0 rather than failing the cell.
+    pub fn parse(snmp: &str, netstat: &str) -> NetCounters {
+        let (snmp, netstat) = (fields(snmp), fields(netstat));
+        let mut out = NetCounters::default();
+        for (slot, c) in out.values.iter_mut().zip(COUNTERS.iter()) {
+            let table = match c.file {
+                ProcFile::Snmp => &snmp,
+                ProcFile::Netstat => &netstat,
+            };
+            *slot = table.get(&(c.prefix, c.field)).copied().unwrap_or_default();
+        }
+        out
+    }
+
+    /// Reads `snmp` and `netstat` in `dir` (a `/proc/.../net` directory).
+    pub fn read_dir(dir: &Path) -> std::io::Result<NetCounters> {
+        Ok(NetCounters::parse(
+            &std::fs::read_to_string(dir.join("snmp"))?,
+            &std::fs::read_to_string(dir.join("netstat"))?,
+        ))
+    }
+
+    /// The counters of the calling thread's network namespace (see the module's note on why
+    /// `thread-self`).
+    pub fn read_this_thread() -> std::io::Result<NetCounters> {
+        NetCounters::read_dir(Path::new("/proc/thread-self/net"))
+    }
+
+    /// `self − before` per counter; 0 where a counter went backwards (it cannot, short of a
+    /// wrapped 32-bit field on an old kernel).
+    pub fn since(&self, before: &NetCounters) -> NetCounters {
+        let mut out = NetCounters::default();
+        for ((d, a), b) in out
+            .values
+            .iter_mut()
+            .zip(self.values.iter())
+            .zip(before.values.iter())
+        {
+            *d = a.saturating_sub(*b);
+        }
+        out
+    }
+
+    /// The value of the counter written as `column`.
+    pub fn get(&self, column: &str) -> Option<u64> {
+        COUNTERS
+            .iter()
+            .position(|c| c.column == column)
+            .map(|i| self.values[i])
+    }
+}
+
+/// Whether the calling thread is in another network namespace than the process's main
+/// thread (the runner's): then its readings are the cell's namespace alone.
+pub fn this_thread_scope() -> Scope {
+    let ns = |p: &str| std::fs::read_link(p).ok();
+    match (ns("/proc/thread-self/ns/net"), ns("/proc/self/ns/net")) {
+        (Some(thread), Some(process)) if thread != process => Scope::Namespace,
+        _ => Scope::Host,
+    }
+}
+
+/// The deltas of one cell and whose they are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CellCounters {
+    pub deltas: NetCounters,
+    pub scope: Scope,
+}
+
+/// A reading on the calling thread, taken as a phase starts; [`Before::finish`], called on a
+/// thread of the same namespace, gives the deltas over the phase.
+pub struct Before {
+    reading: NetCounters,
+    scope: Scope,
+}
+
+impl Before {
+    /// `None` when `/proc` cannot be read (no counters is better than a failed cell).
+    pub fn take() -> Option<Before> {
+        Some(Before {
+            reading: NetCounters::read_this_thread().ok()?,
+            scope: this_thread_scope(),
+        })
+    }
+
+    pub fn finish(&self) -> Option<CellCounters> {
+        Some(CellCounters {
+            deltas: NetCounters::read_this_thread().ok()?.since(&self.reading),
+            scope: self.scope,
+        })
+    }
+}
+
+/// `(prefix, field) → value` from `/proc/net/snmp` or `/proc/net/netstat`, which hold pairs
+/// of lines per prefix: `Tcp: RtoAlgorithm RtoMin …` then `Tcp: 1 200 …`. Fields that are
+/// not unsigned numbers (Tcp `MaxConn` is -1) are left out.
+fn fields(text: &str) -> HashMap<(&str, &str), u64> {
+    let mut out = HashMap::new();
+    let mut lines = text.lines();
+    while let (Some(header), Some(values)) = (lines.next(), lines.next()) {
+        let (Some((prefix, names)), Some((value_prefix, numbers))) =
+            (header.split_once(':'), values.split_once(':'))
+        else {
+            continue;
+        };
+        if prefix != value_prefix {
+            // Out of step (a truncated file): nothing after this can be trusted.
+            break;
+        }
+        for (name, value) in names.split_whitespace().zip(numbers.split_whitespace()) {
+            if let Ok(v) = value.parse::<u64>() {
+                out.insert((prefix, name), v);
+            }
+        }
+    }
+    out
+}
+
+/// A `cells.csv` row, as the report reads it.
+type Row = HashMap<String, String>;
+
+fn row_value(row: &Row, column: &str) -> u64 {
+    row.get(column).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+fn host_wide(row: &Row) -> bool {
+    row.get(SCOPE_COLUMN).map(String::as_str) == Some(Scope::Host.as_str())
+}
+
+/// The counters that moved in a row, for the report's failure table: `listen_overflows 12 ·
+/// syncookies_sent 40`, marked `(host-wide)` when other processes may have added to them; `—`
+/// when none moved or the row has no counters (an older run).
+pub fn moved_summary(row: &Row) -> String {
+    let moved: Vec<String> = COUNTERS
+        .iter()
+        .filter_map(|c| {
+            let n = row_value(row, c.column);
+            (n > 0).then(|| format!("{} {n}", c.column.trim_start_matches("net_")))
+        })
+        .collect();
+    if moved.is_empty() {
+        return "—".into();
+    }
+    let scope = if host_wide(row) { " (host-wide)" } else { "" };
+    format!("{}{scope}", moved.join(" · "))
+}
+
+/// One note per mechanism whose counters moved in any row, naming the cells (largest first)
+/// and the knob that moves it: the load generator sees these only as timeouts, resets or a
+/// long tail, the counters say which queue overflowed.
+pub fn mechanism_notes(rows: &[Row]) -> Vec<String> {
+    // The cells where `column` moved, largest first, with the total: "N … in a (n), b (m)".
+    let moved = |column: &str| -> Option<(u64, String)> {
+        let mut cells: Vec<(u64, &Row)> = rows
+            .iter()
+            .map(|r| (row_value(r, column), r))
+            .filter(|(n, _)| *n > 0)
+            .collect();
+        if cells.is_empty() {
+            return None;
+        }
+        cells.sort_by_key(|c| std::cmp::Reverse(c.0));
+        let total = cells.iter().map(|(n, _)| n).sum();
+        const SHOWN: usize = 4;
+        let mut names: Vec<String> = cells
+            .iter()
+            .take(SHOWN)
+            .map(|(n, r)| {
+                let key = r.get("cell_key").map_or("?", String::as_str);
+                let scope = if host_wide(r) { ", host-wide" } else { "" };
+                format!("{key} ({n}{scope})")
+            })
+            .collect();
+        if cells.len() > SHOWN {
+            names.push(format!("{} more cells", cells.len() - SHOWN));
+        }
+        Some((total, names.join(", ")))
+    };
+    let mut notes = Vec::new();
+    if let Some((n, cells)) = moved("net_udp_rcvbuf_errors") {
+        notes.push(format!("UDP receive buffer overflowed {n} times in {cells}: the QUIC socket dropped datagrams the kernel could not queue, and quinn recovers them only by loss detection and retransmission (a tail, or request timeouts); see `udp_buffer_bytes` (capped by net.core.rmem_max)."));
+    }
+    if let Some((n, cells)) = moved("net_udp_sndbuf_errors") {
+        notes.push(format!("UDP send buffer was full {n} times in {cells}: datagrams were dropped before leaving the sender; see `udp_buffer_bytes` (capped by net.core.wmem_max)."));
+    }
+    let rcvbuf: u64 = rows
+        .iter()
+        .map(|r| row_value(r, "net_udp_rcvbuf_errors"))
+        .sum();
+    if let Some((n, cells)) = moved("net_udp_in_errors").filter(|(n, _)| *n > rcvbuf) {
+        notes.push(format!("UDP input errors {n} in {cells}, {rcvbuf} of them receive-buffer overflows: the rest are checksum or socket-memory errors (net.ipv4.udp_mem)."));
+    }
+    if let Some((n, cells)) = moved("net_listen_overflows") {
+        let drops: u64 = rows.iter().map(|r| row_value(r, "net_listen_drops")).sum();
+        notes.push(format!("Listen queue overflowed {n} times in {cells}, {drops} connection attempts dropped at the listener in all: the server accepted more slowly than handshakes completed, so the kernel dropped SYNs or final ACKs and a connection opened only after a retransmission (a SYN's after 1 s, then 2 s …: a connect-time tail, or connect timeouts); see `backlog` and `somaxconn` (the listen backlog is capped at net.core.somaxconn)."));
+    } else if let Some((n, cells)) = moved("net_listen_drops") {
+        notes.push(format!("Listeners dropped {n} connection attempts in {cells} without an accept-queue overflow (SYN queue or memory pressure); see `backlog` and `somaxconn`."));
+    }
+    if let Some((n, cells)) = moved("net_syncookies_sent") {
+        notes.push(format!("The SYN queue was full: the kernel answered {n} SYNs with SYN cookies in {cells} (the connection still opens, but the handshake is stateless until the ACK and a lost ACK loses the connection); see `backlog` and `somaxconn` (and net.ipv4.tcp_max_syn_backlog)."));
+    }
+    if let Some((n, cells)) = moved("net_tcp_out_rsts") {
+        let estab: u64 = rows
+            .iter()
+            .map(|r| row_value(r, "net_tcp_estab_resets"))
+            .sum();
+        notes.push(format!("TCP sent {n} resets in {cells}, with {estab} established connections reset in all: a close with unread data, a `linger_zero` close, or a segment for a connection the peer no longer has (after a listen overflow or a timeout); compare with the `reset` failure class."));
+    } else if let Some((n, cells)) = moved("net_tcp_estab_resets") {
+        notes.push(format!("{n} established TCP connections were reset in {cells}: a peer aborted (`linger_zero`, a crashed server); compare with the `reset` failure class."));
+    }
+    if let Some((n, cells)) = moved("net_tcp_retrans_segs") {
+        let timeouts: u64 = rows.iter().map(|r| row_value(r, "net_tcp_timeouts")).sum();
+        notes.push(format!("TCP retransmitted {n} segments in {cells}, with {timeouts} retransmission timeouts in all (each at least 200 ms, the minimum RTO): segments were lost — emulated loss under `netem`, otherwise a queue that overflowed (see the listen and buffer notes) — and each retransmission is latency in the tail."));
+    } else if let Some((n, cells)) = moved("net_tcp_timeouts") {
+        notes.push(format!("TCP retransmission timers expired {n} times in {cells}: each adds at least 200 ms (the minimum RTO) to a request."));
+    }
+    notes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Captured from a 6.x kernel, trimmed to the lines the counters need plus neighbours
+    /// that share a prefix (`UdpLite` after `Udp`, `IpExt` after `TcpExt`).
+    const SNMP: &str = "\
+Ip: Forwarding DefaultTTL InReceives InHdrErrors InAddrErrors ForwDatagrams InUnknownProtos InDiscards InDelivers OutRequests OutDiscards OutNoRoutes ReasmTimeout ReasmReqds ReasmOKs ReasmFails FragOKs FragFails FragCreates OutTransmits
+Ip: 2 64 126967203 0 0 0 0 0 126967203 126958227 0 0 0 0 0 0 0 0 0 126958227
+Tcp: RtoAlgorithm RtoMin RtoMax MaxConn ActiveOpens PassiveOpens AttemptFails EstabResets CurrEstab InSegs OutSegs RetransSegs InErrs OutRsts InCsumErrors
+Tcp: 1 200 120000 -1 1911017 955571 955414 12345 12 123918211 124233373 7744 0 958031 0
+Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors IgnoredMulti MemErrors
+Udp: 2851939 20 6661 2856412 6600 61 0 0 0
+UdpLite: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors IgnoredMulti MemErrors
+UdpLite: 1 2 3 4 5 6 7 8 9
+";
+    const NETSTAT: &str = "\
+TcpExt: SyncookiesSent SyncookiesRecv SyncookiesFailed EmbryonicRsts PruneCalled TCPTimeouts ListenOverflows ListenDrops
+TcpExt: 17 3 0 0 0 305 42 43
+IpExt: InNoRoutes InTruncatedPkts
+IpExt: 0 0
+";
+
+    #[test]
+    fn counters_come_from_their_prefix_and_field() {
+        let c = NetCounters::parse(SNMP, NETSTAT);
+        let expect = [
+            ("net_tcp_retrans_segs", 7744),
+            ("net_tcp_timeouts", 305),
+            ("net_listen_overflows", 42),
+            ("net_listen_drops", 43),
+            ("net_tcp_out_rsts", 958031),
+            ("net_tcp_estab_resets", 12345),
+            ("net_syncookies_sent", 17),
+            // Udp's, not UdpLite's, though both lines have the same field names.
+            ("net_udp_rcvbuf_errors", 6600),
+            ("net_udp_sndbuf_errors", 61),
+            ("net_udp_in_errors", 6661),
+        ];
+        for (column, value) in expect {
+            assert_eq!(c.get(column), Some(value), "{column}");
+        }
+        assert_eq!(expect.len(), COUNTERS.len());
+    }
+
+    #[test]
+    fn missing_or_malformed_text_reads_zero_and_deltas_never_go_negative() {
+        assert_eq!(NetCounters::parse("", ""), NetCounters::default());
+        // A value line out of step with its header stops the parse instead of misreading.
+        let skewed = "Tcp: RetransSegs\nUdp: 5\n";
+        assert_eq!(NetCounters::parse(skewed, ""), NetCounters::default());
+        let before = NetCounters::parse(SNMP, NETSTAT);
+        let mut after = before;
+        after.values[0] += 5;
+        after.values[1] = 0;
+        let d = after.since(&before);
+        assert_eq!(d.values[0], 5);
+        assert_eq!(d.values[1], 0);
+    }
+
+    fn row(pairs: &[(&str, &str)]) -> Row {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn moved_counters_name_their_mechanism_and_cells() {
+        let rows = vec![
+            row(&[
+                ("cell_key", "h3/reuse/c500/r1"),
+                ("net_udp_rcvbuf_errors", "6661"),
+                ("net_udp_in_errors", "6661"),
+                (SCOPE_COLUMN, "namespace"),
+            ]),
+            row(&[
+                ("cell_key", "h1/new-conn/c200/r1"),
+                ("net_listen_overflows", "12"),
+                ("net_listen_drops", "12"),
+                ("net_tcp_retrans_segs", "3"),
+                (SCOPE_COLUMN, "host"),
+            ]),
+            // An older run without the columns says nothing.
+            row(&[("cell_key", "h2/reuse/c1/r1")]),
+        ];
+        let notes = mechanism_notes(&rows);
+        assert!(
+            notes[0].starts_with(
+                "UDP receive buffer overflowed 6661 times in h3/reuse/c500/r1 (6661):"
+            ),
+            "{notes:?}"
+        );
+        assert!(notes[0].contains("`udp_buffer_bytes`"));
+        // In-errors that are all buffer overflows get no note of their own.
+        assert!(
+            !notes.iter().any(|n| n.starts_with("UDP input errors")),
+            "{notes:?}"
+        );
+        let listen = notes
+            .iter()
+            .find(|n| n.starts_with("Listen queue overflowed 12 times"))
+            .unwrap();
+        assert!(
+            listen.contains("h1/new-conn/c200/r1 (12, host-wide)")
+                && listen.contains("`somaxconn`"),
+            "{listen}"
+        );
+        assert!(notes
+            .iter()
+            .any(|n| n.starts_with("TCP retransmitted 3 segments")));
+        assert_eq!(notes.len(), 3, "{notes:?}");
+        assert_eq!(
+            moved_summary(&rows[1]),
+            "tcp_retrans_segs 3 · listen_overflows 12 · listen_drops 12 (host-wide)"
+        );
+        assert_eq!(moved_summary(&rows[2]), "—");
+        assert!(mechanism_notes(&rows[2..]).is_empty());
+    }
+
+    #[test]
+    fn this_machine_has_every_counter() {
+        let host = std::fs::read_to_string("/proc/net/snmp").unwrap();
+        let netstat = std::fs::read_to_string("/proc/net/netstat").unwrap();
+        let (snmp, netstat) = (fields(&host), fields(&netstat));
+        for c in COUNTERS {
+            let table = match c.file {
+                ProcFile::Snmp => &snmp,
+                ProcFile::Netstat => &netstat,
+            };
+            assert!(table.contains_key(&(c.prefix, c.field)), "{}", c.field);
+        }
+    }
+
+    /// A thread that entered a namespace reads that namespace's counters through
+    /// `thread-self` (not through `/proc/self/net`, which follows the main thread): in a
+    /// fresh namespace, datagrams sent to a socket that never reads are exactly delivered or
+    /// counted as receive-buffer errors there. Needs root; skipped otherwise.
+    #[test]
+    fn thread_self_reads_the_namespace_the_thread_entered() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: needs root to create a network namespace");
+            return;
+        }
+        let ns = crate::netns::Netns::create(&crate::experiment::Experiment::default(), 90_001)
+            .expect("namespace");
+        let ns = std::sync::Arc::new(ns);
+        let inside = ns.clone();
+        std::thread::spawn(move || {
+            inside.enter().expect("setns");
+            assert_eq!(this_thread_scope(), Scope::Namespace);
+            let dir = Path::new("/proc/thread-self/net");
+            let udp = |name| {
+                fields(&std::fs::read_to_string(dir.join("snmp")).unwrap())
+                    .get(&("Udp", name))
+                    .copied()
+                    .unwrap()
+            };
+            assert_eq!(udp("InDatagrams"), 0, "a fresh namespace has seen nothing");
+            let before = NetCounters::read_this_thread().unwrap();
+            let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            socket2::SockRef::from(&rx)
+                .set_recv_buffer_size(1024)
+                .unwrap();
+            let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            const SENT: u64 = 200;
+            for _ in 0..SENT {
+                tx.send_to(&[0u8; 1000], rx.local_addr().unwrap()).unwrap();
+            }
+            rx.set_nonblocking(true).unwrap();
+            let mut received = 0;
+            while rx.recv(&mut [0u8; 2048]).is_ok() {
+                received += 1;
+            }
+            let d = NetCounters::read_this_thread().unwrap().since(&before);
+            let dropped = d.get("net_udp_rcvbuf_errors").unwrap();
+            assert!(dropped > 0, "{d:?}");
+            assert_eq!(received + dropped, SENT, "{d:?}");
+            assert_eq!(udp("InDatagrams"), received);
+        })
+        .join()
+        .unwrap();
+        // The main thread stayed on the host.
+        assert_eq!(this_thread_scope(), Scope::Host);
+    }
+}

@@ -1,0 +1,326 @@
+//! The paper's "Beyond 500" section (from a run of `experiments/scale.toml`) and the
+//! memory-per-connection table shown next to C5. The study stopped at 500 workers; past it
+//! each stack has a knee, and the kernel's counters say which queue or buffer gave way there.
+
+use std::fmt::Write;
+
+use super::{fval, show, show_tput, thousands, throughput_note, Run, View, FALLBACK_NOTE};
+use crate::memory;
+use crate::report::{label, regimes};
+
+/// p99 "jumps" when it exceeds this multiple of the previous level's p99.
+pub const KNEE_P99_RATIO: f64 = 2.0;
+/// Below this success rate a level has failures that matter at any scale.
+pub const KNEE_SUCCESS: f64 = 0.999;
+
+/// The kernel counters (`cells.csv` columns) that explain a knee, with the mechanism a
+/// reader should look for and the knob that moves it.
+pub const COUNTERS: [(&str, &str); 10] = [
+    (
+        "net_udp_rcvbuf_errors",
+        "UDP receive buffer overflow: the QUIC socket dropped datagrams (see `udp_buffer_bytes`)",
+    ),
+    (
+        "net_udp_sndbuf_errors",
+        "UDP send buffer full: datagrams were not sent (see `udp_buffer_bytes`)",
+    ),
+    (
+        "net_udp_in_errors",
+        "UDP input errors (mostly receive buffer overflow)",
+    ),
+    (
+        "net_listen_overflows",
+        "listen queue overflow: the accept queue was full (see `backlog`, `somaxconn`)",
+    ),
+    (
+        "net_listen_drops",
+        "listen queue drops: SYNs or completed handshakes dropped at the listener (see `backlog`, `somaxconn`)",
+    ),
+    (
+        "net_syncookies_sent",
+        "SYN cookies: the SYN queue was full (see `backlog`, `somaxconn`)",
+    ),
+    (
+        "net_tcp_timeouts",
+        "TCP retransmission timeouts",
+    ),
+    (
+        "net_tcp_retrans_segs",
+        "TCP retransmissions",
+    ),
+    (
+        "net_tcp_out_rsts",
+        "TCP resets sent",
+    ),
+    (
+        "net_tcp_estab_resets",
+        "established TCP connections reset",
+    ),
+];
+
+/// One concurrency level of one stack: mean p99 over repetitions (µs) and pooled success.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Level {
+    pub concurrency: u64,
+    pub p99_us: Option<f64>,
+    pub success: Option<f64>,
+}
+
+/// The knee: the lowest level whose p99 is more than [`KNEE_P99_RATIO`] × the previous
+/// level's, or whose success is below [`KNEE_SUCCESS`]. Returns its index and why.
+pub fn knee(levels: &[Level]) -> Option<(usize, String)> {
+    for (i, l) in levels.iter().enumerate() {
+        let mut why = Vec::new();
+        if let (Some(prev), Some(p99)) = (i.checked_sub(1).and_then(|j| levels[j].p99_us), l.p99_us)
+        {
+            if prev > 0.0 && p99 > KNEE_P99_RATIO * prev {
+                why.push(format!(
+                    "p99 {:.0} ms vs {:.0} ms at {} workers ({:.1}×)",
+                    p99 / 1e3,
+                    prev / 1e3,
+                    levels[i - 1].concurrency,
+                    p99 / prev
+                ));
+            }
+        }
+        if let Some(s) = l.success.filter(|s| *s < KNEE_SUCCESS) {
+            why.push(format!("success {:.3} %", s * 100.0));
+        }
+        if !why.is_empty() {
+            return Some((i, why.join(", ")));
+        }
+    }
+    None
+}
+
+/// The counters that moved at `c` (sum over its repetitions > 0 and above the previous
+/// level's), as "mechanism: `column` N (M at the previous level)"; marked host-wide when the
+/// cells were not in a private namespace.
+fn moved(v: &View, stack: &str, regime: &str, c: u64, prev: Option<u64>) -> Vec<String> {
+    let cells = v.cells(stack, regime, c);
+    let host = cells.iter().any(|r| {
+        r.get("net_counters_scope")
+            .is_some_and(|s| !s.is_empty() && s != "namespace")
+    });
+    let mut out = Vec::new();
+    for (col, mechanism) in COUNTERS {
+        if !cells.iter().any(|r| fval(r, col).is_some()) {
+            continue;
+        }
+        let here = v.sum(stack, regime, c, col);
+        let before = prev.map_or(0.0, |p| v.sum(stack, regime, p, col));
+        if here > 0.0 && here > before {
+            out.push(format!(
+                "{mechanism}: `{col}` {}{}{}",
+                thousands(here),
+                prev.map_or(String::new(), |p| format!(
+                    " ({} at {p})",
+                    thousands(before)
+                )),
+                if host { ", host-wide" } else { "" }
+            ));
+        }
+    }
+    out
+}
+
+/// The per-level figures of one stack and regime, levels the stack did not run left out.
+fn stack_levels(v: &View, stack: &str, regime: &str) -> Vec<Level> {
+    v.levels(regime)
+        .into_iter()
+        .filter(|c| !v.cells(stack, regime, *c).is_empty())
+        .map(|c| {
+            let sent = v.sum(stack, regime, c, "sent");
+            Level {
+                concurrency: c,
+                p99_us: v.stat(stack, regime, c, "latency_p99_us").map(|iv| iv.mean),
+                success: (sent > 0.0).then(|| v.sum(stack, regime, c, "ok") / sent),
+            }
+        })
+        .collect()
+}
+
+/// Appends the memory-per-open-connection table of `run` (`regime` only, when given).
+pub(super) fn memory_table(out: &mut String, run: &Run, regime: Option<&str>) {
+    let fits: Vec<_> = memory::fits(run.stress())
+        .into_iter()
+        .filter(|m| regime.is_none_or(|r| m.regime == r))
+        .collect();
+    let _ = writeln!(
+        out,
+        "Memory per open connection (KB), slope [95 % CI], intercept (MB), from `{}` (ordinary least squares of VmHWM, or the sampled peak RSS when a cell lacks VmHWM, against open connections over every repetition and level; t with n − 2 df; reuse: open connections = the pool, new-conn: the workers, one connection in flight each):\n",
+        run.dir.display()
+    );
+    if fits.is_empty() {
+        let _ = writeln!(
+            out,
+            "No fit: this run has fewer than {} concurrency levels per stack.\n",
+            memory::MIN_LEVELS
+        );
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "| variant | stack | regime | role | KB per connection [95 % CI] | intercept (MB) | R² | n (levels) |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---:|---:|---:|---:|");
+    for m in &fits {
+        let (slope, intercept) = memory::describe(&m.fit);
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {slope} | {intercept} | {} | {} ({}) |",
+            m.variant,
+            label(&m.stack),
+            m.regime,
+            if m.role == "client" {
+                "load generator"
+            } else {
+                "server"
+            },
+            m.fit.r_squared.map_or("—".into(), |r| format!("{r:.3}")),
+            m.fit.n,
+            m.fit.levels
+        );
+    }
+    out.push('\n');
+}
+
+/// The "Beyond 500" section.
+pub(super) fn section(out: &mut String, run: &Run) {
+    let _ = writeln!(out, "## Beyond 500\n");
+    let _ = writeln!(
+        out,
+        "From `{}` (experiment `{}`, {}). The **knee** of a stack is the lowest concurrency at which p99 is more than {KNEE_P99_RATIO}× the previous level's, or success falls below {:.1} %; the kernel counters that moved there (summed over repetitions, and higher than at the previous level) name the mechanism.\n",
+        run.dir.display(),
+        run.name(),
+        throughput_note(run.throughput_col),
+        KNEE_SUCCESS * 100.0
+    );
+    let mut summary = String::new();
+    let mut detail = String::new();
+    let variants = run.variants();
+    for variant in &variants {
+        let v = View::new(run, Some(variant));
+        if variants.len() > 1 {
+            let _ = writeln!(detail, "### Variant `{variant}`\n");
+        }
+        for regime in regimes(&v.rows) {
+            for stack in v.stacks() {
+                if !v.has(&stack, &regime) {
+                    continue;
+                }
+                let levels = stack_levels(&v, &stack, &regime);
+                let knee = knee(&levels);
+                let _ = writeln!(detail, "#### {} — {regime}\n", label(&stack));
+                let _ = writeln!(
+                    detail,
+                    "| workers | req/s | p99 (ms) | success | counters that moved |"
+                );
+                let _ = writeln!(detail, "|---:|---:|---:|---:|---|");
+                for (i, l) in levels.iter().enumerate() {
+                    let c = l.concurrency;
+                    let prev = i.checked_sub(1).map(|j| levels[j].concurrency);
+                    let mark = if knee.as_ref().is_some_and(|k| k.0 == i) {
+                        " **knee**"
+                    } else {
+                        ""
+                    };
+                    let _ = writeln!(
+                        detail,
+                        "| {}{mark} | {} | {} | {} | {} |",
+                        thousands(c as f64),
+                        v.tput(&stack, &regime, c)
+                            .map_or("—".into(), |t| show_tput(&t)),
+                        v.stat(&stack, &regime, c, "latency_p99_us")
+                            .map_or("—".into(), |iv| show(&iv, 1e-3, 1)),
+                        l.success
+                            .map_or("—".into(), |s| format!("{:.3} %", s * 100.0)),
+                        moved(&v, &stack, &regime, c, prev).join("; ")
+                    );
+                }
+                detail.push('\n');
+                let (knee_text, mechanism) = match &knee {
+                    Some((i, why)) => {
+                        let c = levels[*i].concurrency;
+                        let prev = i.checked_sub(1).map(|j| levels[j].concurrency);
+                        let m = moved(&v, &stack, &regime, c, prev);
+                        (
+                            format!("{} workers ({why})", thousands(c as f64)),
+                            if m.is_empty() {
+                                "no kernel counter moved (CPU or the stack's own queues)"
+                                    .to_string()
+                            } else {
+                                m.join("; ")
+                            },
+                        )
+                    }
+                    None => (
+                        format!(
+                            "none up to {} workers",
+                            levels
+                                .last()
+                                .map_or("?".into(), |l| thousands(l.concurrency as f64))
+                        ),
+                        "—".to_string(),
+                    ),
+                };
+                let _ = writeln!(
+                    detail,
+                    "Knee of {} ({regime}): {knee_text}. Mechanism: {mechanism}.\n",
+                    label(&stack)
+                );
+                let _ = writeln!(
+                    summary,
+                    "| {variant} | {} | {regime} | {knee_text} | {mechanism} |",
+                    label(&stack)
+                );
+            }
+        }
+    }
+    let _ = writeln!(out, "| variant | stack | regime | knee | mechanism |");
+    let _ = writeln!(out, "|---|---|---|---|---|");
+    out.push_str(&summary);
+    out.push('\n');
+    out.push_str(&detail);
+    if detail.contains(" †") {
+        let _ = writeln!(out, "{FALLBACK_NOTE}\n");
+    }
+    memory_table(out, run, None);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lv(c: u64, p99_ms: f64, success: f64) -> Level {
+        Level {
+            concurrency: c,
+            p99_us: Some(p99_ms * 1e3),
+            success: Some(success),
+        }
+    }
+
+    #[test]
+    fn the_knee_is_the_first_doubling_or_failure() {
+        let smooth = [
+            lv(500, 100.0, 1.0),
+            lv(1000, 190.0, 1.0),
+            lv(2000, 370.0, 1.0),
+        ];
+        assert_eq!(knee(&smooth), None);
+        let jump = [
+            lv(500, 100.0, 1.0),
+            lv(1000, 190.0, 1.0),
+            lv(2000, 400.0, 1.0),
+            lv(5000, 2000.0, 0.99),
+        ];
+        let (i, why) = knee(&jump).unwrap();
+        assert_eq!(i, 2, "{why}");
+        assert!(why.contains("2.1×"), "{why}");
+        let fail = [lv(500, 100.0, 1.0), lv(1000, 150.0, 0.998)];
+        assert_eq!(knee(&fail).unwrap().0, 1);
+        // Failures at the first level make it the knee; p99 needs a previous level.
+        assert_eq!(knee(&[lv(500, 100.0, 0.5)]).unwrap().0, 0);
+        assert_eq!(knee(&[lv(500, 1e6, 1.0)]), None);
+    }
+}
