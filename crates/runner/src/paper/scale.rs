@@ -8,8 +8,12 @@ use super::{fval, show, show_tput, thousands, throughput_note, Run, View, FALLBA
 use crate::memory;
 use crate::report::{label, regimes};
 
-/// p99 "jumps" when it exceeds this multiple of the previous level's p99.
+/// p99 "jumps" when p99 per worker exceeds this multiple of the previous level's. In a
+/// saturated closed loop p99 grows with concurrency by itself (Little's law: latency =
+/// workers / throughput), so only growth beyond concurrency's says the stack got worse.
 pub const KNEE_P99_RATIO: f64 = 2.0;
+/// Throughput "collapses" when it falls below this fraction of the best at fewer workers.
+pub const KNEE_THROUGHPUT_FRACTION: f64 = 0.8;
 /// Below this success rate a level has failures that matter at any scale.
 pub const KNEE_SUCCESS: f64 = 0.999;
 
@@ -64,22 +68,43 @@ pub struct Level {
     pub concurrency: u64,
     pub p99_us: Option<f64>,
     pub success: Option<f64>,
+    /// Mean throughput over repetitions (the run's throughput column), req/s.
+    pub throughput_rps: Option<f64>,
 }
 
-/// The knee: the lowest level whose p99 is more than [`KNEE_P99_RATIO`] × the previous
-/// level's, or whose success is below [`KNEE_SUCCESS`]. Returns its index and why.
+/// The knee: the lowest level whose success is below [`KNEE_SUCCESS`], whose throughput is
+/// below [`KNEE_THROUGHPUT_FRACTION`] of the best at fewer workers, or whose p99 per worker
+/// is more than [`KNEE_P99_RATIO`] × the previous level's. Returns its index and why.
 pub fn knee(levels: &[Level]) -> Option<(usize, String)> {
     for (i, l) in levels.iter().enumerate() {
         let mut why = Vec::new();
-        if let (Some(prev), Some(p99)) = (i.checked_sub(1).and_then(|j| levels[j].p99_us), l.p99_us)
-        {
-            if prev > 0.0 && p99 > KNEE_P99_RATIO * prev {
+        let prev = i.checked_sub(1).map(|j| levels[j]);
+        if let (Some(prev), Some(p99)) = (prev, l.p99_us) {
+            if let Some(prev_p99) = prev.p99_us.filter(|v| *v > 0.0) {
+                let per_worker =
+                    (p99 / l.concurrency as f64) / (prev_p99 / prev.concurrency.max(1) as f64);
+                if per_worker > KNEE_P99_RATIO {
+                    why.push(format!(
+                        "p99 {:.0} ms vs {:.0} ms at {} workers: {:.1}× per worker",
+                        p99 / 1e3,
+                        prev_p99 / 1e3,
+                        prev.concurrency,
+                        per_worker
+                    ));
+                }
+            }
+        }
+        let best_before = levels[..i]
+            .iter()
+            .filter_map(|l| l.throughput_rps)
+            .fold(None, |a: Option<f64>, b| Some(a.map_or(b, |a| a.max(b))));
+        if let (Some(best), Some(t)) = (best_before, l.throughput_rps) {
+            if t < KNEE_THROUGHPUT_FRACTION * best {
                 why.push(format!(
-                    "p99 {:.0} ms vs {:.0} ms at {} workers ({:.1}×)",
-                    p99 / 1e3,
-                    prev / 1e3,
-                    levels[i - 1].concurrency,
-                    p99 / prev
+                    "{:.0} req/s, {:.0} % of the best at fewer workers ({:.0})",
+                    t,
+                    t / best * 100.0,
+                    best
                 ));
             }
         }
@@ -135,6 +160,9 @@ fn stack_levels(v: &View, stack: &str, regime: &str) -> Vec<Level> {
                 concurrency: c,
                 p99_us: v.stat(stack, regime, c, "latency_p99_us").map(|iv| iv.mean),
                 success: (sent > 0.0).then(|| v.sum(stack, regime, c, "ok") / sent),
+                throughput_rps: v
+                    .stat(stack, regime, c, v.run.throughput_col)
+                    .map(|iv| iv.mean),
             }
         })
         .collect()
@@ -190,11 +218,12 @@ pub(super) fn section(out: &mut String, run: &Run) {
     let _ = writeln!(out, "## Beyond 500\n");
     let _ = writeln!(
         out,
-        "From `{}` (experiment `{}`, {}). The **knee** of a stack is the lowest concurrency at which p99 is more than {KNEE_P99_RATIO}× the previous level's, or success falls below {:.1} %; the kernel counters that moved there (summed over repetitions, and higher than at the previous level) name the mechanism.\n",
+        "From `{}` (experiment `{}`, {}). The **knee** of a stack is the lowest concurrency at which success falls below {:.1} %, throughput falls below {:.0} % of the best at fewer workers, or p99 per worker grows more than {KNEE_P99_RATIO}× from the previous level (in a saturated closed loop p99 grows with the number of workers by itself: latency = workers / throughput); the kernel counters that moved there (summed over repetitions, and higher than at the previous level) name the mechanism.\n",
         run.dir.display(),
         run.name(),
         throughput_note(run.throughput_col),
-        KNEE_SUCCESS * 100.0
+        KNEE_SUCCESS * 100.0,
+        KNEE_THROUGHPUT_FRACTION * 100.0
     );
     let mut summary = String::new();
     let mut detail = String::new();
@@ -292,35 +321,47 @@ pub(super) fn section(out: &mut String, run: &Run) {
 mod tests {
     use super::*;
 
-    fn lv(c: u64, p99_ms: f64, success: f64) -> Level {
+    fn lv(c: u64, p99_ms: f64, success: f64, rps: f64) -> Level {
         Level {
             concurrency: c,
             p99_us: Some(p99_ms * 1e3),
             success: Some(success),
+            throughput_rps: Some(rps),
         }
     }
 
     #[test]
-    fn the_knee_is_the_first_doubling_or_failure() {
-        let smooth = [
-            lv(500, 100.0, 1.0),
-            lv(1000, 190.0, 1.0),
-            lv(2000, 370.0, 1.0),
+    fn the_knee_is_a_collapse_a_tail_growing_faster_than_workers_or_failures() {
+        // Saturated closed loop: p99 doubles with workers at constant throughput: no knee.
+        let queueing = [
+            lv(500, 10.0, 1.0, 50_000.0),
+            lv(1000, 20.0, 1.0, 50_000.0),
+            lv(2000, 41.0, 1.0, 49_000.0),
         ];
-        assert_eq!(knee(&smooth), None);
-        let jump = [
-            lv(500, 100.0, 1.0),
-            lv(1000, 190.0, 1.0),
-            lv(2000, 400.0, 1.0),
-            lv(5000, 2000.0, 0.99),
+        assert_eq!(knee(&queueing), None);
+        // Throughput halves at 5,000: that is the knee.
+        let collapse = [
+            lv(500, 300.0, 1.0, 1_400.0),
+            lv(1000, 600.0, 1.0, 1_350.0),
+            lv(2000, 1200.0, 1.0, 1_380.0),
+            lv(5000, 6000.0, 1.0, 690.0),
         ];
-        let (i, why) = knee(&jump).unwrap();
+        let (i, why) = knee(&collapse).unwrap();
+        assert_eq!(i, 3, "{why}");
+        assert!(why.contains("49 %"), "{why}");
+        // The tail grows 2.5× per worker at 2,000 with throughput still up.
+        let tail = [
+            lv(500, 10.0, 1.0, 50_000.0),
+            lv(1000, 20.0, 1.0, 50_000.0),
+            lv(2000, 100.0, 1.0, 48_000.0),
+        ];
+        let (i, why) = knee(&tail).unwrap();
         assert_eq!(i, 2, "{why}");
-        assert!(why.contains("2.1×"), "{why}");
-        let fail = [lv(500, 100.0, 1.0), lv(1000, 150.0, 0.998)];
+        assert!(why.contains("2.5× per worker"), "{why}");
+        let fail = [lv(500, 100.0, 1.0, 1.0), lv(1000, 150.0, 0.998, 1.0)];
         assert_eq!(knee(&fail).unwrap().0, 1);
-        // Failures at the first level make it the knee; p99 needs a previous level.
-        assert_eq!(knee(&[lv(500, 100.0, 0.5)]).unwrap().0, 0);
-        assert_eq!(knee(&[lv(500, 1e6, 1.0)]), None);
+        // Failures at the first level make it the knee; the rest needs a previous level.
+        assert_eq!(knee(&[lv(500, 100.0, 0.5, 1.0)]).unwrap().0, 0);
+        assert_eq!(knee(&[lv(500, 1e6, 1.0, 1.0)]), None);
     }
 }
