@@ -24,6 +24,11 @@ use tokio::sync::Mutex;
 const MAX_HEADERS: usize = 32;
 /// A response head longer than this is not one of the workload's.
 const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// The read buffer's size while no longer answer needs more: a small answer (head and 256 B
+/// body) fits, and rustls holds the decrypted record anyway, so a read this size costs
+/// nothing extra. Every open connection holds one, so it is kept small; a 4k or
+/// 64k body grows it to exactly the message's size.
+const READ_CHUNK: usize = 4 * 1024;
 
 pub struct H1Client {
     connector: TcpConnector,
@@ -48,7 +53,7 @@ impl Client for H1Client {
             conn: Arc::new(H1Connection {
                 io: Mutex::new(Some(Io {
                     stream,
-                    buf: BytesMut::with_capacity(8 * 1024),
+                    buf: BytesMut::with_capacity(READ_CHUNK),
                     request: Vec::with_capacity(128),
                     in_flight: false,
                 })),
@@ -121,11 +126,12 @@ impl Io {
                     "response head too long",
                 ));
             }
-            self.fill().await?;
+            self.fill(0).await?;
         };
         let ttfb = started.elapsed();
-        while self.buf.len() < head.len + head.content_length {
-            self.fill().await?;
+        let message_len = head.len + head.content_length;
+        while self.buf.len() < message_len {
+            self.fill(message_len).await?;
         }
         let mut message = self.buf.split_to(head.len + head.content_length);
         let body = message.split_off(head.len).freeze();
@@ -133,9 +139,15 @@ impl Io {
         Ok((head.status, ttfb, body))
     }
 
-    async fn fill(&mut self) -> Result<(), Failure> {
-        if self.buf.capacity() - self.buf.len() < 4096 {
-            self.buf.reserve(16 * 1024);
+    /// Reads more into the buffer: room for the whole `message_len` when it is known (so a
+    /// large body is read into one buffer of its size), else for [`READ_CHUNK`] more bytes.
+    /// Once the last answer's bytes are dropped, `reserve` reuses the same allocation.
+    async fn fill(&mut self, message_len: usize) -> Result<(), Failure> {
+        let want = message_len
+            .saturating_sub(self.buf.len())
+            .max(READ_CHUNK / 4);
+        if self.buf.capacity() - self.buf.len() < want {
+            self.buf.reserve(want.max(READ_CHUNK));
         }
         match self.stream.read_buf(&mut self.buf).await {
             Ok(0) => Err(Failure::new(

@@ -31,6 +31,14 @@ const FRAME_HEADER_LEN: usize = 9;
 const MAX_FRAME_LEN: usize = 16_384;
 /// SETTINGS_HEADER_TABLE_SIZE we keep (the default), bounding the server's dynamic table.
 const HEADER_TABLE_SIZE: usize = 4096;
+/// The read buffer's size while no frame needs more; every open connection holds one, so it
+/// is small and grows to a frame's size only while a larger frame is arriving.
+/// Frame payloads are handed out as slices of it, so a smaller buffer also pins less memory
+/// behind an answer not yet taken.
+const READ_CHUNK: usize = 4 * 1024;
+/// The write buffer's initial size: the preface and SETTINGS, then HEADERS frames of well
+/// under a kilobyte; a request body grows it.
+const WRITE_CHUNK: usize = 1024;
 /// Largest flow-control window (RFC 9113 §6.9.1).
 const MAX_WINDOW: i64 = (1 << 31) - 1;
 /// Streams opened before the server's SETTINGS say its limit: the least a server should
@@ -295,8 +303,8 @@ impl Shared {
     ) -> Self {
         Shared {
             io: Some(io),
-            rx: BytesMut::with_capacity(16 * 1024),
-            tx: BytesMut::with_capacity(4 * 1024),
+            rx: BytesMut::with_capacity(READ_CHUNK),
+            tx: BytesMut::with_capacity(WRITE_CHUNK),
             needs_flush: false,
             encoder: Encoder::new(authority, https),
             decoder: hpack::Decoder::new(HEADER_TABLE_SIZE),
@@ -419,12 +427,13 @@ impl Shared {
             return self.break_with(f);
         }
         loop {
+            let want = self.rx_needed().max(READ_CHUNK / 4);
+            if self.rx.capacity() - self.rx.len() < want {
+                self.rx.reserve(want.max(READ_CHUNK));
+            }
             let Some(io) = self.io.as_mut() else {
                 return;
             };
-            if self.rx.capacity() - self.rx.len() < 4096 {
-                self.rx.reserve(16 * 1024);
-            }
             match tokio_util::io::poll_read_buf(Pin::new(io), cx, &mut self.rx) {
                 Poll::Pending => {
                     self.io_waiter = Some(me);
@@ -484,6 +493,15 @@ impl Shared {
             }
         }
         Ok(())
+    }
+
+    /// Bytes still missing from the frame at the start of the read buffer (0 without its header).
+    fn rx_needed(&self) -> usize {
+        if self.rx.len() < FRAME_HEADER_LEN {
+            return 0;
+        }
+        let len = (self.rx[0] as usize) << 16 | (self.rx[1] as usize) << 8 | self.rx[2] as usize;
+        (FRAME_HEADER_LEN + len.min(MAX_FRAME_LEN)).saturating_sub(self.rx.len())
     }
 
     /// Handles every complete frame in the read buffer.
