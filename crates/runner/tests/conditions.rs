@@ -8,21 +8,8 @@ use std::collections::HashMap;
 use common::*;
 
 fn run_experiment(toml: &str) -> Vec<HashMap<String, String>> {
-    let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("exp.toml");
-    std::fs::write(&file, toml).unwrap();
-    let out = tmp.path().join("results");
-    let output = runner()
-        .arg("--experiment")
-        .arg(&file)
-        .arg("--out")
-        .arg(&out)
-        .arg("--certs")
-        .arg(tmp.path().join("certs"))
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", output_text(&output));
-    let rows = read_csv(&results_dir(&out).join("cells.csv"));
+    let (_tmp, dir) = run_toml(toml);
+    let rows = read_csv(&dir.join("cells.csv"));
     for row in &rows {
         assert_eq!(row["error"], "", "{}: {}", row["cell_key"], row["error"]);
     }

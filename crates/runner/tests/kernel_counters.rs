@@ -9,26 +9,6 @@ use std::collections::HashMap;
 
 use common::*;
 
-/// Runs `toml` and returns the results directory (kept alive by the returned guard).
-fn run(toml: &str) -> (tempfile::TempDir, std::path::PathBuf) {
-    let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("exp.toml");
-    std::fs::write(&file, toml).unwrap();
-    let out = tmp.path().join("results");
-    let output = runner()
-        .arg("--experiment")
-        .arg(&file)
-        .arg("--out")
-        .arg(&out)
-        .arg("--certs")
-        .arg(tmp.path().join("certs"))
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", output_text(&output));
-    let dir = results_dir(&out);
-    (tmp, dir)
-}
-
 fn only_row(dir: &std::path::Path) -> HashMap<String, String> {
     let rows = read_csv(&dir.join("cells.csv"));
     assert_eq!(rows.len(), 1);
@@ -56,7 +36,8 @@ fn report(dir: &std::path::Path) -> String {
 /// kernel grants 8 KiB, a handful of 1,200-byte datagrams) overflow under 200 streams.
 #[test]
 fn a_tiny_udp_buffer_overflows_the_quic_socket() {
-    let (_tmp, dir) = run(r#"
+    let (_tmp, dir) = run_toml(
+        r#"
 name = "udp-overflow"
 stacks = ["h3"]
 regimes = ["reuse"]
@@ -67,7 +48,8 @@ baseline_seconds = 0
 somaxconn = 4096
 udp_buffer_bytes = 4096
 max_cell_seconds = 20
-"#);
+"#,
+    );
     let row = only_row(&dir);
     assert!(num(&row, "net_udp_rcvbuf_errors") > 0.0, "{row:?}");
     let html = report(&dir);
@@ -81,7 +63,8 @@ max_cell_seconds = 20
 /// connection per request: the accept queue overflows, or the SYN queue answers with cookies.
 #[test]
 fn a_tiny_backlog_overflows_the_listen_queue() {
-    let (_tmp, dir) = run(r#"
+    let (_tmp, dir) = run_toml(
+        r#"
 name = "listen-overflow"
 stacks = ["h1"]
 regimes = ["new-conn"]
@@ -92,7 +75,8 @@ baseline_seconds = 0
 somaxconn = 1
 backlog = 1
 max_cell_seconds = 20
-"#);
+"#,
+    );
     let row = only_row(&dir);
     let listen: f64 = [
         "net_listen_overflows",

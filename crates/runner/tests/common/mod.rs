@@ -96,3 +96,24 @@ pub fn run_ok(args: &[&str]) -> Run {
     );
     Run { out, certs, output }
 }
+
+/// Runs the experiment file `toml` into fresh directories, asserts that the run succeeded,
+/// and returns the results directory (kept alive by the returned guard).
+pub fn run_toml(toml: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("exp.toml");
+    std::fs::write(&file, toml).unwrap();
+    let out = tmp.path().join("results");
+    let output = runner()
+        .arg("--experiment")
+        .arg(&file)
+        .arg("--out")
+        .arg(&out)
+        .arg("--certs")
+        .arg(tmp.path().join("certs"))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", output_text(&output));
+    let dir = results_dir(&out);
+    (tmp, dir)
+}
