@@ -173,20 +173,7 @@ pub fn write(dir: &Path) -> anyhow::Result<()> {
     if !cells.exists() {
         return Ok(());
     }
-    let mut reader = csv::Reader::from_path(&cells)
-        .with_context(|| format!("cannot read {}", cells.display()))?;
-    let headers = reader.headers()?.clone();
-    let mut rows: Vec<Row> = Vec::new();
-    for record in reader.records() {
-        let record = record?;
-        rows.push(
-            headers
-                .iter()
-                .zip(record.iter())
-                .map(|(h, v)| (h.to_string(), v.to_string()))
-                .collect(),
-        );
-    }
+    let rows = crate::report::read_rows(&cells)?;
     let tmp = dir.join("memory.csv.tmp");
     let mut out = csv::Writer::from_path(&tmp)?;
     out.write_record(HEADER)?;

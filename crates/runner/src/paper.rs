@@ -55,24 +55,12 @@ fn fval(row: &Row, col: &str) -> Option<f64> {
         .filter(|v| v.is_finite())
 }
 
+/// A CSV the run may not have (older runs wrote no resources or summary): empty then.
 fn read_rows(path: &Path) -> anyhow::Result<Vec<Row>> {
     if !path.is_file() {
         return Ok(Vec::new());
     }
-    let mut reader =
-        csv::Reader::from_path(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let headers = reader.headers()?.clone();
-    reader
-        .records()
-        .map(|r| {
-            let r = r.with_context(|| format!("malformed row in {}", path.display()))?;
-            Ok(headers
-                .iter()
-                .zip(r.iter())
-                .map(|(h, v)| (h.to_string(), v.to_string()))
-                .collect())
-        })
-        .collect()
+    crate::report::read_rows(path)
 }
 
 impl Run {

@@ -45,7 +45,8 @@ pub struct Results {
     pub manifest: serde_json::Value,
 }
 
-fn read_rows(path: &Path) -> anyhow::Result<Vec<Row>> {
+/// A results CSV as column → value rows (the one reader the report and the paper share).
+pub(crate) fn read_rows(path: &Path) -> anyhow::Result<Vec<Row>> {
     let mut reader =
         csv::Reader::from_path(path).with_context(|| format!("cannot read {}", path.display()))?;
     let headers = reader.headers()?.clone();
