@@ -84,7 +84,7 @@ fn codecs(c: &mut Criterion) {
 }
 
 fn histogram(c: &mut Criterion) {
-    let mut m = runner::stats::Measurements::default();
+    let mut m = runner::measure::stats::Measurements::default();
     let reply = Reply {
         ttfb: Duration::from_micros(120),
         total: Duration::from_micros(180),

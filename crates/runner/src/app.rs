@@ -5,10 +5,13 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use crate::cli::{Cli, Command};
-use crate::serve::{default_certs_dir, ServeOptions};
-use crate::{
-    cli, experiment, netns, output, paper, pin, plan, registry, report, run, serve, thresholds,
-};
+use crate::exec::serve::{default_certs_dir, ServeOptions};
+use crate::exec::{pin, run, serve};
+use crate::netem::netns;
+use crate::output::thresholds;
+use crate::report::paper;
+use crate::settings as experiment;
+use crate::{cli, output, plan, registry, report};
 
 /// Exit status for invalid input (flags, experiment files): nothing was run or written.
 const EXIT_INVALID: u8 = 2;
@@ -47,7 +50,7 @@ pub fn main() -> ExitCode {
                 }
             }
         }
-        Some(Command::Load { certs, .. }) => match crate::loadgen::child_main(&certs) {
+        Some(Command::Load { certs, .. }) => match crate::exec::loadgen::child_main(&certs) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("error: load generator: {e:#}");
@@ -108,7 +111,7 @@ pub fn main() -> ExitCode {
             new,
             out,
             fail_on_regression,
-        }) => crate::compare::command(&base, &new, out.as_deref(), fail_on_regression),
+        }) => crate::report::compare::command(&base, &new, out.as_deref(), fail_on_regression),
         Some(Command::Check { file, run }) => {
             let args = cli::RunArgs {
                 experiment: Some(file.clone()),

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use bench_core::{FaultSpec, HandshakeVariant, PayloadProfile};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::experiment::{Experiment, Regime};
+use crate::settings::{Experiment, Regime};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -228,7 +228,7 @@ pub struct RunArgs {
     /// Open loop: `spin` (default: timer, then polling for the last 2 ms; µs precision) or
     /// `timer` (tokio's 1 ms timer alone, for comparison).
     #[arg(long, value_enum)]
-    pub pacing: Option<crate::load::Pacing>,
+    pub pacing: Option<crate::exec::load::Pacing>,
     /// Test-only: fault the servers inject, e.g. delay-50ms or stall-300ms:0.005 (default:
     /// none).
     #[arg(long)]

@@ -3,7 +3,7 @@
 
 use bench_core::{HandshakeVariant, PayloadProfile};
 
-use crate::experiment::{Experiment, Regime};
+use crate::settings::{Experiment, Regime};
 
 /// What a cell is for in the report: seed 000's single-user baseline or a stress stage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,7 +195,7 @@ pub fn estimate(cells: &[Cell]) -> Estimate {
             .exp
             .netem
             .as_deref()
-            .and_then(|n| crate::experiment::Netem::parse(n).ok())
+            .and_then(|n| crate::settings::Netem::parse(n).ok())
             .map_or(0.0, |n| 2.0 * n.delay_ms / 1000.0);
         let rps = match cell.rate {
             Some(rate) => rate,

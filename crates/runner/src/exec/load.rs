@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use bench_core::{Client, Connection, Failure, FailureClass, WireBytes};
 use tokio::sync::Mutex;
 
-use crate::experiment::Regime;
-use crate::stats::Measurements;
+use crate::measure::stats::Measurements;
+use crate::settings::Regime;
 
 /// How one load phase runs.
 #[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use serde_json::Value;
 
+use crate::output::summary::{interval, Interval};
 use crate::report::{label, levels, ms, regimes, stack_order, Results, Row};
-use crate::summary::{interval, Interval};
 
 mod scale;
 

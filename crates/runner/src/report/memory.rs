@@ -8,7 +8,7 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use crate::compare::t_quantile;
+use crate::report::compare::t_quantile;
 use crate::report::Row;
 
 /// Fewer distinct levels cannot tell a slope from noise around two points.
@@ -282,7 +282,7 @@ mod tests {
             ));
         }
         std::fs::write(dir.path().join("cells.csv"), cells).unwrap();
-        crate::summary::write(dir.path()).unwrap();
+        crate::output::summary::write(dir.path()).unwrap();
         let text = std::fs::read_to_string(dir.path().join("memory.csv")).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], HEADER.join(","));

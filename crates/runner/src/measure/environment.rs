@@ -106,14 +106,14 @@ impl Environment {
 pub struct CellEnvironment {
     /// With `netem` delay, jitter or loss: which emulator applied them (set by the cell's
     /// namespace, not by [`CellSnapshot`]).
-    pub emulation: Option<crate::emulator::Emulation>,
+    pub emulation: Option<crate::netem::emulator::Emulation>,
     pub loadavg1_before: f64,
     pub loadavg1_after: f64,
     /// Steal time over the cell as a percentage of all CPU time in it (all cores).
     pub steal_pct: f64,
     /// The kernel's TCP/UDP counters over the measured phase, read in the cell's namespace
     /// (set by the cell itself, not by [`CellSnapshot`]); `None` when the phase did not run.
-    pub net: Option<crate::netcounters::CellCounters>,
+    pub net: Option<crate::measure::netcounters::CellCounters>,
 }
 
 /// A snapshot taken as a cell starts; [`CellSnapshot::finish`] turns it into the cell's figures.

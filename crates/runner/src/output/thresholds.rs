@@ -9,8 +9,8 @@ use std::path::Path;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use crate::experiment::{Experiment, Regime};
 use crate::output::CellResult;
+use crate::settings::{Experiment, Regime};
 
 /// Exit status of a run in which a threshold failed (k6's code).
 pub const EXIT_THRESHOLD_FAILED: u8 = 99;
@@ -245,9 +245,9 @@ fn probe_records() -> Vec<Vec<(String, String)>> {
     let stress = cells.iter().find(|c| c.duration_s.is_none());
     let mut records = Vec::new();
     for cell in [baseline, stress].into_iter().flatten() {
-        let mut measured = crate::stats::Measurements::default();
+        let mut measured = crate::measure::stats::Measurements::default();
         measured.record_pacing_lag(std::time::Duration::from_micros(5));
-        let resources = crate::sampler::ResourceSummary {
+        let resources = crate::measure::sampler::ResourceSummary {
             rss_hwm_bytes: Some(1),
             rss_mean_bytes: Some(1.0),
             cpu_pct_mean: Some(1.0),
@@ -255,12 +255,12 @@ fn probe_records() -> Vec<Vec<(String, String)>> {
         };
         let failed = CellResult {
             cell: cell.clone(),
-            measured: crate::stats::Measurements::default(),
+            measured: crate::measure::stats::Measurements::default(),
             elapsed_s: 0.0,
             cut_short: true,
             extended: false,
             steady: None,
-            warmup: crate::stats::Measurements::default(),
+            warmup: crate::measure::stats::Measurements::default(),
             server: Default::default(),
             client: Default::default(),
             server_exit: None,
@@ -271,7 +271,7 @@ fn probe_records() -> Vec<Vec<(String, String)>> {
         records.push(failed.record());
         let full = CellResult {
             measured,
-            steady: Some(crate::load::SteadyWindow {
+            steady: Some(crate::exec::load::SteadyWindow {
                 elapsed_s: 1.0,
                 ok: 1,
             }),
@@ -280,14 +280,14 @@ fn probe_records() -> Vec<Vec<(String, String)>> {
             server_exit: Some("exit status: 1".into()),
             error: None,
             emulated_packets: Some((1, 1)),
-            environment: Some(crate::environment::CellEnvironment {
-                emulation: Some(crate::emulator::Emulation {
-                    kind: crate::emulator::EmulatorKind::Nfqueue,
+            environment: Some(crate::measure::environment::CellEnvironment {
+                emulation: Some(crate::netem::emulator::Emulation {
+                    kind: crate::netem::emulator::EmulatorKind::Nfqueue,
                     cpu_s: Some(1.0),
                 }),
-                net: Some(crate::netcounters::CellCounters {
+                net: Some(crate::measure::netcounters::CellCounters {
                     deltas: Default::default(),
-                    scope: crate::netcounters::Scope::Namespace,
+                    scope: crate::measure::netcounters::Scope::Namespace,
                 }),
                 ..Default::default()
             }),

@@ -22,9 +22,9 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
-use crate::load::{self, LoadSpec, Progress, SteadyWindow};
+use crate::exec::load::{self, LoadSpec, Progress, SteadyWindow};
+use crate::measure::stats::Measurements;
 use crate::registry;
-use crate::stats::Measurements;
 
 /// Longest wait for the warm-up's connections to finish closing: quinn's closing period is
 /// three probe timeouts, well under a second on loopback.
@@ -44,7 +44,7 @@ pub struct LoadJob {
     pub payload: PayloadProfile,
     pub tuning: Tuning,
     pub client_threads: usize,
-    /// Poll for I/O instead of sleeping during the measured phase ([`crate::experiment::Experiment::busy_poll`]).
+    /// Poll for I/O instead of sleeping during the measured phase ([`crate::settings::Experiment::busy_poll`]).
     #[serde(default)]
     pub busy_poll: bool,
     /// Warm-up phase (not measured), run first when `Some`.

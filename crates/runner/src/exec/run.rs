@@ -10,15 +10,15 @@ use anyhow::Context;
 use bench_core::tls::{ensure_certs, SERVER_NAME};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::experiment::Experiment;
-use crate::load::LoadSpec;
-use crate::loadgen::{Finished, LoadJob, LoadProcess, Message};
+use crate::exec::load::LoadSpec;
+use crate::exec::loadgen::{Finished, LoadJob, LoadProcess, Message};
+use crate::exec::serve::{ServeOptions, ServerHandle, ServerProcess};
+use crate::measure::sampler::{ResourceSummary, Sample, Sampler};
+use crate::measure::stats::Measurements;
 use crate::output::{self, CellResult, Manifest, ResultsWriter};
 use crate::plan::{plan, Cell};
 use crate::registry;
-use crate::sampler::{ResourceSummary, Sample, Sampler};
-use crate::serve::{ServeOptions, ServerHandle, ServerProcess};
-use crate::stats::Measurements;
+use crate::settings::Experiment;
 
 /// Settings of the run that are not part of the experiment.
 pub struct RunContext {
@@ -64,7 +64,7 @@ pub async fn run(
 ) -> anyhow::Result<RunOutcome> {
     let ctx = Arc::new(ctx);
     if netns_in_use(&exp) {
-        crate::netns::remove_stale();
+        crate::netem::netns::remove_stale();
     }
     let planned = plan(&exp);
     let (dir, done, started_utc) = match resume {
@@ -115,7 +115,7 @@ pub async fn run(
                 (s.name().to_string(), settings)
             })
             .collect(),
-        environment: Some(crate::environment::Environment::read(
+        environment: Some(crate::measure::environment::Environment::read(
             exp.udp_buffer_bytes
                 .unwrap_or(stack_h3::server::SERVER_UDP_BUFFER_BYTES),
         )),
@@ -145,7 +145,7 @@ pub async fn run(
                 .progress_chars("=> "),
         );
         bar.set_prefix(format!("[{}/{}] {}", i + 1, cells.len(), cell.key()));
-        let snapshot = crate::environment::CellSnapshot::take();
+        let snapshot = crate::measure::environment::CellSnapshot::take();
         let outcome = run_isolated(cell, &ctx, &bar, &stop, i).await;
         let cell_environment = snapshot.finish();
         let (mut result, samples) = match outcome {
@@ -162,13 +162,13 @@ pub async fn run(
         // The namespace recorded its emulator on the result; keep it beside load and steal.
         let emulation = result.environment.and_then(|e| e.emulation);
         let net = result.environment.and_then(|e| e.net);
-        result.environment = Some(crate::environment::CellEnvironment {
+        result.environment = Some(crate::measure::environment::CellEnvironment {
             emulation,
             net,
             ..cell_environment
         });
         // Each threshold that selects this cell is checked as it finishes (✓/✗ on its line).
-        let marks = crate::thresholds::cell_marks(&cell.exp.thresholds, &result);
+        let marks = crate::output::thresholds::cell_marks(&cell.exp.thresholds, &result);
         bar.finish_with_message(format!(
             "{:.0} req/s, {} failed{marks}",
             result.throughput_rps(),
@@ -195,7 +195,7 @@ pub async fn run(
     .into();
     manifest.finished_utc = Some(chrono::Utc::now().to_rfc3339());
     manifest.write(&dir)?;
-    crate::summary::write(&dir)?;
+    crate::output::summary::write(&dir)?;
     Ok(RunOutcome {
         dir: writer.dir.clone(),
         results,
@@ -337,7 +337,7 @@ async fn run_cell(
             server_exit,
             error: None,
             emulated_packets: None,
-            environment: Some(crate::environment::CellEnvironment {
+            environment: Some(crate::measure::environment::CellEnvironment {
                 net,
                 ..Default::default()
             }),
@@ -353,7 +353,7 @@ type Supervised = (
     Vec<Sample>,
     ResourceSummary,
     ResourceSummary,
-    Option<crate::netcounters::CellCounters>,
+    Option<crate::measure::netcounters::CellCounters>,
 );
 
 /// Runs the cell's load generator while updating the bar (in seconds when `timed`, else in
@@ -376,7 +376,7 @@ async fn supervised(
         bar.set_message("warm-up");
     }
     let mut sampler: Option<Sampler> = None;
-    let mut net_before: Option<crate::netcounters::Before> = None;
+    let mut net_before: Option<crate::measure::netcounters::Before> = None;
     let mut measuring_since = std::time::Instant::now();
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     loop {
@@ -396,7 +396,7 @@ async fn supervised(
         match message {
             Ok(Message::Measuring) => {
                 sampler = Some(Sampler::start(server_pid, child.pid, interval));
-                net_before = crate::netcounters::Before::take();
+                net_before = crate::measure::netcounters::Before::take();
                 measuring_since = std::time::Instant::now();
                 if let Err(e) = child.go().await {
                     child.kill().await;
@@ -506,7 +506,9 @@ async fn run_isolated(
     index: usize,
 ) -> anyhow::Result<Option<(CellResult, Vec<Sample>)>> {
     let netns = if cell.exp.needs_netns() {
-        Some(Arc::new(crate::netns::Netns::create(&cell.exp, index)?))
+        Some(Arc::new(crate::netem::netns::Netns::create(
+            &cell.exp, index,
+        )?))
     } else {
         None
     };
@@ -514,11 +516,11 @@ async fn run_isolated(
     let (soft_before, _) =
         nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)?;
     if let Some(n) = cell.exp.client_nofile {
-        crate::pin::set_nofile_soft_limit(n.min(hard))?;
+        crate::exec::pin::set_nofile_soft_limit(n.min(hard))?;
     }
     let Some(ns) = netns.clone() else {
         let outcome = run_cell(cell, ctx, bar, stop).await;
-        let _ = crate::pin::set_nofile_soft_limit(soft_before);
+        let _ = crate::exec::pin::set_nofile_soft_limit(soft_before);
         return Ok(outcome);
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -540,15 +542,17 @@ async fn run_isolated(
         outcome
     })
     .await?;
-    let _ = crate::pin::set_nofile_soft_limit(soft_before);
+    let _ = crate::exec::pin::set_nofile_soft_limit(soft_before);
     let mut outcome = outcome?;
     if let (Some(ns), Some((result, _))) = (&netns, outcome.as_mut()) {
         result.emulated_packets = Some(ns.emulated_packets());
-        result.environment = Some(crate::environment::CellEnvironment {
-            emulation: ns.emulator_kind().map(|kind| crate::emulator::Emulation {
-                kind,
-                cpu_s: ns.emulator_cpu_s(),
-            }),
+        result.environment = Some(crate::measure::environment::CellEnvironment {
+            emulation: ns
+                .emulator_kind()
+                .map(|kind| crate::netem::emulator::Emulation {
+                    kind,
+                    cpu_s: ns.emulator_cpu_s(),
+                }),
             ..result.environment.unwrap_or_default()
         });
     }

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use serde::Serialize;
 
-use crate::chart;
+use crate::report::chart;
 use crate::report::{label, Results, Row};
 
 /// Exit status when the runs cannot be compared (nothing written), as for other invalid input.
@@ -884,7 +884,7 @@ fn run_info(dir: &Path, r: &Results) -> RunInfo {
 
 /// The report's stylesheet, taken from its template so both pages look alike.
 fn report_css() -> &'static str {
-    const REPORT: &str = include_str!("../templates/report.html");
+    const REPORT: &str = include_str!("../../templates/report.html");
     let start = REPORT.find("<style>").map_or(0, |i| i + "<style>".len());
     let end = REPORT[start..]
         .find("</style>")
@@ -1150,7 +1150,7 @@ pub fn html(
         .iter()
         .any(|c| c.changes.iter().any(|x| x.test.is_some()));
     let mut env = minijinja::Environment::new();
-    env.add_template("compare.html", include_str!("../templates/compare.html"))?;
+    env.add_template("compare.html", include_str!("../../templates/compare.html"))?;
     Ok(env
         .get_template("compare.html")?
         .render(minijinja::context! {

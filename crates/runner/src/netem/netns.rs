@@ -9,8 +9,8 @@ use anyhow::{bail, Context};
 
 use std::sync::Arc;
 
-use crate::emulator::{Emulator, EmulatorKind, QUEUE};
-use crate::experiment::{Experiment, Netem};
+use crate::netem::emulator::{Emulator, EmulatorKind, QUEUE};
+use crate::settings::{Experiment, Netem};
 
 pub struct Netns {
     pub name: String,
@@ -81,7 +81,7 @@ impl Netns {
             // The probe is the real thing: adding the netem qdisc succeeds exactly where the
             // kernel has sch_netem, and then it stays as the cell's emulator.
             let qdisc = netem_qdisc_args(&ns.name, &netem);
-            ns.kind = crate::emulator::select(&netem, || {
+            ns.kind = crate::netem::emulator::select(&netem, || {
                 run("tc", &qdisc.iter().map(String::as_str).collect::<Vec<_>>()).is_ok()
             });
             // The netem qdisc takes the rate itself; otherwise tbf shapes it.
@@ -119,7 +119,7 @@ impl Netns {
                         .context("cannot enter the namespace")
                 })?;
                 ns.emulator_cpu_start_s =
-                    crate::emulator::thread_cpu_s(emulator.tid).unwrap_or(0.0);
+                    crate::netem::emulator::thread_cpu_s(emulator.tid).unwrap_or(0.0);
                 ns.emulator = Some(emulator);
                 // Queue only once the emulator listens: an unbound queue drops packets.
                 run(
@@ -172,7 +172,7 @@ impl Netns {
     /// the qdisc, whose work the kernel does in softirq context, attributed to no thread).
     pub fn emulator_cpu_s(&self) -> Option<f64> {
         let e = self.emulator.as_ref()?;
-        Some((crate::emulator::thread_cpu_s(e.tid)? - self.emulator_cpu_start_s).max(0.0))
+        Some((crate::netem::emulator::thread_cpu_s(e.tid)? - self.emulator_cpu_start_s).max(0.0))
     }
 
     /// Packets the emulator delayed and dropped so far: the NFQUEUE thread's counters, or the

@@ -42,9 +42,9 @@ pub struct ServeOptions {
 /// Runs a server until SIGINT/SIGTERM (in the `serve` process).
 pub fn serve_blocking(stack: &'static dyn Stack, opts: ServeOptions) -> anyhow::Result<()> {
     if let Some(cpu) = opts.cpu {
-        crate::pin::pin_current_thread(cpu)?;
+        crate::exec::pin::pin_current_thread(cpu)?;
     }
-    crate::pin::raise_nofile_soft_limit()?;
+    crate::exec::pin::raise_nofile_soft_limit()?;
     if !opts.listen.ip().is_loopback() {
         eprintln!(
             "warning: serving on {}, which is not a loopback address",

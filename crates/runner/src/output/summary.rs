@@ -145,7 +145,7 @@ pub fn write(dir: &Path) -> anyhow::Result<()> {
     drop(out);
     std::fs::rename(&tmp, dir.join("summary.csv")).context("cannot write summary.csv")?;
     // Memory per connection is a figure of the same cells, so it is refreshed with them.
-    crate::memory::write(dir)
+    crate::report::memory::write(dir)
 }
 
 #[cfg(test)]

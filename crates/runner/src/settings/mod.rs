@@ -67,7 +67,7 @@ pub struct Experiment {
     /// scheduled start (no coordinated omission). `None` = closed loop (the study's mode).
     pub rate: Option<f64>,
     /// Open loop: how workers wait for a request's due time (README "Open loop").
-    pub pacing: crate::load::Pacing,
+    pub pacing: crate::exec::load::Pacing,
     /// Test-only: a fault the servers inject (`status`, `bad-body`, `missing-field`,
     /// `delay-<N>ms`, `stall-<N>ms`, each with optional `:<fraction>`).
     pub server_fault: Option<String>,
@@ -132,7 +132,7 @@ pub struct Experiment {
     pub variants: Vec<Variant>,
     /// Pass/fail criteria over cells.csv columns (`[[thresholds]]`); every variant's cells
     /// are checked unless a threshold's `variants` selects.
-    pub thresholds: Vec<crate::thresholds::Threshold>,
+    pub thresholds: Vec<crate::output::thresholds::Threshold>,
 }
 
 /// A knob that failed validation: its key, the variant it failed in, and why.
@@ -327,7 +327,7 @@ impl Default for Experiment {
             warmup_fraction: 0.05,
             baseline_seconds: 10,
             rate: None,
-            pacing: crate::load::Pacing::default(),
+            pacing: crate::exec::load::Pacing::default(),
             server_fault: None,
             service_time: None,
             service_time_seed: bench_core::service::DEFAULT_SERVICE_TIME_SEED,

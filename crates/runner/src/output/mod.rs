@@ -3,6 +3,9 @@
 //! `manifest.json` (all knobs and the environment). README's "Results schema" defines each
 //! column.
 
+pub mod summary;
+pub mod thresholds;
+
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -11,10 +14,10 @@ use anyhow::Context;
 use bench_core::FailureClass;
 use serde::Serialize;
 
-use crate::experiment::Experiment;
+use crate::measure::sampler::{ResourceSummary, Sample};
+use crate::measure::stats::{LatencySummary, Measurements};
 use crate::plan::Cell;
-use crate::sampler::{ResourceSummary, Sample};
-use crate::stats::{LatencySummary, Measurements};
+use crate::settings::Experiment;
 
 /// Everything measured for one cell.
 pub struct CellResult {
@@ -25,7 +28,7 @@ pub struct CellResult {
     /// The phase went past its request budget to meet `min_cell_seconds`.
     pub extended: bool,
     /// The window in which every worker was active (no ramp-up, no drain).
-    pub steady: Option<crate::load::SteadyWindow>,
+    pub steady: Option<crate::exec::load::SteadyWindow>,
     pub warmup: Measurements,
     pub server: ResourceSummary,
     pub client: ResourceSummary,
@@ -36,7 +39,7 @@ pub struct CellResult {
     /// With network emulation: packets the emulator delayed and dropped.
     pub emulated_packets: Option<(u64, u64)>,
     /// Load average and steal time around the cell (`None` when the cell did not run).
-    pub environment: Option<crate::environment::CellEnvironment>,
+    pub environment: Option<crate::measure::environment::CellEnvironment>,
 }
 
 impl CellResult {
@@ -313,7 +316,7 @@ impl CellResult {
         );
         // Kernel counters over the measured phase; empty when the phase did not run.
         let net = env.and_then(|e| e.net);
-        for (i, c) in crate::netcounters::COUNTERS.iter().enumerate() {
+        for (i, c) in crate::measure::netcounters::COUNTERS.iter().enumerate() {
             put(
                 c.column,
                 net.map(|n| n.deltas.values[i].to_string())
@@ -321,7 +324,7 @@ impl CellResult {
             );
         }
         put(
-            crate::netcounters::SCOPE_COLUMN,
+            crate::measure::netcounters::SCOPE_COLUMN,
             net.map_or("", |n| n.scope.as_str()).to_string(),
         );
         put("server_exit", self.server_exit.clone().unwrap_or_default());
@@ -508,7 +511,7 @@ pub struct Manifest {
     /// The machine and kernel settings as the run started (README "Results schema"); absent
     /// in manifests written before it was recorded.
     #[serde(default)]
-    pub environment: Option<crate::environment::Environment>,
+    pub environment: Option<crate::measure::environment::Environment>,
 }
 
 impl Manifest {
@@ -531,7 +534,7 @@ impl Manifest {
 
 /// Versions of the crates that implement the stacks, read from the committed Cargo.lock.
 pub fn crate_versions() -> std::collections::BTreeMap<String, String> {
-    const LOCK: &str = include_str!("../../../Cargo.lock");
+    const LOCK: &str = include_str!("../../../../Cargo.lock");
     const WANTED: [&str; 10] = [
         "tokio",
         "hyper",

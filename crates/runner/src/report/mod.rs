@@ -2,6 +2,11 @@
 //! peak-load summary, single-user baseline, stress table, failure reasons by stage, charts and
 //! notes — computed from the results directory alone.
 
+pub mod chart;
+pub mod compare;
+pub mod memory;
+pub mod paper;
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -9,9 +14,9 @@ use anyhow::{bail, Context};
 use bench_core::FailureClass;
 use serde::Serialize;
 
-use crate::chart::{line_chart, Series};
+use crate::output::summary;
 use crate::registry;
-use crate::summary;
+use crate::report::chart::{line_chart, Series};
 
 /// The `cells.csv` figures the stress table, the peak summary and the comparisons read: one
 /// definition each (README, "Results schema").
@@ -619,14 +624,14 @@ fn notes(results: &Results, stress: &[&Row], stats: &Stats) -> Vec<String> {
             parts.join(", ")
         ));
     }
-    notes.extend(crate::netcounters::mechanism_notes(&results.cells));
+    notes.extend(crate::measure::netcounters::mechanism_notes(&results.cells));
     notes
 }
 
 /// The "Memory per open connection" section: the OLS fits of `memory.csv`, computed from the
 /// cells so an older run without the file still gets them (empty when no group has 3 levels).
 fn memory_section(cells: &[Row]) -> String {
-    let fits = crate::memory::fits(cells);
+    let fits = crate::report::memory::fits(cells);
     if fits.is_empty() {
         return String::new();
     }
@@ -634,7 +639,7 @@ fn memory_section(cells: &[Row]) -> String {
     html.push_str("<p class=\"table-note\">Least-squares fit of RSS against open connections over all stress cells (reuse: the pool; new-conn: the workers, one connection in flight each); slope in KB per connection with its 95 % interval (t, n − 2 df), intercept in MB; from memory.csv.</p>\n");
     html.push_str("<table>\n<tr><th>Variant</th><th>Stack</th><th>Regime</th><th>Role</th><th>KB per connection [95 % CI]</th><th>Intercept (MB)</th><th>R²</th><th>n (levels)</th><th>RSS column</th></tr>\n");
     for m in &fits {
-        let (slope, intercept) = crate::memory::describe(&m.fit);
+        let (slope, intercept) = crate::report::memory::describe(&m.fit);
         html.push_str(&format!(
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{slope}</td><td>{intercept}</td><td>{}</td><td>{} ({})</td><td>{}</td></tr>\n",
             m.variant,
@@ -655,7 +660,7 @@ fn memory_section(cells: &[Row]) -> String {
 /// The "Thresholds" section at the top of the report, from `thresholds.csv` (empty when the
 /// run stated none): one row per threshold bound, failures first, with the failing cells.
 fn thresholds_section(dir: &Path) -> anyhow::Result<String> {
-    let path = dir.join(crate::thresholds::FILE_NAME);
+    let path = dir.join(crate::output::thresholds::FILE_NAME);
     if !path.is_file() {
         return Ok(String::new());
     }
@@ -951,7 +956,7 @@ pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
                     .iter()
                     .map(|c| num(r, &format!("fail_{}", c.as_str())) as u64)
                     .collect(),
-                counters: crate::netcounters::moved_summary(r),
+                counters: crate::measure::netcounters::moved_summary(r),
                 examples: examples.join(" · "),
             }
         })
@@ -1015,7 +1020,7 @@ pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
     }
 
     let mut env = minijinja::Environment::new();
-    env.add_template("report.html", include_str!("../templates/report.html"))?;
+    env.add_template("report.html", include_str!("../../templates/report.html"))?;
     let html = env
         .get_template("report.html")?
         .render(minijinja::context! {

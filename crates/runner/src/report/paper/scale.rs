@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 use super::{fval, show, show_tput, thousands, throughput_note, Run, View, FALLBACK_NOTE};
-use crate::memory;
+use crate::report::memory;
 use crate::report::{label, regimes};
 
 /// p99 "jumps" when p99 per worker exceeds this multiple of the previous level's. In a

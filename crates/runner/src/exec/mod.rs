@@ -1,0 +1,8 @@
+//! How cells run: the cell loop, the server child (`runner serve`), the load-generator child
+//! (`runner load`) and the load engine inside it.
+
+pub mod load;
+pub mod loadgen;
+pub mod pin;
+pub mod run;
+pub mod serve;

@@ -1,0 +1,7 @@
+//! What a cell measures besides request latency: histogram summaries, process sampling
+//! (RSS, CPU), kernel network counters and the machine's environment.
+
+pub mod environment;
+pub mod netcounters;
+pub mod sampler;
+pub mod stats;
