@@ -2,10 +2,8 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
-use crate::cli::{Cli, Command};
-use crate::exec::serve::{default_certs_dir, ServeOptions};
+use crate::cli::Command;
+use crate::exec::serve::default_certs_dir;
 use crate::exec::{pin, run, serve};
 use crate::netem::netns;
 use crate::output::thresholds;
@@ -17,30 +15,16 @@ use crate::{cli, output, plan, registry, report};
 const EXIT_INVALID: u8 = 2;
 
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = cli::parse();
     match cli.command {
-        Some(Command::Serve(args)) => {
-            let Some(stack) = registry::find(&args.stack) else {
+        Some(Command::Serve(opts)) => {
+            let Some(stack) = registry::find(&opts.stack) else {
                 eprintln!(
                     "error: unknown stack '{}', expected one of {}",
-                    args.stack,
+                    opts.stack,
                     registry::names().join(", ")
                 );
                 return ExitCode::from(EXIT_INVALID);
-            };
-            let service = args.service();
-            let opts = ServeOptions {
-                stack: args.stack,
-                listen: args.listen,
-                plaintext: args.plaintext,
-                payload: args.payload,
-                fault: args.fault,
-                threads: args.threads.max(1),
-                backlog: args.backlog,
-                certs: args.certs.unwrap_or_else(default_certs_dir),
-                cpu: args.cpu,
-                service,
-                tuning: args.tuning.unwrap_or_default(),
             };
             match serve::serve_blocking(stack, opts) {
                 Ok(()) => ExitCode::SUCCESS,
@@ -58,12 +42,12 @@ pub fn main() -> ExitCode {
             }
         },
         Some(Command::Completions { shell }) => {
-            let mut cmd = <Cli as clap::CommandFactory>::command();
+            let mut cmd = cli::command();
             clap_complete::generate(shell, &mut cmd, "runner", &mut std::io::stdout());
             ExitCode::SUCCESS
         }
         Some(Command::Man) => {
-            let cmd = <Cli as clap::CommandFactory>::command();
+            let cmd = cli::command();
             match clap_mangen::Man::new(cmd).render(&mut std::io::stdout()) {
                 // `runner man | head` closes the pipe early: not an error.
                 Ok(()) => ExitCode::SUCCESS,
@@ -202,32 +186,29 @@ fn describe_estimate(e: &plan::Estimate) -> String {
 }
 
 /// A validation failure named by where it came from: the flag that set the key, else the
-/// file and (when the key can be found in it) line, else the experiment.
+/// file, line and column (when the key can be found in it), else the experiment.
 fn describe_invalid(
     args: &cli::RunArgs,
     exp: &experiment::Experiment,
     invalid: &experiment::Invalid,
 ) -> String {
-    let text = args
-        .experiment
-        .as_ref()
-        .and_then(|p| std::fs::read_to_string(p).ok());
-    let line = |variant: Option<&str>| {
-        text.as_deref()
-            .and_then(|t| experiment::key_line(t, variant, &invalid.key))
-    };
-    // A variant that sets the key itself overrides any flag.
-    let in_variant = invalid.variant.is_some()
-        && line(invalid.variant.as_deref()).is_some()
-        && line(invalid.variant.as_deref()) != line(None);
-    if let (false, Some(flag)) = (in_variant, args.flag_for(&invalid.key)) {
+    if let Some(flag) = args.flag_for(&invalid.key) {
         return match &invalid.variant {
             Some(v) => format!("{flag}: variant '{v}': {}", invalid.message),
             None => format!("{flag}: {}", invalid.message),
         };
     }
-    match (&args.experiment, line(invalid.variant.as_deref())) {
-        (Some(path), Some(n)) => format!("{}:{n}: {invalid}", path.display()),
+    let text = args
+        .experiment
+        .as_ref()
+        .and_then(|p| std::fs::read_to_string(p).ok());
+    let position = text
+        .as_deref()
+        .and_then(|t| experiment::file::key_position(t, invalid.variant.as_deref(), &invalid.key));
+    match (&args.experiment, position) {
+        (Some(path), Some((line, column))) => {
+            format!("{}:{line}:{column}: {invalid}", path.display())
+        }
         (Some(path), None) => format!("{}: {invalid}", path.display()),
         (None, _) => format!("experiment '{}': {invalid}", exp.name),
     }

@@ -23,27 +23,19 @@ impl Stage {
     }
 }
 
+/// One cell: where it sits in the plan, and the resolved settings of its variant. Everything
+/// else about it derives from those two.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cell {
-    /// The variant's name (`default` without variants) and its effective settings.
+    /// The variant's name (`default` without variants).
     pub variant: String,
-    pub exp: std::sync::Arc<Experiment>,
     pub stage: Stage,
     pub stack: String,
     pub regime: Regime,
     pub concurrency: u32,
     pub repetition: u32,
-    pub payload: PayloadProfile,
-    pub plaintext: bool,
-    pub handshake: HandshakeVariant,
-    pub connections: u32,
-    /// Measured request budget (for a baseline: an upper bound; its duration ends it).
-    pub requests: u64,
-    pub warmup_requests: u64,
-    /// Time-bound stages (the baseline) run this long.
-    pub duration_s: Option<u64>,
-    /// Open-loop arrival rate, requests per second.
-    pub rate: Option<f64>,
+    /// The variant's resolved settings.
+    pub settings: std::sync::Arc<Experiment>,
 }
 
 impl Cell {
@@ -63,6 +55,59 @@ impl Cell {
             key
         } else {
             format!("{}/{key}", self.variant)
+        }
+    }
+
+    pub fn payload(&self) -> PayloadProfile {
+        self.settings.payload
+    }
+
+    pub fn plaintext(&self) -> bool {
+        self.settings.plaintext
+    }
+
+    pub fn handshake(&self) -> HandshakeVariant {
+        self.settings.handshake
+    }
+
+    /// Connections shared by the workers of a reuse stress cell; 0 = one per worker.
+    pub fn connections(&self) -> u32 {
+        if self.regime == Regime::Reuse && self.stage == Stage::Stress {
+            self.settings.connections
+        } else {
+            0
+        }
+    }
+
+    /// Measured request budget (for a time-bound cell: an upper bound; its duration ends it).
+    pub fn requests(&self) -> u64 {
+        match (self.stage, self.settings.duration_seconds) {
+            (Stage::Stress, None) => self.settings.requests(self.regime),
+            // Bounded by time; the budget only guarantees that the loop ends.
+            _ => u64::MAX / 4,
+        }
+    }
+
+    pub fn warmup_requests(&self) -> u64 {
+        match (self.stage, self.settings.duration_seconds) {
+            (Stage::Stress, None) => self.settings.warmup_requests(self.regime),
+            _ => 0,
+        }
+    }
+
+    /// Time-bound stages (the baseline, or soak stress cells) run this long.
+    pub fn duration_s(&self) -> Option<u64> {
+        match self.stage {
+            Stage::Baseline => Some(self.settings.baseline_seconds),
+            Stage::Stress => self.settings.duration_seconds,
+        }
+    }
+
+    /// Open-loop arrival rate, requests per second (closed loop: `None`).
+    pub fn rate(&self) -> Option<f64> {
+        match self.stage {
+            Stage::Baseline => None,
+            Stage::Stress => self.settings.rate,
         }
     }
 }
@@ -85,37 +130,12 @@ pub fn plan(base: &Experiment) -> Vec<Cell> {
 fn plan_variant(variant: &str, exp: &std::sync::Arc<Experiment>, repetition: u32) -> Vec<Cell> {
     let cell = |stage, stack: &String, regime: Regime, concurrency, repetition| Cell {
         variant: variant.to_string(),
-        exp: exp.clone(),
+        settings: exp.clone(),
         stage,
         stack: stack.clone(),
         regime,
         concurrency,
         repetition,
-        payload: exp.payload,
-        plaintext: exp.plaintext,
-        handshake: exp.handshake,
-        connections: if regime == Regime::Reuse && stage == Stage::Stress {
-            exp.connections
-        } else {
-            0
-        },
-        requests: match (stage, exp.duration_seconds) {
-            (Stage::Stress, None) => exp.requests(regime),
-            // Bounded by time; the budget only guarantees that the loop ends.
-            _ => u64::MAX / 4,
-        },
-        warmup_requests: match (stage, exp.duration_seconds) {
-            (Stage::Stress, None) => exp.warmup_requests(regime),
-            _ => 0,
-        },
-        duration_s: match stage {
-            Stage::Baseline => Some(exp.baseline_seconds),
-            Stage::Stress => exp.duration_seconds,
-        },
-        rate: match stage {
-            Stage::Baseline => None,
-            Stage::Stress => exp.rate,
-        },
     };
     let mut cells = Vec::new();
     if exp.baseline_seconds > 0 {
@@ -174,7 +194,7 @@ pub fn estimate(cells: &[Cell]) -> Estimate {
     let mut e = Estimate::default();
     for cell in cells {
         e.overhead_s += ASSUMED_CELL_OVERHEAD_S;
-        if let Some(d) = cell.duration_s {
+        if let Some(d) = cell.duration_s() {
             match cell.stage {
                 Stage::Baseline => {
                     e.baseline_cells += 1;
@@ -192,20 +212,20 @@ pub fn estimate(cells: &[Cell]) -> Estimate {
             Regime::NewConn => (ASSUMED_RPS_NEW_CONN, 3.0),
         };
         let rtt_s = cell
-            .exp
+            .settings
             .netem
             .as_deref()
             .and_then(|n| crate::settings::Netem::parse(n).ok())
             .map_or(0.0, |n| 2.0 * n.delay_ms / 1000.0);
-        let rps = match cell.rate {
+        let rps = match cell.rate() {
             Some(rate) => rate,
             None if rtt_s > 0.0 => assumed.min(f64::from(cell.concurrency) / (round_trips * rtt_s)),
             None => assumed,
         };
-        let cap_s = cell.exp.max_cell_seconds as f64;
+        let cap_s = cell.settings.max_cell_seconds as f64;
         let phase = |requests: u64| (requests as f64 / rps).min(cap_s);
         e.stress_cells += 1;
-        e.stress_s += phase(cell.requests) + phase(cell.warmup_requests);
+        e.stress_s += phase(cell.requests()) + phase(cell.warmup_requests());
     }
     e
 }
@@ -260,7 +280,7 @@ mod tests {
         assert_eq!(cells.len(), (4 * 2 * 5 + 4 * 2) * 2);
         assert_eq!(cells[0].stage, Stage::Baseline);
         assert_eq!(cells[0].concurrency, 1);
-        assert_eq!(cells[0].duration_s, Some(10));
+        assert_eq!(cells[0].duration_s(), Some(10));
         let mut keys: Vec<_> = cells.iter().map(Cell::key).collect();
         keys.sort();
         keys.dedup();

@@ -128,3 +128,42 @@ fn completions_and_man_page_print_to_stdout() {
     assert!(first_request.starts_with(".TH runner 1"), "{man}");
     assert!(man.contains("netem"), "the man page lists the run flags");
 }
+
+/// README's table of run flags and file keys lists every knob of the settings model, and no
+/// key that is not one: the table is checked against the one definition.
+#[test]
+fn readme_lists_every_knob_and_only_knobs() {
+    let readme = std::fs::read_to_string(workspace().join("README.md")).expect("README");
+    let start = readme.find("## Running experiments").expect("section");
+    let mut documented = std::collections::BTreeSet::new();
+    for line in readme[start..]
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+    {
+        let line = line.replace("\\|", "/");
+        let Some(keys) = line.split('|').nth(2) else {
+            continue;
+        };
+        for part in keys.split('`').skip(1).step_by(2) {
+            let key = part
+                .split([' ', '='])
+                .next()
+                .unwrap_or("")
+                .trim_matches(['[', ']']);
+            if !key.is_empty() {
+                documented.insert(key.to_string());
+            }
+        }
+    }
+    let knobs: std::collections::BTreeSet<String> = runner::settings::KEYS
+        .iter()
+        .map(|k| k.to_string())
+        .collect();
+    let missing: Vec<_> = knobs.difference(&documented).collect();
+    let unknown: Vec<_> = documented.difference(&knobs).collect();
+    assert!(
+        missing.is_empty() && unknown.is_empty(),
+        "README's table lacks {missing:?}; lists keys that are not knobs: {unknown:?}"
+    );
+}

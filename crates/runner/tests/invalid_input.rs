@@ -167,14 +167,14 @@ fn semantic_errors_name_the_file_and_line_or_the_flag() {
     let e = rejected(
         &[],
         Some("name = \"typo\"\nrepetitions = 1\nstacks = [\"http2\"]\n"),
-        "exp.toml:3: stacks: unknown stack 'http2' (expected one of h1, h2, h3, grpc)",
+        "exp.toml:3:1: stacks: unknown stack 'http2' (expected one of h1, h2, h3, grpc)",
     );
     assert!(!e.contains("experiment 'typo'"), "{e}");
     // Inside a variant: the variant's own line, and the variant named.
     rejected(
         &[],
         Some("concurrency = [2]\n\n[[variants]]\nname = \"fast\"\n\n[[variants]]\nname = \"slow\"\nconcurrency = [0]\n"),
-        "exp.toml:8: variant 'slow': concurrency: 0 is outside",
+        "exp.toml:8:1: variant 'slow': concurrency: 0 is outside",
     );
     // A flag overrides the file, so the flag is named, not a line.
     let e = rejected(
@@ -183,11 +183,17 @@ fn semantic_errors_name_the_file_and_line_or_the_flag() {
         "--stacks: unknown stack 'http2'",
     );
     assert!(!e.contains("exp.toml:1"), "{e}");
+    // A key that belongs to the whole run may not differ between variants.
+    rejected(
+        &[],
+        Some("[[variants]]\nname = \"a\"\n  repetitions = 3\n"),
+        "exp.toml:3:3: variant 'a': repetitions: applies to the whole run",
+    );
     // A contradiction between keys: the line of the key at fault.
     rejected(
         &[],
         Some("regimes = [\"new-conn\"]\nconnections = 4\n"),
-        "exp.toml:2: connections: only applies to the reuse regime",
+        "exp.toml:2:1: connections: only applies to the reuse regime",
     );
 }
 

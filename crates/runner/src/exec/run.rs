@@ -134,9 +134,9 @@ pub async fn run(
             break;
         }
         // A time-bound cell (baseline, soak) counts seconds, a budgeted one requests.
-        let (len, template) = match cell.duration_s {
+        let (len, template) = match cell.duration_s() {
             Some(s) => (s, "{prefix:<28} [{bar:30}] {pos}/{len} s {msg}"),
-            None => (cell.requests, "{prefix:<28} [{bar:30}] {pos}/{len} {msg}"),
+            None => (cell.requests(), "{prefix:<28} [{bar:30}] {pos}/{len} {msg}"),
         };
         let bar = ProgressBar::new(len);
         bar.set_style(
@@ -168,7 +168,7 @@ pub async fn run(
             ..cell_environment
         });
         // Each threshold that selects this cell is checked as it finishes (✓/✗ on its line).
-        let marks = crate::output::thresholds::cell_marks(&cell.exp.thresholds, &result);
+        let marks = crate::output::thresholds::cell_marks(&cell.settings.thresholds, &result);
         bar.finish_with_message(format!(
             "{:.0} req/s, {} failed{marks}",
             result.throughput_rps(),
@@ -232,7 +232,7 @@ async fn run_cell(
     bar: &ProgressBar,
     stop: &Arc<AtomicBool>,
 ) -> Option<(CellResult, Vec<Sample>)> {
-    let exp = &*cell.exp;
+    let exp = &*cell.settings;
     let client_threads = match exp.client_threads {
         0 => ctx.client_threads,
         n => n as usize,
@@ -240,23 +240,25 @@ async fn run_cell(
     let serve = ServeOptions {
         stack: cell.stack.clone(),
         listen: "127.0.0.1:0".parse().expect("address"),
-        plaintext: cell.plaintext,
-        payload: cell.payload,
+        plaintext: cell.plaintext(),
+        payload: cell.payload(),
         fault: exp
             .server_fault
             .as_deref()
             .map(|f| f.parse().expect("validated fault")),
         threads: exp.server_threads,
         backlog: exp.backlog,
-        certs: ctx.certs_dir.clone(),
+        certs: Some(ctx.certs_dir.clone()),
         cpu: ctx.server_cpu,
-        service: exp.service(),
-        tuning: bench_core::Tuning {
+        service_time: exp.service().time,
+        service_time_seed: exp.service_time_seed,
+        service_cpu_us: exp.service_cpu_us,
+        tuning: Some(bench_core::Tuning {
             // A full-handshake cell resumes nothing: its server issues no tickets, so that
             // full vs resumed isolates resumption.
-            no_session_tickets: cell.handshake == bench_core::HandshakeVariant::Full,
+            no_session_tickets: cell.handshake() == bench_core::HandshakeVariant::Full,
             ..exp.tuning()
-        },
+        }),
     };
     let mut server = match ctx.target {
         Some((addr, pid)) => ServerHandle::External { addr, pid },
@@ -268,35 +270,35 @@ async fn run_cell(
     let spec = LoadSpec {
         regime: cell.regime,
         concurrency: cell.concurrency,
-        requests: cell.requests,
-        connections: cell.connections,
+        requests: cell.requests(),
+        connections: cell.connections(),
         request_timeout: Duration::from_millis(exp.request_timeout_ms),
         connect_bound: Duration::from_millis(
             exp.connect_timeout_ms + exp.handshake_timeout_ms + exp.request_timeout_ms,
         ),
-        max_duration: Duration::from_secs(cell.duration_s.unwrap_or(exp.max_cell_seconds)),
-        ends_by_time: cell.duration_s.is_some(),
-        min_duration: match cell.duration_s {
+        max_duration: Duration::from_secs(cell.duration_s().unwrap_or(exp.max_cell_seconds)),
+        ends_by_time: cell.duration_s().is_some(),
+        min_duration: match cell.duration_s() {
             Some(_) => Duration::ZERO,
             None => Duration::from_secs_f64(exp.min_cell_seconds),
         },
         first_id: 1_000_000,
-        rate: cell.rate,
+        rate: cell.rate(),
         pacing: exp.pacing,
     };
     let job = LoadJob {
         stack: cell.stack.clone(),
         target: server.addr(),
         server_name: SERVER_NAME.to_string(),
-        tls: (!cell.plaintext).then_some(cell.handshake),
+        tls: (!cell.plaintext()).then_some(cell.handshake()),
         connect_timeout_ms: exp.connect_timeout_ms,
         handshake_timeout_ms: exp.handshake_timeout_ms,
-        payload: cell.payload,
+        payload: cell.payload(),
         tuning: exp.tuning(),
         client_threads,
         busy_poll: exp.busy_poll,
-        warmup: (cell.warmup_requests > 0).then(|| LoadSpec {
-            requests: cell.warmup_requests,
+        warmup: (cell.warmup_requests() > 0).then(|| LoadSpec {
+            requests: cell.warmup_requests(),
             first_id: 0,
             max_duration: Duration::from_secs(exp.max_cell_seconds),
             ends_by_time: false,
@@ -306,7 +308,7 @@ async fn run_cell(
         measured: spec,
     };
     let interval = Duration::from_millis(exp.sample_interval_ms);
-    let timed = cell.duration_s.is_some();
+    let timed = cell.duration_s().is_some();
     let outcome = supervised(
         &job,
         &ctx.certs_dir,
@@ -505,9 +507,10 @@ async fn run_isolated(
     stop: &Arc<AtomicBool>,
     index: usize,
 ) -> anyhow::Result<Option<(CellResult, Vec<Sample>)>> {
-    let netns = if cell.exp.needs_netns() {
+    let netns = if cell.settings.needs_netns() {
         Some(Arc::new(crate::netem::netns::Netns::create(
-            &cell.exp, index,
+            &cell.settings,
+            index,
         )?))
     } else {
         None
@@ -515,7 +518,7 @@ async fn run_isolated(
     let (_, hard) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)?;
     let (soft_before, _) =
         nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)?;
-    if let Some(n) = cell.exp.client_nofile {
+    if let Some(n) = cell.settings.client_nofile {
         crate::exec::pin::set_nofile_soft_limit(n.min(hard))?;
     }
     let Some(ns) = netns.clone() else {

@@ -22,21 +22,112 @@ pub struct ReadyLine {
     pub pid: u32,
 }
 
-/// What `runner serve` needs; also what the runner passes to its children.
-#[derive(Debug, Clone)]
+/// What `runner serve` needs: its flags, and what the runner passes to its server children
+/// (as flags derived from this same struct by [`ServeOptions::to_args`]).
+#[derive(clap::Args, Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ServeOptions {
+    /// The stack to serve (required; see README for the stacks).
+    #[arg(long)]
     pub stack: String,
+    /// Address to listen on; port 0 picks a free one (a non-loopback address warns).
+    #[arg(long, default_value = "127.0.0.1:0")]
     pub listen: SocketAddr,
+    /// No TLS: h1, h2c with prior knowledge, gRPC over h2c (default: TLS 1.3).
+    #[arg(long)]
     pub plaintext: bool,
+    /// Payload profile of the item: small (256 B JSON), 4k or 64k.
+    #[arg(long, default_value = "small")]
     pub payload: PayloadProfile,
-    pub fault: Option<FaultSpec>,
+    /// Server runtime worker threads.
+    #[arg(long, default_value_t = 2)]
     pub threads: u32,
+    /// Listen backlog (the kernel caps it at net.core.somaxconn).
+    #[arg(long, default_value_t = 4096)]
     pub backlog: u32,
-    pub certs: PathBuf,
+    /// Test-only fault: status | bad-body | missing-field | delay-<N>ms | stall-<N>ms, with
+    /// optional :<fraction> (default: none).
+    #[arg(long)]
+    #[serde(with = "as_text")]
+    pub fault: Option<FaultSpec>,
+    /// Certificate directory, created on first use (default: certs/ of this checkout).
+    #[arg(long)]
+    pub certs: Option<PathBuf>,
+    /// Pin the server to this CPU (default: not pinned).
+    #[arg(long)]
     pub cpu: Option<usize>,
-    pub tuning: bench_core::Tuning,
-    /// Processing time of each item request.
-    pub service: bench_core::ServiceSpec,
+    /// Transport knobs as JSON, e.g. '{"quic_initial_rtt_ms":100,"udp_buffer_bytes":4194304}'
+    /// (default: the stacks' own settings).
+    #[arg(long, value_parser = parse_tuning)]
+    pub tuning: Option<bench_core::Tuning>,
+    /// Processing time of each item request: fixed:<D> or exp:<mean>, e.g. exp:2ms (default:
+    /// none, answer at once).
+    #[arg(long)]
+    #[serde(with = "as_text")]
+    pub service_time: Option<bench_core::ServiceTime>,
+    /// Seed of the exp: draws.
+    #[arg(long, default_value_t = bench_core::service::DEFAULT_SERVICE_TIME_SEED)]
+    pub service_time_seed: u64,
+    /// Busy CPU work per item request on the handler's thread, in µs.
+    #[arg(long, default_value_t = 0)]
+    pub service_cpu_us: u64,
+}
+
+fn parse_tuning(text: &str) -> Result<bench_core::Tuning, String> {
+    serde_json::from_str(text).map_err(|e| format!("invalid tuning JSON: {e}"))
+}
+
+/// An optional value in JSON as the text its flag takes (`Display` out, `FromStr` in).
+mod as_text {
+    use serde::{de::Error, Deserialize, Deserializer, Serialize, Serializer};
+    use std::fmt::Display;
+    use std::str::FromStr;
+
+    pub fn serialize<T: Display, S: Serializer>(v: &Option<T>, s: S) -> Result<S::Ok, S::Error> {
+        v.as_ref().map(|v| v.to_string()).serialize(s)
+    }
+
+    pub fn deserialize<'de, T, D>(d: D) -> Result<Option<T>, D::Error>
+    where
+        T: FromStr,
+        T::Err: Display,
+        D: Deserializer<'de>,
+    {
+        Option::<String>::deserialize(d)?
+            .map(|t| t.parse().map_err(D::Error::custom))
+            .transpose()
+    }
+}
+
+impl ServeOptions {
+    /// What each item request costs this server.
+    pub fn service(&self) -> bench_core::ServiceSpec {
+        bench_core::ServiceSpec {
+            time: self.service_time,
+            seed: self.service_time_seed,
+            cpu: Duration::from_micros(self.service_cpu_us),
+        }
+    }
+
+    /// The `runner serve` flags that parse back into these options: one `--field value` per
+    /// field that is set, derived from the serialized struct, so no field can be forgotten.
+    pub fn to_args(&self) -> Vec<String> {
+        let serde_json::Value::Object(fields) =
+            serde_json::to_value(self).expect("options serialize")
+        else {
+            unreachable!("a struct serializes to an object")
+        };
+        let mut args = Vec::new();
+        for (key, value) in fields {
+            let flag = format!("--{}", key.replace('_', "-"));
+            match value {
+                serde_json::Value::Null | serde_json::Value::Bool(false) => {}
+                serde_json::Value::Bool(true) => args.push(flag),
+                serde_json::Value::String(s) => args.extend([flag, s]),
+                other => args.extend([flag, other.to_string()]),
+            }
+        }
+        args
+    }
 }
 
 /// Runs a server until SIGINT/SIGTERM (in the `serve` process).
@@ -52,7 +143,7 @@ pub fn serve_blocking(stack: &'static dyn Stack, opts: ServeOptions) -> anyhow::
         );
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(opts.threads as usize)
+        .worker_threads(opts.threads.max(1) as usize)
         .enable_all()
         .build()?;
     runtime.block_on(async move {
@@ -63,7 +154,8 @@ pub fn serve_blocking(stack: &'static dyn Stack, opts: ServeOptions) -> anyhow::
             }
             None
         } else {
-            let paths = ensure_certs(&opts.certs)?;
+            let certs = opts.certs.clone().unwrap_or_else(default_certs_dir);
+            let paths = ensure_certs(&certs)?;
             Some(Arc::new(ServerIdentity::load(&paths)?))
         };
         let bound = stack
@@ -73,8 +165,8 @@ pub fn serve_blocking(stack: &'static dyn Stack, opts: ServeOptions) -> anyhow::
                 payload: opts.payload,
                 fault: opts.fault,
                 backlog: opts.backlog,
-                tuning: opts.tuning.clone(),
-                service: opts.service,
+                tuning: opts.tuning.clone().unwrap_or_default(),
+                service: opts.service(),
             })
             .await
             .with_context(|| format!("cannot listen on {}", opts.listen))?;
@@ -110,34 +202,7 @@ impl ServerProcess {
     pub async fn start(opts: &ServeOptions) -> anyhow::Result<Self> {
         let exe = std::env::current_exe().context("cannot find the runner executable")?;
         let mut cmd = Command::new(exe);
-        cmd.arg("serve")
-            .args(["--stack", &opts.stack])
-            .args(["--listen", &opts.listen.to_string()])
-            .args(["--payload", opts.payload.as_str()])
-            .args(["--threads", &opts.threads.to_string()])
-            .args(["--backlog", &opts.backlog.to_string()])
-            .arg("--certs")
-            .arg(&opts.certs);
-        if opts.plaintext {
-            cmd.arg("--plaintext");
-        }
-        if let Some(fault) = &opts.fault {
-            cmd.args(["--fault", &fault.to_string()]);
-        }
-        if let Some(cpu) = opts.cpu {
-            cmd.args(["--cpu", &cpu.to_string()]);
-        }
-        if opts.tuning != bench_core::Tuning::default() {
-            cmd.args(["--tuning", &serde_json::to_string(&opts.tuning)?]);
-        }
-        if let Some(time) = opts.service.time {
-            cmd.args(["--service-time", &time.to_string()])
-                .args(["--service-time-seed", &opts.service.seed.to_string()]);
-        }
-        if !opts.service.cpu.is_zero() {
-            let us = opts.service.cpu.as_micros().to_string();
-            cmd.args(["--service-cpu-us", &us]);
-        }
+        cmd.arg("serve").args(opts.to_args());
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -230,5 +295,46 @@ impl ServerHandle {
             ServerHandle::Child(p) => p.stop().await,
             ServerHandle::External { .. } => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Serve {
+        #[command(flatten)]
+        opts: ServeOptions,
+    }
+
+    /// The flags the runner gives its server child parse back into the same options, with
+    /// every field set away from its default (a field the flags forgot would come back as it).
+    #[test]
+    fn child_flags_parse_back_into_the_same_options() {
+        let opts = ServeOptions {
+            stack: "h2".into(),
+            listen: "127.0.0.9:4433".parse().unwrap(),
+            plaintext: true,
+            payload: PayloadProfile::K4,
+            threads: 3,
+            backlog: 17,
+            fault: Some("delay-5ms:0.5".parse().unwrap()),
+            certs: Some(PathBuf::from("/tmp/certs dir")),
+            cpu: Some(1),
+            tuning: Some(bench_core::Tuning {
+                quic_initial_rtt_ms: Some(7),
+                linger_zero: true,
+                ..Default::default()
+            }),
+            service_time: Some("exp:2ms".parse().unwrap()),
+            service_time_seed: 99,
+            service_cpu_us: 5,
+        };
+        let args = opts.to_args();
+        let parsed = Serve::try_parse_from(std::iter::once("serve".to_string()).chain(args))
+            .expect("flags parse");
+        assert_eq!(parsed.opts, opts);
     }
 }

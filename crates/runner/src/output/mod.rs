@@ -79,27 +79,27 @@ impl CellResult {
         put("regime", self.cell.regime.to_string());
         put("concurrency", self.cell.concurrency.to_string());
         put("repetition", self.cell.repetition.to_string());
-        put("payload", self.cell.payload.to_string());
-        put("plaintext", self.cell.plaintext.to_string());
-        put("handshake", self.cell.handshake.as_str().to_string());
-        put("connections", self.cell.connections.to_string());
+        put("payload", self.cell.payload().to_string());
+        put("plaintext", self.cell.plaintext().to_string());
+        put("handshake", self.cell.handshake().as_str().to_string());
+        put("connections", self.cell.connections().to_string());
         put(
             "requests",
-            match self.cell.duration_s {
+            match self.cell.duration_s() {
                 Some(_) => String::new(),
-                None => self.cell.requests.to_string(),
+                None => self.cell.requests().to_string(),
             },
         );
         put(
             "duration_s",
             self.cell
-                .duration_s
+                .duration_s()
                 .map(|d| d.to_string())
                 .unwrap_or_default(),
         );
         put(
             "mode",
-            if self.cell.rate.is_some() {
+            if self.cell.rate().is_some() {
                 "open"
             } else {
                 "closed"
@@ -108,13 +108,13 @@ impl CellResult {
         );
         put(
             "rate_rps",
-            self.cell.rate.map(|r| r.to_string()).unwrap_or_default(),
+            self.cell.rate().map(|r| r.to_string()).unwrap_or_default(),
         );
         put("late", m.late.to_string());
         put(
             "pacing",
-            if self.cell.rate.is_some() {
-                self.cell.exp.pacing.as_str()
+            if self.cell.rate().is_some() {
+                self.cell.settings.pacing.as_str()
             } else {
                 ""
             }
@@ -242,7 +242,7 @@ impl CellResult {
                 }
             ),
         );
-        let e = &self.cell.exp;
+        let e = &self.cell.settings;
         let opt = |v: Option<String>| v.unwrap_or_default();
         put("netem", opt(e.netem.clone()));
         put("port_range", opt(e.port_range.clone()));
@@ -810,7 +810,7 @@ pub fn summary_table(results: &[CellResult]) -> String {
             continue;
         }
         seen.push(&r.cell.variant);
-        let differs = conditions(&r.cell.exp);
+        let differs = conditions(&r.cell.settings);
         if !differs.is_empty() {
             let label = match r.cell.variant.as_str() {
                 "default" => "conditions".to_string(),
@@ -861,7 +861,7 @@ pub fn summary_table(results: &[CellResult]) -> String {
     {
         out.push_str(&format!(
             "1* = single-user baseline: one worker for {} s (baseline_seconds), not a stress level\n",
-            b.cell.duration_s.unwrap_or(0)
+            b.cell.duration_s().unwrap_or(0)
         ));
     }
     out

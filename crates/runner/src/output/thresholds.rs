@@ -241,8 +241,8 @@ fn probe_records() -> Vec<Vec<(String, String)>> {
         ..Experiment::default()
     };
     let cells = crate::plan::plan(&exp);
-    let baseline = cells.iter().find(|c| c.duration_s.is_some());
-    let stress = cells.iter().find(|c| c.duration_s.is_none());
+    let baseline = cells.iter().find(|c| c.duration_s().is_some());
+    let stress = cells.iter().find(|c| c.duration_s().is_none());
     let mut records = Vec::new();
     for cell in [baseline, stress].into_iter().flatten() {
         let mut measured = crate::measure::stats::Measurements::default();

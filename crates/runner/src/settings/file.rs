@@ -1,0 +1,100 @@
+//! Reading an experiment file: TOML into one [`Knobs`] layer, errors naming the file, key,
+//! line and column; and finding the line (and column) that set a key, for validation errors.
+
+use std::path::Path;
+
+use super::Knobs;
+
+/// Reads an experiment file; errors name the file, and for TOML the key, line and column.
+pub fn read(path: &Path) -> Result<(String, Knobs), String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("{}: cannot read experiment file: {e}", path.display()))?;
+    let knobs = toml::from_str(&text).map_err(|e| {
+        let message = e.message().replace('\n', " ");
+        let Some(span) = e.span() else {
+            return format!("{}: {message}", path.display());
+        };
+        let before = &text[..span.start.min(text.len())];
+        let line_no = before.matches('\n').count() + 1;
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        let column = before.len() - line_start + 1;
+        // Name the key whose value is wrong (serde's message names only the type).
+        let line = text[line_start..].lines().next().unwrap_or("");
+        let key = line
+            .split_once('=')
+            .map(|(k, _)| k.trim())
+            .filter(|k| !k.is_empty() && !message.contains(&format!("`{k}`")));
+        match key {
+            Some(key) => format!("{}:{line_no}:{column}: {key}: {message}", path.display()),
+            None => format!("{}:{line_no}:{column}: {message}", path.display()),
+        }
+    })?;
+    Ok((text, knobs))
+}
+
+/// [`key_line`] with the 1-based column where the key starts on that line.
+pub fn key_position(text: &str, variant: Option<&str>, key: &str) -> Option<(usize, usize)> {
+    let line = key_line(text, variant, key)?;
+    let content = text.lines().nth(line - 1)?;
+    let column = content.len() - content.trim_start().len() + 1;
+    Some((line, column))
+}
+
+/// The 1-based line of an experiment file's TOML `text` that sets `key`: inside the
+/// `[[variants]]` table named `variant` when given and it sets the key there, else at the top
+/// level. `None` when no line sets it (a default, or a form this textual search misses).
+pub fn key_line(text: &str, variant: Option<&str>, key: &str) -> Option<usize> {
+    /// One TOML table: its header's line (0 for the top level), the variant it names (`None`
+    /// for the top level) and its `(line number, trimmed line)`s.
+    struct Table<'a> {
+        header: usize,
+        name: Option<String>,
+        lines: Vec<(usize, &'a str)>,
+    }
+    impl Table<'_> {
+        fn sets(&self, key: &str) -> Option<usize> {
+            self.lines.iter().find_map(|(n, l)| {
+                let (k, _) = l.split_once('=')?;
+                (k.trim().trim_matches('"') == key).then_some(*n)
+            })
+        }
+    }
+    let mut tables = vec![Table {
+        header: 0,
+        name: None,
+        lines: Vec::new(),
+    }];
+    for (i, line) in text.lines().enumerate() {
+        let trimmed = line.trim();
+        if trimmed.starts_with('[') && !trimmed.contains('=') {
+            tables.push(Table {
+                header: i + 1,
+                name: Some(String::new()),
+                lines: Vec::new(),
+            });
+            continue;
+        }
+        let table = tables.last_mut().expect("top level");
+        table.lines.push((i + 1, trimmed));
+        if let (Some(name), Some((k, v))) = (&mut table.name, trimmed.split_once('=')) {
+            if k.trim() == "name" {
+                let quoted = v.trim().trim_start_matches(['"', '\'']);
+                *name = quoted.split(['"', '\'']).next().unwrap_or("").to_string();
+            }
+        }
+    }
+    let named = |v| tables.iter().filter(move |t| t.name.as_deref() == Some(v));
+    if key == "variants" {
+        return match variant {
+            Some(v) => named(v).next().map(|t: &Table| t.header),
+            None => tables
+                .iter()
+                .find(|t| t.name.is_some())
+                .map(|t| t.header)
+                .or_else(|| tables[0].sets(key)),
+        };
+    }
+    variant
+        .and_then(|v| named(v).find_map(|t| t.sets(key)))
+        .or_else(|| tables[0].sets(key))
+}

@@ -1,0 +1,286 @@
+//! Every knob of a run, defined once. The [`knobs!`] list below generates the optional layer
+//! ([`Knobs`]: what the defaults, an experiment file, a variant or the command line set) and
+//! the resolved settings ([`Experiment`]: every knob with a value). A knob's doc comment is
+//! its `--help` text; its TOML key is its name; its flag is given by its `#[arg]`.
+
+use std::path::PathBuf;
+
+use bench_core::{HandshakeVariant, PayloadProfile};
+use serde::{Deserialize, Serialize};
+
+use super::Regime;
+use crate::exec::load::Pacing;
+use crate::output::thresholds::Threshold;
+
+/// Whether a knob may differ between the variants of one run (`cell`) or is the run's alone
+/// (`run`), and whether it has a value by default (`…_opt`: none by default).
+macro_rules! resolved_type {
+    (cell, $t:ty) => { $t };
+    (run, $t:ty) => { $t };
+    (cell_opt, $t:ty) => { Option<$t> };
+    (run_opt, $t:ty) => { Option<$t> };
+}
+
+macro_rules! resolved_value {
+    (cell, $v:expr) => {
+        $v
+    };
+    (run, $v:expr) => {
+        $v
+    };
+    (cell_opt, $v:expr) => {
+        Some($v)
+    };
+    (run_opt, $v:expr) => {
+        Some($v)
+    };
+}
+
+macro_rules! per_variant {
+    (cell) => {
+        true
+    };
+    (cell_opt) => {
+        true
+    };
+    (run) => {
+        false
+    };
+    (run_opt) => {
+        false
+    };
+}
+
+macro_rules! knobs {
+    ($(
+        $(#[$meta:meta])*
+        $name:ident : $kind:ident < $ty:ty > = $default:expr;
+    )*) => {
+        /// One layer of settings: every knob optional. The experiment file and each of its
+        /// `[[variants]]` deserialize into it, the command line parses into it, and
+        /// [`Knobs::apply`] lays it over resolved settings.
+        #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, clap::Args)]
+        #[serde(deny_unknown_fields)]
+        pub struct Knobs {
+            $(
+                $(#[$meta])*
+                #[serde(default, skip_serializing_if = "Option::is_none")]
+                pub $name: Option<$ty>,
+            )*
+        }
+
+        /// Every knob of a run, resolved (defaults < file < variant < flags). Field names are
+        /// the TOML keys; [`Knobs`] documents each.
+        #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+        #[serde(deny_unknown_fields, default)]
+        pub struct Experiment {
+            $( pub $name: resolved_type!($kind, $ty), )*
+        }
+
+        impl Default for Experiment {
+            fn default() -> Self {
+                Experiment { $( $name: $default, )* }
+            }
+        }
+
+        impl Knobs {
+            /// Sets every knob this layer gives on `settings`.
+            pub fn apply(&self, settings: &mut Experiment) {
+                $(
+                    if let Some(v) = &self.$name {
+                        settings.$name = resolved_value!($kind, v.clone());
+                    }
+                )*
+            }
+
+            /// This layer's knobs, each one not set taken from `other`.
+            pub fn or(self, other: Knobs) -> Knobs {
+                Knobs { $( $name: self.$name.or(other.$name), )* }
+            }
+
+            /// The keys this layer sets, in definition order.
+            pub fn keys_set(&self) -> Vec<&'static str> {
+                let mut keys = Vec::new();
+                $( if self.$name.is_some() { keys.push(stringify!($name)); } )*
+                keys
+            }
+
+            /// The keys this layer sets that a variant may not (they belong to the whole run).
+            pub fn run_level_keys_set(&self) -> Vec<&'static str> {
+                let mut keys = Vec::new();
+                $(
+                    if !per_variant!($kind) && self.$name.is_some() {
+                        keys.push(stringify!($name));
+                    }
+                )*
+                keys
+            }
+
+            /// This layer without the keys `other` sets (so that `other`, laid on later, wins).
+            pub fn without_keys_of(&self, other: &Knobs) -> Knobs {
+                let mut out = self.clone();
+                $( if other.$name.is_some() { out.$name = None; } )*
+                out
+            }
+        }
+
+        /// Every knob's key, in definition order.
+        pub const KEYS: &[&str] = &[$( stringify!($name), )*];
+    };
+}
+
+knobs! {
+    /// Part of the results directory's name (`new-conn`/`reuse` with --regime and no file).
+    #[arg(long)]
+    name: run<String> = "default".into();
+    /// Comma-separated stacks, in this order within each group.
+    #[arg(long, value_delimiter = ',', value_name = "STACK,...")]
+    stacks: cell<Vec<String>> = crate::registry::names().iter().map(|s| s.to_string()).collect();
+    /// Connection regime(s): reuse (one connection per worker, reused), new-conn (a new
+    /// connection and full handshake per request) or both.
+    #[arg(long = "regime", value_parser = super::parse_regimes, value_name = "reuse|new-conn|both")]
+    regimes: cell<super::RegimeList> = vec![Regime::Reuse, Regime::NewConn];
+    /// Comma-separated concurrency levels, in workers.
+    #[arg(long, value_delimiter = ',', value_name = "N,...")]
+    concurrency: cell<Vec<u32>> = vec![10, 50, 100, 200, 500];
+    /// Repetitions of every cell, interleaved.
+    #[arg(long)]
+    repetitions: run<u32> = 1;
+    /// Measured requests per cell in the reuse regime (study: 50,000; --requests sets both).
+    #[arg(long)]
+    requests_reuse: cell<u64> = 50_000;
+    /// Measured requests per cell in the new-conn regime (study: 5,000; --requests sets both).
+    #[arg(long)]
+    requests_new_conn: cell<u64> = 5_000;
+    /// Unrecorded warm-up requests before each cell, as a fraction of its measured requests.
+    #[arg(long)]
+    warmup_fraction: cell<f64> = 0.05;
+    /// Single-user baseline per stack and regime: one worker for this many seconds (0 = none).
+    #[arg(long)]
+    baseline_seconds: cell<u64> = 10;
+    /// Open loop: requests per second on a fixed arrival schedule, latency from each
+    /// request's scheduled start (no coordinated omission) (default: closed loop, the study's).
+    #[arg(long)]
+    rate: cell_opt<f64> = None;
+    /// Open loop: how a free worker waits for a due time: spin (timer, then polling for the
+    /// last 2 ms; µs precision) or timer (tokio's 1 ms timer alone, for comparison).
+    #[arg(long, value_enum)]
+    pacing: cell<Pacing> = Pacing::default();
+    /// Test-only: a fault the servers inject (status, bad-body, missing-field, delay-<N>ms,
+    /// stall-<N>ms, each with optional :<fraction>) (default: none).
+    #[arg(long)]
+    server_fault: cell_opt<String> = None;
+    /// Server processing time per item request: fixed:<D> or exp:<mean> (D like 2ms, 500us),
+    /// a wait during which the server serves other requests (default: none, answer at once).
+    #[arg(long)]
+    service_time: cell_opt<String> = None;
+    /// Seed of the exp: service-time draws; request i's time depends only on the seed and i.
+    #[arg(long)]
+    service_time_seed: cell<u64> = bench_core::service::DEFAULT_SERVICE_TIME_SEED;
+    /// Busy CPU work per item request on the server's handler thread, in µs (0 = none).
+    #[arg(long)]
+    service_cpu_us: cell<u64> = 0;
+    /// Payload profile: small (256 B JSON body), 4k or 64k.
+    #[arg(long)]
+    payload: cell<PayloadProfile> = PayloadProfile::Small;
+    /// No TLS: h1, h2c with prior knowledge, gRPC over h2c (stacks without a plaintext form
+    /// cannot run).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
+    plaintext: cell<bool> = false;
+    /// TLS/QUIC session handling of new connections: full (no session cache), resumed or
+    /// zero-rtt.
+    #[arg(long, value_parser = super::parse_name::<HandshakeVariant>, value_name = "full|resumed|zero-rtt")]
+    handshake: cell<HandshakeVariant> = HandshakeVariant::Full;
+    /// Reuse regime only: connections shared by all workers (0 = one per worker).
+    #[arg(long)]
+    connections: cell<u32> = 0;
+    /// Request timeout in ms (--timeout sets all three timeouts, in seconds).
+    #[arg(long)]
+    request_timeout_ms: cell<u64> = 10_000;
+    /// TCP connect timeout in ms.
+    #[arg(long)]
+    connect_timeout_ms: cell<u64> = 10_000;
+    /// TLS or QUIC handshake timeout in ms.
+    #[arg(long)]
+    handshake_timeout_ms: cell<u64> = 10_000;
+    /// Hard bound on a cell's measured phase, in seconds; workers stop when it passes.
+    #[arg(long)]
+    max_cell_seconds: cell<u64> = 300;
+    /// Stress cells measure at least this long, sending past their request budget if needed
+    /// (`extended` in cells.csv), so that sub-second cells do not decide a comparison (0 = the
+    /// budget alone).
+    #[arg(long)]
+    min_cell_seconds: cell<f64> = 0.0;
+    /// Soak: every stress cell runs this long (90s, 10m, 1h; seconds in the file) instead of
+    /// for a request count (default: none).
+    #[arg(long = "duration", value_parser = super::parse_duration_s, value_name = "DURATION")]
+    duration_seconds: cell_opt<u64> = None;
+    /// The runner's open-file soft limit, for exhaustion studies; servers are not affected
+    /// (default: inherited).
+    #[arg(long)]
+    client_nofile: cell_opt<u64> = None;
+    /// Resource sampling interval in ms.
+    #[arg(long)]
+    sample_interval_ms: cell<u64> = 100;
+    /// Server runtime worker threads.
+    #[arg(long)]
+    server_threads: cell<u32> = 2;
+    /// Load generator runtime threads; 0 = one per core the runner may use.
+    #[arg(long)]
+    client_threads: cell<u32> = 0;
+    /// Pin the server to core 0 and the runner to core 1.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
+    pin: run<bool> = false;
+    /// The load generator polls for I/O instead of sleeping while it measures. On loopback the
+    /// kernel wakes a sleeping client on the server's CPU, so a client faster than the server
+    /// makes the server pay for waking it; polling removes that single-machine artefact, and
+    /// the client's CPU figure then counts the polling. For pinned runs (README "Fairness").
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
+    busy_poll: cell<bool> = false;
+    /// Server listen backlog (the kernel caps it at net.core.somaxconn).
+    #[arg(long)]
+    backlog: cell<u32> = 4096;
+    /// Results root; each run writes a new directory below it.
+    #[arg(long)]
+    out: run<PathBuf> = PathBuf::from("results");
+    /// Network emulation on the loopback of a private network namespace, e.g.
+    /// rtt=40ms,jitter=2ms,loss=0.5%,rate=100mbit (delay= is the one-way delay); needs root
+    /// (default: none, plain loopback).
+    #[arg(long, value_name = "SPEC")]
+    netem: cell_opt<String> = None;
+    /// net.ipv4.ip_local_port_range inside a private namespace, e.g. "40000 40999" (default:
+    /// the kernel's).
+    #[arg(long, value_name = "LOW HIGH")]
+    port_range: cell_opt<String> = None;
+    /// net.ipv4.tcp_tw_reuse (0, 1 or 2) inside a private namespace (default: the kernel's).
+    #[arg(long)]
+    tcp_tw_reuse: cell_opt<u8> = None;
+    /// net.core.somaxconn inside a private namespace (default: the kernel's).
+    #[arg(long)]
+    somaxconn: cell_opt<u32> = None;
+    /// QUIC initial RTT estimate in ms (default: quinn's, 333).
+    #[arg(long)]
+    quic_initial_rtt_ms: cell_opt<u64> = None;
+    /// SO_RCVBUF/SO_SNDBUF of QUIC sockets in bytes (default: the kernel's).
+    #[arg(long)]
+    udp_buffer_bytes: cell_opt<usize> = None;
+    /// QUIC connection receive window in bytes (default: quinn's).
+    #[arg(long)]
+    quic_receive_window: cell_opt<u64> = None;
+    /// TCP clients close with SO_LINGER 0: an RST, no TIME_WAIT (default: a FIN).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
+    linger_zero: cell<bool> = false;
+    /// Local source addresses the clients' connections take in turn (127.0.0.1, 127.0.0.2, …
+    /// for the loopback server), so that one address's ≈ 28k ephemeral ports are not the first
+    /// limit; 1 = the kernel picks (one address), which a port-budget experiment wants.
+    #[arg(long, value_name = "N")]
+    source_addresses: cell<u32> = 16;
+    /// Conditions to compare: each `[[variants]]` table names itself (`name`) and overrides
+    /// some knobs; the whole plan runs once per variant (file only).
+    #[arg(skip)]
+    variants: run<Vec<Knobs>> = Vec::new();
+    /// Pass/fail criteria over cells.csv columns (`[[thresholds]]`, file only); every
+    /// variant's cells are checked unless a threshold's `variants` selects.
+    #[arg(skip)]
+    thresholds: run<Vec<Threshold>> = Vec::new();
+}

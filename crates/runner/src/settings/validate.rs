@@ -1,0 +1,267 @@
+//! Validation of resolved settings: one clear line per problem, naming the key (and variant)
+//! so that the caller can point at the flag or the file line that set it.
+
+use bench_core::HandshakeVariant;
+
+use super::{Experiment, Invalid, Netem, Regime};
+
+impl Experiment {
+    /// Checks every knob against what the runner can do; one clear line per problem, naming
+    /// the experiment (callers that know the file use [`Experiment::check`] to name it).
+    pub fn validate(&self, known_stacks: &[&str]) -> Result<(), String> {
+        self.check(known_stacks)
+            .map_err(|e| format!("experiment '{}': {e}", self.name))
+    }
+
+    /// [`Experiment::validate`] with the key (and variant) at fault kept apart, so that the
+    /// caller can point at the file line or flag that set it.
+    pub fn check(&self, known_stacks: &[&str]) -> Result<(), Invalid> {
+        let fail = |key: &str, message: String| {
+            Err(Invalid {
+                variant: None,
+                key: key.to_string(),
+                message,
+            })
+        };
+        if self.name.trim().is_empty()
+            || !self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return fail(
+                "name",
+                "must be non-empty and use only letters, digits, '-', '_', '.'".into(),
+            );
+        }
+        if self.stacks.is_empty() {
+            return fail("stacks", "must name at least one stack".into());
+        }
+        for (i, s) in self.stacks.iter().enumerate() {
+            if !known_stacks.contains(&s.as_str()) {
+                return fail(
+                    "stacks",
+                    format!(
+                        "unknown stack '{s}' (expected one of {})",
+                        known_stacks.join(", ")
+                    ),
+                );
+            }
+            if self.stacks[..i].contains(s) {
+                return fail("stacks", format!("'{s}' is listed twice"));
+            }
+        }
+        if self.regimes.is_empty() {
+            return fail("regimes", "must name at least one regime".into());
+        }
+        if self.concurrency.is_empty() {
+            return fail("concurrency", "must list at least one level".into());
+        }
+        for (i, c) in self.concurrency.iter().enumerate() {
+            if *c == 0 || *c > 100_000 {
+                return fail("concurrency", format!("{c} is outside 1..=100000"));
+            }
+            if self.concurrency[..i].contains(c) {
+                return fail("concurrency", format!("{c} is listed twice"));
+            }
+        }
+        if self.repetitions == 0 {
+            return fail("repetitions", "must be at least 1".into());
+        }
+        for regime in &self.regimes {
+            if self.requests(*regime) == 0 {
+                let key = match regime {
+                    Regime::Reuse => "requests_reuse",
+                    Regime::NewConn => "requests_new_conn",
+                };
+                return fail(key, "must be at least 1".into());
+            }
+        }
+        if !(0.0..=1.0).contains(&self.warmup_fraction) {
+            return fail(
+                "warmup_fraction",
+                format!("{} is outside 0..1", self.warmup_fraction),
+            );
+        }
+        if let Some(rate) = self.rate {
+            if !(rate.is_finite() && rate > 0.0) {
+                return fail(
+                    "rate",
+                    format!("{rate} is not a positive number of requests per second"),
+                );
+            }
+        }
+        if let Some(fault) = &self.server_fault {
+            if let Err(e) = fault.parse::<bench_core::FaultSpec>() {
+                return fail("server_fault", e.to_string());
+            }
+        }
+        if let Some(time) = &self.service_time {
+            if let Err(e) = time.parse::<bench_core::ServiceTime>() {
+                return fail("service_time", e);
+            }
+        }
+        let max_service_us = bench_core::service::MAX_SERVICE.as_micros() as u64;
+        if self.service_cpu_us > max_service_us {
+            return fail(
+                "service_cpu_us",
+                format!(
+                    "{} is more than {max_service_us} (60 s)",
+                    self.service_cpu_us
+                ),
+            );
+        }
+        if self.baseline_seconds > 3600 {
+            return fail("baseline_seconds", "must be at most 3600".into());
+        }
+        for (key, ms) in [
+            ("request_timeout_ms", self.request_timeout_ms),
+            ("connect_timeout_ms", self.connect_timeout_ms),
+            ("handshake_timeout_ms", self.handshake_timeout_ms),
+            ("sample_interval_ms", self.sample_interval_ms),
+        ] {
+            if ms == 0 {
+                return fail(key, "must be at least 1 ms".into());
+            }
+        }
+        if self.duration_seconds == Some(0) {
+            return fail("duration_seconds", "must be at least 1".into());
+        }
+        if self.client_nofile.is_some_and(|n| n < 16) {
+            return fail(
+                "client_nofile",
+                "must be at least 16 (the runner needs a few files itself)".into(),
+            );
+        }
+        if self.max_cell_seconds == 0 {
+            return fail("max_cell_seconds", "must be at least 1".into());
+        }
+        if !(self.min_cell_seconds.is_finite()
+            && self.min_cell_seconds >= 0.0
+            && self.min_cell_seconds <= self.max_cell_seconds as f64)
+        {
+            return fail(
+                "min_cell_seconds",
+                format!(
+                    "must be between 0 and max_cell_seconds ({}), got {}",
+                    self.max_cell_seconds, self.min_cell_seconds
+                ),
+            );
+        }
+        if self.server_threads == 0 {
+            return fail("server_threads", "must be at least 1".into());
+        }
+        if self.backlog == 0 {
+            return fail("backlog", "must be at least 1".into());
+        }
+        if self.connections > 0 && !self.regimes.contains(&Regime::Reuse) {
+            return fail("connections", "only applies to the reuse regime".into());
+        }
+        let lacking = |has: fn(&dyn bench_core::Stack) -> bool| -> Vec<String> {
+            self.stacks
+                .iter()
+                .filter(|s| crate::registry::find(s).is_some_and(|stack| !has(stack)))
+                .cloned()
+                .collect()
+        };
+        if self.plaintext {
+            let tls_only = lacking(|s| s.supports_plaintext());
+            if !tls_only.is_empty() {
+                return fail(
+                    "plaintext",
+                    format!(
+                        "{} have no plaintext form; remove them from stacks",
+                        tls_only.join(", ")
+                    ),
+                );
+            }
+            if self.handshake != HandshakeVariant::Full {
+                return fail(
+                    "handshake",
+                    "resumption needs TLS; plaintext has no handshake".into(),
+                );
+            }
+        }
+        if self.handshake == HandshakeVariant::ZeroRtt {
+            let without = lacking(|s| s.supports_zero_rtt());
+            if !without.is_empty() {
+                return fail(
+                    "handshake",
+                    format!("zero-rtt is not offered by {}", without.join(", ")),
+                );
+            }
+        }
+        if let Some(netem) = &self.netem {
+            if let Err(e) = Netem::parse(netem) {
+                return fail("netem", e);
+            }
+        }
+        if let Some(range) = &self.port_range {
+            let ports: Vec<u32> = range
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect();
+            if ports.len() != 2 || ports[0] == 0 || ports[0] > ports[1] || ports[1] > 65535 {
+                return fail(
+                    "port_range",
+                    format!("'{range}' must be two ports 'low high' with low <= high"),
+                );
+            }
+        }
+        if self.tcp_tw_reuse.is_some_and(|v| v > 2) {
+            return fail("tcp_tw_reuse", "must be 0, 1 or 2".into());
+        }
+        if self.somaxconn == Some(0) {
+            return fail("somaxconn", "must be at least 1".into());
+        }
+        if self.udp_buffer_bytes.is_some_and(|b| b < 1024) {
+            return fail("udp_buffer_bytes", "must be at least 1024".into());
+        }
+        if !(1..=bench_core::source::MAX_SOURCE_ADDRESSES).contains(&self.source_addresses) {
+            return fail(
+                "source_addresses",
+                format!(
+                    "must be 1 (the kernel picks) to {} (all of 127/8)",
+                    bench_core::source::MAX_SOURCE_ADDRESSES
+                ),
+            );
+        }
+        if self.quic_initial_rtt_ms == Some(0) {
+            return fail("quic_initial_rtt_ms", "must be at least 1".into());
+        }
+        if self.quic_receive_window.is_some_and(|w| w < 1024) {
+            return fail("quic_receive_window", "must be at least 1024".into());
+        }
+        let mut names = Vec::new();
+        for v in &self.variants {
+            let name = v.name.as_deref().unwrap_or("");
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            {
+                return fail("variants", format!("variant name '{name}' must be non-empty and use only letters, digits, '-', '_', '.'"));
+            }
+            if names.contains(&name) {
+                return fail("variants", format!("variant '{name}' is listed twice"));
+            }
+            names.push(name);
+            if let Some(key) = v.run_level_keys_set().into_iter().find(|k| *k != "name") {
+                return Err(Invalid {
+                    variant: Some(name.to_string()),
+                    key: key.to_string(),
+                    message: "applies to the whole run; set it outside [[variants]]".into(),
+                });
+            }
+        }
+        if !self.variants.is_empty() {
+            for (name, e) in self.variant_experiments() {
+                e.check(known_stacks).map_err(|invalid| Invalid {
+                    variant: Some(name.clone()),
+                    ..invalid
+                })?;
+            }
+        }
+        Ok(())
+    }
+}
