@@ -279,6 +279,12 @@ impl Connection for H3Connection {
     }
 }
 
+/// Whether a QUIC transport error code carries a TLS alert (RFC 9000 §20.1: CRYPTO_ERROR is
+/// 0x0100–0x01ff, the alert in the low byte).
+fn is_crypto(code: quinn::TransportErrorCode) -> bool {
+    (0x100..0x200).contains(&u64::from(code))
+}
+
 /// Maps quinn's connection errors onto the shared classes.
 fn classify_quinn(phase: Phase, err: &quinn::ConnectionError) -> Failure {
     let class = match err {
@@ -286,12 +292,8 @@ fn classify_quinn(phase: Phase, err: &quinn::ConnectionError) -> Failure {
             Phase::Request => FailureClass::QuicIdleTimeout,
             _ => FailureClass::HandshakeTimeout,
         },
-        quinn::ConnectionError::TransportError(t) if t.code.to_string().contains("CRYPTO") => {
-            FailureClass::TlsFailed
-        }
-        quinn::ConnectionError::ConnectionClosed(c)
-            if c.error_code.to_string().contains("CRYPTO") =>
-        {
+        quinn::ConnectionError::TransportError(t) if is_crypto(t.code) => FailureClass::TlsFailed,
+        quinn::ConnectionError::ConnectionClosed(c) if is_crypto(c.error_code) => {
             FailureClass::TlsFailed
         }
         quinn::ConnectionError::TransportError(_) if phase == Phase::Handshake => {

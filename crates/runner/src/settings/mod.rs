@@ -106,21 +106,14 @@ pub fn resolve(file: Option<&Knobs>, flags: &Knobs) -> Experiment {
     settings
 }
 
-/// A knob that failed validation: its key, the variant it failed in, and why.
-#[derive(Debug, Clone, PartialEq)]
+/// A knob that failed validation: its key, the variant it failed in, and why. Typed, because
+/// the caller points at what set the key (the flag, or the file's line and column).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}{key}: {message}", variant.as_ref().map(|v| format!("variant '{v}': ")).unwrap_or_default())]
 pub struct Invalid {
     pub variant: Option<String>,
     pub key: String,
     pub message: String,
-}
-
-impl fmt::Display for Invalid {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(v) = &self.variant {
-            write!(f, "variant '{v}': ")?;
-        }
-        write!(f, "{}: {}", self.key, self.message)
-    }
 }
 
 impl Experiment {

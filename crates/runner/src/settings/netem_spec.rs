@@ -3,7 +3,8 @@
 /// The emulated network of a cell, parsed from `netem`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Netem {
-    /// One-way qdisc delay on loopback; a round trip crosses it twice.
+    /// One-way delay on the namespace's loopback (qdisc or userspace emulator); a round trip
+    /// crosses it twice.
     pub delay_ms: f64,
     pub jitter_ms: f64,
     pub loss_pct: f64,
