@@ -8,7 +8,7 @@ use crate::exec::{pin, run, serve};
 use crate::netem::netns;
 use crate::output::thresholds;
 use crate::report::paper;
-use crate::settings as experiment;
+use crate::settings;
 use crate::{cli, output, plan, registry, report};
 
 /// Exit status for invalid input (flags, experiment files): nothing was run or written.
@@ -189,8 +189,8 @@ fn describe_estimate(e: &plan::Estimate) -> String {
 /// file, line and column (when the key can be found in it), else the experiment.
 fn describe_invalid(
     args: &cli::RunArgs,
-    exp: &experiment::Experiment,
-    invalid: &experiment::Invalid,
+    exp: &settings::Experiment,
+    invalid: &settings::Invalid,
 ) -> String {
     if let Some(flag) = args.flag_for(&invalid.key) {
         return match &invalid.variant {
@@ -204,7 +204,7 @@ fn describe_invalid(
         .and_then(|p| std::fs::read_to_string(p).ok());
     let position = text
         .as_deref()
-        .and_then(|t| experiment::file::key_position(t, invalid.variant.as_deref(), &invalid.key));
+        .and_then(|t| settings::file::key_position(t, invalid.variant.as_deref(), &invalid.key));
     match (&args.experiment, position) {
         (Some(path), Some((line, column))) => {
             format!("{}:{line}:{column}: {invalid}", path.display())
@@ -214,7 +214,7 @@ fn describe_invalid(
     }
 }
 
-fn validated(args: &cli::RunArgs) -> Result<experiment::Experiment, String> {
+fn validated(args: &cli::RunArgs) -> Result<settings::Experiment, String> {
     let exp = args.experiment()?;
     if let Err(invalid) = exp.check(&registry::names()) {
         return Err(describe_invalid(args, &exp, &invalid));
@@ -246,7 +246,7 @@ fn validated(args: &cli::RunArgs) -> Result<experiment::Experiment, String> {
 }
 
 /// The experiment of the run in `dir`, for `--resume`; no other run flag may change it.
-fn resumed(args: &cli::RunArgs, dir: &std::path::Path) -> Result<experiment::Experiment, String> {
+fn resumed(args: &cli::RunArgs, dir: &std::path::Path) -> Result<settings::Experiment, String> {
     let others = cli::RunArgs {
         resume: None,
         certs: None,
@@ -267,7 +267,7 @@ fn resumed(args: &cli::RunArgs, dir: &std::path::Path) -> Result<experiment::Exp
 }
 
 fn run_sweep(
-    exp: experiment::Experiment,
+    exp: settings::Experiment,
     args: &cli::RunArgs,
     resume: Option<std::path::PathBuf>,
 ) -> anyhow::Result<ExitCode> {

@@ -193,7 +193,7 @@ impl Estimate {
 pub fn estimate(cells: &[Cell]) -> Estimate {
     let mut e = Estimate::default();
     for cell in cells {
-        e.overhead_s += ASSUMED_CELL_OVERHEAD_S;
+        e.overhead_s += ASSUMED_CELL_OVERHEAD_S + cell.settings.cell_pause_ms as f64 / 1000.0;
         if let Some(d) = cell.duration_s() {
             match cell.stage {
                 Stage::Baseline => {
@@ -261,6 +261,12 @@ mod tests {
         assert_eq!(e.stress_s, 1_000.0 / ASSUMED_RPS_NEW_CONN);
         assert_eq!(e.total_s(), 10.0 + 2.0 + 2.0 * ASSUMED_CELL_OVERHEAD_S);
         // 10 workers over a 100 ms RTT, three round trips a request: ≈ 33 req/s.
+        let paused = Experiment {
+            cell_pause_ms: 1_500,
+            ..exp.clone()
+        };
+        let e_paused = estimate(&plan(&paused));
+        assert_eq!(e_paused.total_s(), e.total_s() + 2.0 * 1.5);
         let slow = Experiment {
             netem: Some("rtt=100ms".into()),
             ..exp

@@ -56,7 +56,7 @@ pub struct LoadSpec {
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum Pacing {
-    /// Sleep on the timer until [`SPIN_BEFORE_DUE`] before the due time, then yield in a loop
+    /// Sleep on the timer until 2 ms (`SPIN_BEFORE_DUE`) before the due time, then yield in a loop
     /// (other workers keep running) until it: microsecond precision for the CPU of one
     /// polling worker at a time, which shows in the client's CPU.
     #[default]

@@ -130,6 +130,9 @@ pub async fn run(
     let interactive = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let mut results = Vec::new();
     for (i, cell) in cells.iter().enumerate() {
+        if i > 0 {
+            pause(Duration::from_millis(cell.settings.cell_pause_ms), &stop).await;
+        }
         if stop.load(Ordering::SeqCst) {
             break;
         }
@@ -201,6 +204,17 @@ pub async fn run(
         results,
         interrupted,
     })
+}
+
+/// Waits `length` between cells, or less if the run is interrupted.
+async fn pause(length: Duration, stop: &AtomicBool) {
+    let until = tokio::time::Instant::now() + length;
+    while tokio::time::Instant::now() < until && !stop.load(Ordering::SeqCst) {
+        tokio::time::sleep_until(
+            until.min(tokio::time::Instant::now() + Duration::from_millis(50)),
+        )
+        .await;
+    }
 }
 
 fn failed_cell(cell: &Cell, error: String) -> (CellResult, Vec<Sample>) {

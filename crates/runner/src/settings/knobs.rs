@@ -183,8 +183,8 @@ knobs! {
     /// Payload profile: small (256 B JSON body), 4k or 64k.
     #[arg(long)]
     payload: cell<PayloadProfile> = PayloadProfile::Small;
-    /// No TLS: h1, h2c with prior knowledge, gRPC over h2c (stacks without a plaintext form
-    /// cannot run).
+    /// No TLS, on the stacks that have a plaintext form (HTTP/2 then with prior knowledge);
+    /// a stack without one cannot run.
     #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
     plaintext: cell<bool> = false;
     /// TLS/QUIC session handling of new connections: full (no session cache), resumed or
@@ -219,6 +219,10 @@ knobs! {
     /// (default: inherited).
     #[arg(long)]
     client_nofile: cell_opt<u64> = None;
+    /// Pause between consecutive cells, in ms: the previous cell's TIME_WAIT sockets, closing
+    /// QUIC connections and freed memory settle before the next server starts (0 = none).
+    #[arg(long)]
+    cell_pause_ms: cell<u64> = 0;
     /// Resource sampling interval in ms.
     #[arg(long)]
     sample_interval_ms: cell<u64> = 100;
