@@ -28,6 +28,11 @@ pub struct ServerSettings {
     pub service: ServiceSpec,
 }
 
+/// A UDP server socket's SO_RCVBUF/SO_SNDBUF unless `udp_buffer_bytes` is tuned (the kernel
+/// caps it at rmem_max). Shared, so that the runner can record what the kernel grants for it
+/// without knowing which stack uses UDP.
+pub const DEFAULT_SERVER_UDP_BUFFER_BYTES: usize = 4 << 20;
+
 /// Transport knobs a study may turn (the study's collapse candidates); `None` keeps the
 /// library's default. Each stack applies the ones that exist for it.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]

@@ -14,7 +14,7 @@ use quinn::crypto::rustls::QuicServerConfig;
 /// (the server held 141 MB at 500 connections, 72 MB with 128).
 pub const MAX_CONCURRENT_STREAMS: u32 = 128;
 /// The server socket's SO_RCVBUF/SO_SNDBUF unless tuned (the kernel caps it at rmem_max).
-pub const SERVER_UDP_BUFFER_BYTES: usize = 4 << 20;
+pub const SERVER_UDP_BUFFER_BYTES: usize = bench_core::stack::DEFAULT_SERVER_UDP_BUFFER_BYTES;
 
 pub fn bind(settings: ServerSettings) -> anyhow::Result<BoundServer> {
     let Some(identity) = settings.tls.as_ref() else {

@@ -117,7 +117,7 @@ pub async fn run(
             .collect(),
         environment: Some(crate::measure::environment::Environment::read(
             exp.udp_buffer_bytes
-                .unwrap_or(stack_h3::server::SERVER_UDP_BUFFER_BYTES),
+                .unwrap_or(bench_core::stack::DEFAULT_SERVER_UDP_BUFFER_BYTES),
         )),
     };
     manifest.write(&dir)?;

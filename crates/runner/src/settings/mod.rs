@@ -189,12 +189,10 @@ impl Experiment {
 mod tests {
     use super::*;
 
-    const STACKS: [&str; 4] = ["h1", "h2", "h3", "grpc"];
-
     #[test]
     fn defaults_are_the_study_and_valid() {
         let e = Experiment::default();
-        e.validate(&STACKS).unwrap();
+        e.validate(&crate::registry::names()).unwrap();
         assert_eq!(e.requests(Regime::Reuse), 50_000);
         assert_eq!(e.requests(Regime::NewConn), 5_000);
         assert_eq!(e.concurrency, vec![10, 50, 100, 200, 500]);
