@@ -1,5 +1,5 @@
 //! gRPC client: unary calls in gRPC's wire format (length-prefixed protobuf, grpc-status
-//! trailers) on an HTTP/2 connection we open ourselves (the HTTP/2 stack's [`H2Conn`]), so a
+//! trailers) on an HTTP/2 connection we open ourselves (the `http2-client` crate's [`H2Conn`], shared with the HTTP/2 stack), so a
 //! "new connection" is exactly one new socket and handshake (no channel pool, no reconnects).
 //! tonic's client machinery cost twice h2load's CPU per call here (scripts/compare-anchors),
 //! which would make the load generator measure itself; the server is tonic's.
@@ -15,8 +15,8 @@ use bench_core::{
     WireBytes,
 };
 use bytes::{BufMut, Bytes, BytesMut};
+use http2_client::{Answer, H2Conn, RequestHead};
 use prost::Message;
-use stack_h2::conn::{Answer, H2Conn, RequestHead};
 
 use crate::pb::GetItemRequest;
 

@@ -2,7 +2,6 @@
 #![forbid(unsafe_code)]
 
 pub mod client;
-pub mod hyper_rest;
 pub mod server;
 
 use std::sync::Arc;

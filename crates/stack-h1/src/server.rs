@@ -7,8 +7,7 @@ use bench_core::workload::ServerWorkload;
 use bench_core::{BoundServer, ServerSettings};
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-
-use crate::hyper_rest::respond;
+use rest_service::respond;
 
 pub fn bind(settings: ServerSettings) -> anyhow::Result<BoundServer> {
     let workload = Arc::new(ServerWorkload::new(

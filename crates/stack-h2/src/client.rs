@@ -1,4 +1,4 @@
-//! HTTP/2 client: one [`crate::conn::H2Conn`] per [`bench_core::Connection`]; concurrent
+//! HTTP/2 client: one [`http2_client::H2Conn`] per [`bench_core::Connection`]; concurrent
 //! requests become concurrent streams.
 
 use std::sync::Arc;
@@ -11,7 +11,7 @@ use bench_core::{
     Client, ClientSettings, Connected, Connection, Failure, PayloadProfile, Reply, WireBytes,
 };
 
-use crate::conn::{H2Conn, RequestHead};
+use http2_client::{H2Conn, RequestHead};
 
 pub struct H2Client {
     connector: TcpConnector,

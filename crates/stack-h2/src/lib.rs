@@ -1,10 +1,8 @@
 //! REST over HTTP/2 on TLS 1.3 (ALPN h2), or h2c with prior knowledge in plaintext: hyper's server and
-//! a lean client of our own ([`conn`], [`hpack`]).
+//! the lean client of the `http2-client` crate.
 #![forbid(unsafe_code)]
 
 pub mod client;
-pub mod conn;
-pub mod hpack;
 pub mod server;
 
 use std::sync::Arc;

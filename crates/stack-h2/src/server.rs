@@ -7,7 +7,7 @@ use bench_core::workload::ServerWorkload;
 use bench_core::{BoundServer, ServerSettings};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use stack_h1::hyper_rest::respond;
+use rest_service::respond;
 
 /// Streams one connection may carry at once, the same on every multiplexed stack (HTTP/3's
 /// quinn preallocates per permitted stream, so the common limit stays modest).
