@@ -8,7 +8,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let fds = protox::compile(files, [proto_dir])?;
     tonic_prost_build::configure()
-        .build_client(false)
+        .build_client(true)
         .build_transport(false)
         .compile_fds(fds)?;
     Ok(())

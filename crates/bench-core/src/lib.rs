@@ -14,8 +14,8 @@ pub mod workload;
 pub use failure::{classify_error, Failure, FailureClass, Phase};
 pub use service::{ServiceSpec, ServiceTime};
 pub use stack::{
-    BoundServer, Client, ClientSettings, ClientTls, ConnectTiming, Connected, Connection, Reply,
-    ServerSettings, Stack, Tuning, WireBytes,
+    BoundServer, Client, ClientImplementation, ClientSettings, ClientTls, ConnectTiming, Connected,
+    Connection, Reply, ServerSettings, Stack, Tuning, WireBytes,
 };
 pub use tls::HandshakeVariant;
 pub use workload::{FaultKind, FaultSpec, PayloadProfile};

@@ -54,6 +54,38 @@ pub struct Tuning {
     /// Server: issue no TLS session tickets and keep no session cache. Set for cells whose
     /// clients do full handshakes, which would otherwise pay for tickets they never use.
     pub no_session_tickets: bool,
+    /// Client: which implementation sends the requests (a stack that has one only uses it).
+    pub client: ClientImplementation,
+}
+
+/// A stack's client implementation: the suite's lean protocol client, or the library an
+/// application would use (hyper, tonic, h3 + quinn). Comparing the two separates what the
+/// protocol costs from what an implementation costs.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientImplementation {
+    /// Requests written and answers parsed by the suite itself, on the socket, per worker.
+    #[default]
+    Lean,
+    /// The general-purpose client library of the protocol, as an application runs it.
+    Library,
+}
+
+impl ClientImplementation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClientImplementation::Lean => "lean",
+            ClientImplementation::Library => "library",
+        }
+    }
+}
+
+impl std::fmt::Display for ClientImplementation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Client-side TLS: the CA to verify against and the handshake variant.
@@ -125,8 +157,6 @@ pub trait Stack: Send + Sync + 'static {
     fn description(&self) -> &'static str;
     /// Short label for tables and charts ("HTTP/1.1").
     fn label(&self) -> &'static str;
-    /// The ALPN protocol negotiated under TLS.
-    fn alpn(&self) -> &'static [u8];
     /// Whether the stack can run without TLS (HTTP/3 cannot).
     fn supports_plaintext(&self) -> bool;
     /// Whether a client can send its request in the handshake's first flight (QUIC 0-RTT).
@@ -142,7 +172,22 @@ pub trait Stack: Send + Sync + 'static {
     }
     /// Binds the listener; the returned future serves.
     async fn bind(&self, settings: ServerSettings) -> anyhow::Result<BoundServer>;
-    /// Prepares a client (TLS config, sockets policy) that opens connections to one server.
+    /// The client implementations this stack has, the default first.
+    fn client_implementations(&self) -> &'static [ClientImplementation] {
+        &[ClientImplementation::Lean, ClientImplementation::Library]
+    }
+    /// The implementation a client made for `requested` uses: the requested one if the stack
+    /// has it, else its default (recorded per cell, so a row says what actually ran).
+    fn client_implementation(&self, requested: ClientImplementation) -> ClientImplementation {
+        let offered = self.client_implementations();
+        if offered.contains(&requested) {
+            requested
+        } else {
+            offered[0]
+        }
+    }
+    /// Prepares a client (TLS config, sockets policy) that opens connections to one server,
+    /// in the implementation [`Stack::client_implementation`] picks for `settings.tuning`.
     fn client(&self, settings: &ClientSettings) -> anyhow::Result<Arc<dyn Client>>;
 }
 

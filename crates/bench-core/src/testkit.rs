@@ -207,8 +207,54 @@ pub async fn not_listening_is_refused(stack: &dyn Stack, cert_dir: &Path) {
     );
 }
 
-/// Runs every check against `stack`; each stack crate's test calls this.
-pub async fn conformance(stack: &dyn Stack) {
+/// Runs every check against `stack`, once per client implementation it has; each stack crate's
+/// test calls this.
+pub async fn conformance(stack: &'static dyn Stack) {
+    for implementation in stack.client_implementations() {
+        conformance_of(&WithClient(stack, *implementation)).await;
+    }
+}
+
+/// A stack whose clients are always of one implementation.
+struct WithClient(&'static dyn Stack, crate::ClientImplementation);
+
+#[async_trait::async_trait]
+impl Stack for WithClient {
+    fn name(&self) -> &'static str {
+        self.0.name()
+    }
+    fn description(&self) -> &'static str {
+        self.0.description()
+    }
+    fn label(&self) -> &'static str {
+        self.0.label()
+    }
+    fn supports_plaintext(&self) -> bool {
+        self.0.supports_plaintext()
+    }
+    fn supports_zero_rtt(&self) -> bool {
+        self.0.supports_zero_rtt()
+    }
+    fn encoding(&self) -> &'static str {
+        self.0.encoding()
+    }
+    async fn bind(&self, settings: crate::ServerSettings) -> anyhow::Result<crate::BoundServer> {
+        self.0.bind(settings).await
+    }
+    fn client_implementations(&self) -> &'static [crate::ClientImplementation] {
+        self.0.client_implementations()
+    }
+    fn client(
+        &self,
+        settings: &ClientSettings,
+    ) -> anyhow::Result<std::sync::Arc<dyn crate::Client>> {
+        let mut settings = settings.clone();
+        settings.tuning.client = self.1;
+        self.0.client(&settings)
+    }
+}
+
+async fn conformance_of(stack: &dyn Stack) {
     crate::tls::install_crypto_provider();
     let certs = tempfile_dir("certs");
     let other = tempfile_dir("other-certs");

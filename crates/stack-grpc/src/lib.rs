@@ -2,12 +2,15 @@
 #![forbid(unsafe_code)]
 
 pub mod client;
+pub mod library_client;
 pub mod server;
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use bench_core::{BoundServer, Client, ClientSettings, ServerSettings, Stack};
+use bench_core::{
+    BoundServer, Client, ClientImplementation, ClientSettings, ServerSettings, Stack,
+};
 
 /// Code generated from `proto/bench.proto`.
 pub mod pb {
@@ -42,9 +45,6 @@ impl Stack for Grpc {
     fn encoding(&self) -> &'static str {
         "protobuf"
     }
-    fn alpn(&self) -> &'static [u8] {
-        ALPN
-    }
     fn supports_plaintext(&self) -> bool {
         true
     }
@@ -60,6 +60,9 @@ impl Stack for Grpc {
         server::bind(settings)
     }
     fn client(&self, settings: &ClientSettings) -> anyhow::Result<Arc<dyn Client>> {
-        Ok(Arc::new(client::GrpcClient::new(settings)?))
+        Ok(match self.client_implementation(settings.tuning.client) {
+            ClientImplementation::Lean => Arc::new(client::GrpcClient::new(settings)?),
+            ClientImplementation::Library => Arc::new(library_client::TonicClient::new(settings)?),
+        })
     }
 }

@@ -2,12 +2,15 @@
 #![forbid(unsafe_code)]
 
 pub mod client;
+pub mod library_client;
 pub mod server;
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use bench_core::{BoundServer, Client, ClientSettings, ServerSettings, Stack};
+use bench_core::{
+    BoundServer, Client, ClientImplementation, ClientSettings, ServerSettings, Stack,
+};
 
 /// ALPN for HTTP/1.1.
 pub const ALPN: &[u8] = b"http/1.1";
@@ -29,9 +32,6 @@ impl Stack for Http1 {
     fn encoding(&self) -> &'static str {
         "JSON"
     }
-    fn alpn(&self) -> &'static [u8] {
-        ALPN
-    }
     fn supports_plaintext(&self) -> bool {
         true
     }
@@ -50,6 +50,11 @@ impl Stack for Http1 {
         server::bind(settings)
     }
     fn client(&self, settings: &ClientSettings) -> anyhow::Result<Arc<dyn Client>> {
-        Ok(Arc::new(client::H1Client::new(settings)?))
+        Ok(match self.client_implementation(settings.tuning.client) {
+            ClientImplementation::Lean => Arc::new(client::H1Client::new(settings)?),
+            ClientImplementation::Library => {
+                Arc::new(library_client::HyperH1Client::new(settings)?)
+            }
+        })
     }
 }

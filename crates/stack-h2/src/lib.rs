@@ -1,14 +1,17 @@
-//! REST over HTTP/2 on TLS 1.3 (ALPN h2), or h2c with prior knowledge in plaintext: hyper's server and
-//! the lean client of the `http2-client` crate.
+//! REST over HTTP/2 on TLS 1.3 (ALPN h2), or h2c with prior knowledge in plaintext: hyper's
+//! server, and the lean client of the `http2-client` crate or hyper's client.
 #![forbid(unsafe_code)]
 
 pub mod client;
+pub mod library_client;
 pub mod server;
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use bench_core::{BoundServer, Client, ClientSettings, ServerSettings, Stack};
+use bench_core::{
+    BoundServer, Client, ClientImplementation, ClientSettings, ServerSettings, Stack,
+};
 
 /// ALPN for HTTP/2 over TLS.
 pub const ALPN: &[u8] = b"h2";
@@ -30,9 +33,6 @@ impl Stack for Http2 {
     fn encoding(&self) -> &'static str {
         "JSON"
     }
-    fn alpn(&self) -> &'static [u8] {
-        ALPN
-    }
     fn supports_plaintext(&self) -> bool {
         true
     }
@@ -47,6 +47,11 @@ impl Stack for Http2 {
         server::bind(settings)
     }
     fn client(&self, settings: &ClientSettings) -> anyhow::Result<Arc<dyn Client>> {
-        Ok(Arc::new(client::H2Client::new(settings)?))
+        Ok(match self.client_implementation(settings.tuning.client) {
+            ClientImplementation::Lean => Arc::new(client::H2Client::new(settings)?),
+            ClientImplementation::Library => {
+                Arc::new(library_client::HyperH2Client::new(settings)?)
+            }
+        })
     }
 }

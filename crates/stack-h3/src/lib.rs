@@ -34,9 +34,6 @@ impl Stack for Http3 {
     fn supports_zero_rtt(&self) -> bool {
         true
     }
-    fn alpn(&self) -> &'static [u8] {
-        ALPN
-    }
     fn supports_plaintext(&self) -> bool {
         false
     }
@@ -51,6 +48,10 @@ impl Stack for Http3 {
     }
     async fn bind(&self, settings: ServerSettings) -> anyhow::Result<BoundServer> {
         server::bind(settings)
+    }
+    /// h3 + quinn is a library client; a lean HTTP/3 client is not built.
+    fn client_implementations(&self) -> &'static [bench_core::ClientImplementation] {
+        &[bench_core::ClientImplementation::Library]
     }
     fn client(&self, settings: &ClientSettings) -> anyhow::Result<Arc<dyn Client>> {
         Ok(Arc::new(client::H3Client::new(settings)?))

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use bench_core::{HandshakeVariant, PayloadProfile};
+use bench_core::{ClientImplementation, HandshakeVariant, PayloadProfile};
 use serde::{Deserialize, Serialize};
 
 use super::Regime;
@@ -191,6 +191,11 @@ knobs! {
     /// zero-rtt.
     #[arg(long, value_parser = super::parse_name::<HandshakeVariant>, value_name = "full|resumed|zero-rtt")]
     handshake: cell<HandshakeVariant> = HandshakeVariant::Full;
+    /// Client implementation: lean (the suite's own protocol clients, cheapest per request) or
+    /// library (what an application runs: hyper, tonic); a stack with one client uses it, and
+    /// each row's `client` says which ran.
+    #[arg(long, value_parser = super::parse_name::<ClientImplementation>, value_name = "lean|library")]
+    client: cell<ClientImplementation> = ClientImplementation::Lean;
     /// Reuse regime only: connections shared by all workers (0 = one per worker).
     #[arg(long)]
     connections: cell<u32> = 0;

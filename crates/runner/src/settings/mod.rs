@@ -134,6 +134,7 @@ impl Experiment {
             linger_zero: self.linger_zero,
             source_addresses: self.source_addresses,
             no_session_tickets: false,
+            client: self.client,
         }
     }
 

@@ -1,0 +1,111 @@
+//! The library clients' shared hyper glue: the `client = "library"` implementations of the
+//! HTTP/1.1, HTTP/2 and gRPC stacks run what an application would (hyper's client
+//! connections, tonic's generated client on them), on the same timed, byte-counting streams as
+//! the lean clients, so that the two implementations differ in the client alone.
+#![forbid(unsafe_code)]
+
+use std::time::{Duration, Instant};
+
+use bench_core::failure::{classify_error, error_chain_text, timeout_class};
+use bench_core::net::{Closer, ConnDriver, Stream};
+use bench_core::workload::validate_json_item;
+use bench_core::{Failure, FailureClass, PayloadProfile, Phase, Reply};
+use http_body_util::BodyExt;
+use hyper::body::{Body, Incoming};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+
+/// How long closing waits for hyper's connection task and the server's FIN.
+const CLOSE_WITHIN: Duration = Duration::from_secs(1);
+
+/// An HTTP/1.1 client connection on `stream`; its task ends with the suite's close (FIN first,
+/// then the server's FIN), as the lean client's does.
+pub async fn http1<B>(
+    stream: Stream,
+    closer: Closer,
+) -> Result<(hyper::client::conn::http1::SendRequest<B>, ConnDriver), Failure>
+where
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| classify_hyper(Phase::Handshake, &e))?;
+    let driver = ConnDriver::spawn(async move {
+        let _ = conn.await;
+        closer.finish(CLOSE_WITHIN).await;
+    });
+    Ok((send, driver))
+}
+
+/// An HTTP/2 client connection on `stream` with the given initial windows (the servers'
+/// windows, so both directions match as with the lean client).
+pub async fn http2<B>(
+    stream: Stream,
+    closer: Closer,
+    stream_window: u32,
+    connection_window: u32,
+) -> Result<(hyper::client::conn::http2::SendRequest<B>, ConnDriver), Failure>
+where
+    B: Body + Send + Unpin + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let (send, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+        .initial_stream_window_size(stream_window)
+        .initial_connection_window_size(connection_window)
+        .handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| classify_hyper(Phase::Handshake, &e))?;
+    let driver = ConnDriver::spawn(async move {
+        let _ = conn.await;
+        closer.finish(CLOSE_WITHIN).await;
+    });
+    Ok((send, driver))
+}
+
+/// Maps a hyper error: its own notion of timeouts and early closes first, the rest by cause.
+pub fn classify_hyper(phase: Phase, err: &hyper::Error) -> Failure {
+    let class = if err.is_timeout() {
+        Some(timeout_class(phase))
+    } else if err.is_incomplete_message() || err.is_canceled() || err.is_closed() {
+        Some(FailureClass::ConnReset)
+    } else {
+        None
+    };
+    match class {
+        Some(class) => Failure::new(class, error_chain_text(err)),
+        None => classify_error(phase, err),
+    }
+}
+
+/// Reads a REST answer to its end and validates it as the item `id`, timed from `started`
+/// (time to first byte = the response head).
+pub async fn read_rest_item(
+    resp: hyper::Response<Incoming>,
+    started: Instant,
+    id: u64,
+    payload: PayloadProfile,
+) -> Result<Reply, Failure> {
+    let ttfb = started.elapsed();
+    let status = resp.status();
+    let body = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| classify_hyper(Phase::Request, &e))?
+        .to_bytes();
+    let total = started.elapsed();
+    if status != hyper::StatusCode::OK {
+        return Err(Failure::new(
+            FailureClass::BadStatus,
+            format!("HTTP status {}", status.as_u16()),
+        ));
+    }
+    validate_json_item(&body, id, payload)?;
+    Ok(Reply {
+        ttfb,
+        total,
+        body_bytes: body.len() as u64,
+    })
+}
