@@ -231,10 +231,37 @@ pub struct Manifest {
     #[serde(default)]
     pub stack_settings:
         std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+    /// Every registered stack in registry order (name, label, wire encoding, ALPN): what
+    /// scripts need to label, order and style stacks without a list of their own. Absent in
+    /// manifests written before it was recorded.
+    #[serde(default)]
+    pub stacks: Vec<StackInfo>,
     /// The machine and kernel settings as the run started (README "Results schema"); absent
     /// in manifests written before it was recorded.
     #[serde(default)]
     pub environment: Option<crate::measure::environment::Environment>,
+}
+
+/// One registered stack as the manifest lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct StackInfo {
+    pub name: String,
+    pub label: String,
+    pub encoding: String,
+    pub alpn: String,
+}
+
+/// The registry as [`Manifest::stacks`] records it.
+pub fn registered_stacks() -> Vec<StackInfo> {
+    crate::registry::stacks()
+        .into_iter()
+        .map(|s| StackInfo {
+            name: s.name().into(),
+            label: s.label().into(),
+            encoding: s.encoding().into(),
+            alpn: String::from_utf8_lossy(s.alpn()).into_owned(),
+        })
+        .collect()
 }
 
 impl Manifest {

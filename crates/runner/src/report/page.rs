@@ -37,6 +37,20 @@ mod col {
     pub const CPU_PCT: &str = "server_cpu_pct_mean";
 }
 
+/// A stack's place in the chart palette: its registry position; a stack the registry does
+/// not know (an older run) comes after all registered ones, in report order.
+fn palette_index(stack: &str, shown: &[String]) -> usize {
+    let names = registry::names();
+    names.iter().position(|n| *n == stack).unwrap_or_else(|| {
+        names.len()
+            + shown
+                .iter()
+                .filter(|s| !names.contains(&s.as_str()))
+                .position(|s| s == stack)
+                .unwrap_or(0)
+    })
+}
+
 /// A column's value, 0 when empty (the baseline table and the failure counts read it so).
 fn num(row: &CellRow, column: &str) -> f64 {
     row.number(column).unwrap_or(0.0)
@@ -819,6 +833,7 @@ pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
                 .iter()
                 .map(|s| Series {
                     label: label(s),
+                    style: palette_index(s, &stacks),
                     points: levels(&stress, &regime)
                         .into_iter()
                         .filter_map(|c| {
