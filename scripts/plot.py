@@ -11,9 +11,12 @@ Writes into RESULTS_DIR/figures (or --out):
   latency_cdf.{png,pdf}  latency CDF per stack at one concurrency, one panel per regime
   new_conn_breakdown.{png,pdf}  new-conn mean latency split into connect, handshake,
                          time to first byte and the rest (only if the run has new-conn cells)
-Every line has markers as well as colours, so the figures read in black and white.
+Every line has markers as well as colours, so the figures read in black and white. Stacks are
+named, ordered and styled from the run's manifest.json ("stacks": the registry in order), so a
+stack keeps its colour, marker and dash in every figure and a new stack needs no edit here.
 """
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -31,12 +34,11 @@ except ImportError:
     )
     sys.exit(2)
 
-STACK_STYLE = {
-    "h1": ("HTTP/1.1", "o", "-"),
-    "h2": ("HTTP/2", "s", "--"),
-    "h3": ("HTTP/3", "^", "-."),
-    "grpc": ("gRPC", "D", ":"),
-}
+# Styles by registry position (the manifest's "stacks" order); they wrap around beyond eight.
+MARKERS = ["o", "s", "^", "D", "v", "X", "P", "*"]
+DASHES = ["-", "--", "-.", ":", (0, (6, 2)), (0, (4, 1, 1, 1)), (0, (1, 1)), (0, (8, 2, 2, 2))]
+# name -> (label, registry position), filled from the manifest by load().
+STACKS = {}
 
 
 def fail(message):
@@ -60,11 +62,27 @@ def load(results):
     summary = pd.read_csv(summary_path) if summary_path.is_file() else None
     latency_path = results / "latency.csv"
     latency = pd.read_csv(latency_path) if latency_path.is_file() else None
+    load_stacks(results, cells)
     return cells, summary, latency
 
 
+def load_stacks(results, cells):
+    """The stacks' labels and order from manifest.json; a manifest written before it listed
+    them gives the experiment's stacks, labelled by name. Stacks only in cells.csv come last."""
+    manifest_path = results / "manifest.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
+    listed = manifest.get("stacks") or [
+        {"name": name} for name in manifest.get("experiment", {}).get("stacks", [])]
+    for entry in listed:
+        STACKS.setdefault(entry["name"], (entry.get("label") or entry["name"], len(STACKS)))
+    for name in cells["stack"].unique():
+        STACKS.setdefault(name, (name, len(STACKS)))
+
+
 def style(stack):
-    return STACK_STYLE.get(stack, (stack, "x", "-"))
+    """(label, marker, dash, colour) of a stack, by its registry position."""
+    label, i = STACKS.get(stack, (stack, len(STACKS)))
+    return label, MARKERS[i % len(MARKERS)], DASHES[i % len(DASHES)], f"C{i % 10}"
 
 
 def per_regime_figure(cells, title):
@@ -79,9 +97,9 @@ def line_plot(cells, summary, column, ylabel, title, path, scale=1.0, logy=False
     for regime, ax in axes.items():
         sub = cells[cells["regime"] == regime]
         for stack in sub["stack"].unique():
-            label, marker, dash = style(stack)
+            label, marker, dash, colour = style(stack)
             s = sub[sub["stack"] == stack].groupby("concurrency")[column].mean().sort_index()
-            ax.plot(s.index, s.values * scale, marker=marker, linestyle=dash, label=label)
+            ax.plot(s.index, s.values * scale, marker=marker, linestyle=dash, color=colour, label=label)
             if summary is not None and f"{column}_ci95_low" in summary.columns:
                 band = summary[(summary["stage"] == "stress") & (summary["regime"] == regime)
                                & (summary["stack"] == stack)].sort_values("concurrency")
@@ -108,10 +126,12 @@ def resources_plot(cells, path):
     for col, regime in enumerate(sorted(cells["regime"].unique())):
         sub = cells[cells["regime"] == regime]
         for stack in sub["stack"].unique():
-            label, marker, dash = style(stack)
+            label, marker, dash, colour = style(stack)
             s = sub[sub["stack"] == stack].groupby("concurrency")
-            axes[0][col].plot(s["server_rss_peak_bytes"].mean() / 1e6, marker=marker, linestyle=dash, label=label)
-            axes[1][col].plot(s["server_cpu_pct_mean"].mean(), marker=marker, linestyle=dash, label=label)
+            axes[0][col].plot(s["server_rss_peak_bytes"].mean() / 1e6, marker=marker, linestyle=dash, color=colour,
+                              label=label)
+            axes[1][col].plot(s["server_cpu_pct_mean"].mean(), marker=marker, linestyle=dash, color=colour,
+                              label=label)
         axes[0][col].set_title(f"{regime}: server peak RSS")
         axes[0][col].set_ylabel("peak RSS (MB)")
         axes[1][col].set_title(f"{regime}: server CPU")
@@ -131,10 +151,10 @@ def cdf_plot(cells, latency, concurrency, path):
     for regime, ax in axes.items():
         sub = cells[(cells["regime"] == regime) & (cells["concurrency"] == concurrency)]
         for _, row in sub.drop_duplicates("stack").iterrows():
-            label, marker, dash = style(row["stack"])
+            label, marker, dash, colour = style(row["stack"])
             q = latency[latency["cell_key"] == row["cell_key"]].sort_values("quantile")
             ax.plot(q["latency_us"] / 1000.0, q["quantile"], marker=marker, markersize=3,
-                    linestyle=dash, label=label)
+                    linestyle=dash, color=colour, label=label)
         ax.set_title(regime)
         ax.set_xlabel("latency (ms)")
         ax.set_ylabel("fraction of requests ≤ latency")

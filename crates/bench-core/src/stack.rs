@@ -157,6 +157,9 @@ pub trait Stack: Send + Sync + 'static {
     fn description(&self) -> &'static str;
     /// Short label for tables and charts ("HTTP/1.1").
     fn label(&self) -> &'static str;
+    /// The ALPN protocol negotiated under TLS (in the manifest: scripts choose the external
+    /// load tool that speaks it).
+    fn alpn(&self) -> &'static [u8];
     /// Whether the stack can run without TLS (HTTP/3 cannot).
     fn supports_plaintext(&self) -> bool;
     /// Whether a client can send its request in the handshake's first flight (QUIC 0-RTT).

@@ -229,6 +229,9 @@ impl Stack for WithClient {
     fn label(&self) -> &'static str {
         self.0.label()
     }
+    fn alpn(&self) -> &'static [u8] {
+        self.0.alpn()
+    }
     fn supports_plaintext(&self) -> bool {
         self.0.supports_plaintext()
     }

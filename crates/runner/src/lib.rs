@@ -15,3 +15,5 @@ pub mod plan;
 pub mod registry;
 pub mod report;
 pub mod settings;
+#[cfg(feature = "test-stacks")]
+pub mod test_stacks;

@@ -4,12 +4,16 @@ use bench_core::Stack;
 
 /// Every stack the runner knows, in report order.
 pub fn stacks() -> Vec<&'static dyn Stack> {
-    vec![
+    #[allow(unused_mut)]
+    let mut stacks: Vec<&'static dyn Stack> = vec![
         &stack_h1::Http1,
         &stack_h2::Http2,
         &stack_h3::Http3,
         &stack_grpc::Grpc,
-    ]
+    ];
+    #[cfg(feature = "test-stacks")]
+    stacks.extend(crate::test_stacks::enabled());
+    stacks
 }
 
 pub fn find(name: &str) -> Option<&'static dyn Stack> {

@@ -5,6 +5,8 @@
 
 mod common;
 
+use runner::output::rows::{self, CellRow};
+
 use std::path::{Path, PathBuf};
 
 use common::*;
@@ -382,30 +384,40 @@ fn fabricate_scale(dir: &Path, reference: &Path) {
     std::fs::create_dir_all(dir).unwrap();
     std::fs::copy(reference.join("manifest.json"), dir.join("manifest.json")).unwrap();
     edit_manifest(dir, |m| m["experiment"]["name"] = "scale".into());
-    let mut csv = String::from(
-        "cell_key,variant,stage,stack,regime,concurrency,repetition,connections,sent,ok,failed,success_rate,throughput_steady_rps,latency_p99_us,server_rss_hwm_bytes,net_udp_rcvbuf_errors,net_listen_overflows,net_counters_scope,error\n",
-    );
+    let mut rows = Vec::new();
     // (concurrency, HTTP/3 p99 ms, HTTP/3 UDP drops, HTTP/1.1 p99 ms)
     for (c, h3_p99, drops, h1_p99) in [
-        (500u64, 100.0, 0, 20.0),
+        (500u32, 100.0, 0, 20.0),
         (1000, 180.0, 0, 35.0),
         (2000, 250.0, 0, 60.0),
         (5000, 3000.0, 6661, 110.0),
     ] {
-        for rep in 1..=2u64 {
+        for rep in 1..=2u32 {
             for (stack, p99, udp) in [("h3", h3_p99, drops), ("h1", h1_p99, 0)] {
                 let rss = 20e6 + 80_000.0 * c as f64 + rep as f64 * 2e5;
-                let _ = std::fmt::Write::write_fmt(
-                    &mut csv,
-                    format_args!(
-                        "{stack}/reuse/c{c}/r{rep},default,stress,{stack},reuse,{c},{rep},0,100000,100000,0,1,20000,{:.0},{rss:.0},{udp},0,namespace,\n",
-                        p99 * 1e3
-                    ),
-                );
+                rows.push(CellRow {
+                    cell_key: format!("{stack}/reuse/c{c}/r{rep}"),
+                    variant: "default".into(),
+                    stage: "stress".into(),
+                    stack: stack.into(),
+                    regime: "reuse".into(),
+                    concurrency: c,
+                    repetition: rep,
+                    sent: 100_000,
+                    ok: 100_000,
+                    success_rate: 1.0,
+                    throughput_steady_rps: Some(20_000.0),
+                    latency_p99_us: (p99 * 1e3) as u64,
+                    server_rss_hwm_bytes: Some(rss as u64),
+                    net_udp_rcvbuf_errors: Some(udp),
+                    net_listen_overflows: Some(0),
+                    net_counters_scope: Some("namespace".into()),
+                    ..CellRow::default()
+                });
             }
         }
     }
-    std::fs::write(dir.join("cells.csv"), csv).unwrap();
+    rows::write(&dir.join("cells.csv"), &rows).unwrap();
 }
 
 #[test]

@@ -432,8 +432,9 @@ fn report_shows_a_confidence_interval_for_two_repetitions() {
                 "latency_p95_us",
                 "latency_p99_us",
             ] {
+                // Latencies are whole microseconds in cells.csv (typed as integers).
                 let v = num(&r, c) * k;
-                set(&mut r, c, v);
+                set(&mut r, c, if c == "throughput_rps" { v } else { v.round() });
             }
             let rps = num(&r, "throughput_rps");
             set(&mut r, "throughput_steady_rps", rps * 1.05);

@@ -13,7 +13,8 @@ use common::*;
 async fn every_stack_serves_as_a_process_and_stops_on_sigterm() {
     bench_core::tls::install_crypto_provider();
     let certs = tempfile::tempdir().unwrap();
-    for stack in ["h1", "h2", "h3", "grpc"] {
+    // Every registered stack, from the registry itself.
+    for stack in runner::registry::names() {
         let mut child = runner()
             .args([
                 "serve",
@@ -39,7 +40,7 @@ async fn every_stack_serves_as_a_process_and_stops_on_sigterm() {
         let addr: std::net::SocketAddr = ready["addr"].as_str().unwrap().parse().unwrap();
         assert!(addr.ip().is_loopback());
 
-        let s = stack_for(stack);
+        let s = runner::registry::find(stack).expect("a registered stack");
         let client = s
             .client(&client_settings(
                 addr,
@@ -61,14 +62,5 @@ async fn every_stack_serves_as_a_process_and_stops_on_sigterm() {
         .unwrap();
         let status = child.wait().unwrap();
         assert!(status.success(), "{stack}: {status}");
-    }
-}
-
-fn stack_for(name: &str) -> &'static dyn bench_core::Stack {
-    match name {
-        "h1" => &stack_h1::Http1,
-        "h2" => &stack_h2::Http2,
-        "h3" => &stack_h3::Http3,
-        _ => &stack_grpc::Grpc,
     }
 }

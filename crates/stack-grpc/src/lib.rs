@@ -45,6 +45,9 @@ impl Stack for Grpc {
     fn encoding(&self) -> &'static str {
         "protobuf"
     }
+    fn alpn(&self) -> &'static [u8] {
+        ALPN
+    }
     fn supports_plaintext(&self) -> bool {
         true
     }

@@ -32,6 +32,9 @@ impl Stack for Http1 {
     fn encoding(&self) -> &'static str {
         "JSON"
     }
+    fn alpn(&self) -> &'static [u8] {
+        ALPN
+    }
     fn supports_plaintext(&self) -> bool {
         true
     }

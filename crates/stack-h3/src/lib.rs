@@ -34,6 +34,9 @@ impl Stack for Http3 {
     fn supports_zero_rtt(&self) -> bool {
         true
     }
+    fn alpn(&self) -> &'static [u8] {
+        ALPN
+    }
     fn supports_plaintext(&self) -> bool {
         false
     }

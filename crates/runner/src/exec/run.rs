@@ -103,6 +103,7 @@ pub async fn run(
         server_threads: exp.server_threads,
         argv: ctx.argv.clone(),
         emulator: None,
+        stacks: output::registered_stacks(),
         stack_settings: exp
             .stacks
             .iter()

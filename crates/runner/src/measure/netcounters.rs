@@ -10,6 +10,8 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use crate::output::rows::{CellRow, Row as _};
+
 /// Which `/proc/net` file a counter lives in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ProcFile {
@@ -232,21 +234,19 @@ fn fields(text: &str) -> HashMap<(&str, &str), u64> {
     out
 }
 
-/// A `cells.csv` row, as the report reads it.
-type Row = HashMap<String, String>;
-
-fn row_value(row: &Row, column: &str) -> u64 {
-    row.get(column).and_then(|v| v.parse().ok()).unwrap_or(0)
+/// A counter's value in a row, 0 when empty (the phase did not run, or an older run).
+fn row_value(row: &CellRow, column: &str) -> u64 {
+    row.number(column).map_or(0, |v| v as u64)
 }
 
-fn host_wide(row: &Row) -> bool {
-    row.get(SCOPE_COLUMN).map(String::as_str) == Some(Scope::Host.as_str())
+fn host_wide(row: &CellRow) -> bool {
+    row.net_counters_scope.as_deref() == Some(Scope::Host.as_str())
 }
 
 /// The counters that moved in a row, for the report's failure table: `listen_overflows 12 ·
 /// syncookies_sent 40`, marked `(host-wide)` when other processes may have added to them; `—`
 /// when none moved or the row has no counters (an older run).
-pub fn moved_summary(row: &Row) -> String {
+pub fn moved_summary(row: &CellRow) -> String {
     let moved: Vec<String> = COUNTERS
         .iter()
         .filter_map(|c| {
@@ -264,10 +264,10 @@ pub fn moved_summary(row: &Row) -> String {
 /// One note per mechanism whose counters moved in any row, naming the cells (largest first)
 /// and the knob that moves it: the load generator sees these only as timeouts, resets or a
 /// long tail, the counters say which queue overflowed.
-pub fn mechanism_notes(rows: &[Row]) -> Vec<String> {
+pub fn mechanism_notes(rows: &[CellRow]) -> Vec<String> {
     // The cells where `column` moved, largest first, with the total: "N … in a (n), b (m)".
     let moved = |column: &str| -> Option<(u64, String)> {
-        let mut cells: Vec<(u64, &Row)> = rows
+        let mut cells: Vec<(u64, &CellRow)> = rows
             .iter()
             .map(|r| (row_value(r, column), r))
             .filter(|(n, _)| *n > 0)
@@ -282,7 +282,7 @@ pub fn mechanism_notes(rows: &[Row]) -> Vec<String> {
             .iter()
             .take(SHOWN)
             .map(|(n, r)| {
-                let key = r.get("cell_key").map_or("?", String::as_str);
+                let key = &r.cell_key;
                 let scope = if host_wide(r) { ", host-wide" } else { "" };
                 format!("{key} ({n}{scope})")
             })
@@ -393,31 +393,29 @@ IpExt: 0 0
         assert_eq!(d.values[1], 0);
     }
 
-    fn row(pairs: &[(&str, &str)]) -> Row {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
     #[test]
     fn moved_counters_name_their_mechanism_and_cells() {
         let rows = vec![
-            row(&[
-                ("cell_key", "h3/reuse/c500/r1"),
-                ("net_udp_rcvbuf_errors", "6661"),
-                ("net_udp_in_errors", "6661"),
-                (SCOPE_COLUMN, "namespace"),
-            ]),
-            row(&[
-                ("cell_key", "h1/new-conn/c200/r1"),
-                ("net_listen_overflows", "12"),
-                ("net_listen_drops", "12"),
-                ("net_tcp_retrans_segs", "3"),
-                (SCOPE_COLUMN, "host"),
-            ]),
+            CellRow {
+                cell_key: "h3/reuse/c500/r1".into(),
+                net_udp_rcvbuf_errors: Some(6661),
+                net_udp_in_errors: Some(6661),
+                net_counters_scope: Some("namespace".into()),
+                ..CellRow::default()
+            },
+            CellRow {
+                cell_key: "h1/new-conn/c200/r1".into(),
+                net_listen_overflows: Some(12),
+                net_listen_drops: Some(12),
+                net_tcp_retrans_segs: Some(3),
+                net_counters_scope: Some("host".into()),
+                ..CellRow::default()
+            },
             // An older run without the columns says nothing.
-            row(&[("cell_key", "h2/reuse/c1/r1")]),
+            CellRow {
+                cell_key: "h2/reuse/c1/r1".into(),
+                ..CellRow::default()
+            },
         ];
         let notes = mechanism_notes(&rows);
         assert!(

@@ -3,6 +3,7 @@
 //! `manifest.json` (all knobs and the environment). README's "Results schema" defines each
 //! column.
 
+pub mod rows;
 pub mod summary;
 pub mod thresholds;
 
@@ -16,6 +17,7 @@ use serde::Serialize;
 
 use crate::measure::sampler::{ResourceSummary, Sample};
 use crate::measure::stats::{LatencySummary, Measurements};
+use crate::output::rows::{CellRow, FailureRow, LatencyRow, ResourceRow, Row};
 use crate::plan::Cell;
 use crate::settings::Experiment;
 
@@ -67,269 +69,9 @@ impl CellResult {
         }
     }
 
-    /// The cell as ordered (column, value) pairs; the header is the first row's names.
-    pub fn record(&self) -> Vec<(String, String)> {
-        let m = &self.measured;
-        let mut r: Vec<(String, String)> = Vec::with_capacity(96);
-        let mut put = |k: &str, v: String| r.push((k.to_string(), v));
-        put("cell_key", self.cell.key());
-        put("variant", self.cell.variant.clone());
-        put("stage", self.cell.stage.as_str().to_string());
-        put("stack", self.cell.stack.clone());
-        put("regime", self.cell.regime.to_string());
-        put("concurrency", self.cell.concurrency.to_string());
-        put("repetition", self.cell.repetition.to_string());
-        put("payload", self.cell.payload().to_string());
-        put("plaintext", self.cell.plaintext().to_string());
-        put("handshake", self.cell.handshake().as_str().to_string());
-        put("connections", self.cell.connections().to_string());
-        put(
-            "requests",
-            match self.cell.duration_s() {
-                Some(_) => String::new(),
-                None => self.cell.requests().to_string(),
-            },
-        );
-        put(
-            "duration_s",
-            self.cell
-                .duration_s()
-                .map(|d| d.to_string())
-                .unwrap_or_default(),
-        );
-        put(
-            "mode",
-            if self.cell.rate().is_some() {
-                "open"
-            } else {
-                "closed"
-            }
-            .to_string(),
-        );
-        put(
-            "rate_rps",
-            self.cell.rate().map(|r| r.to_string()).unwrap_or_default(),
-        );
-        put("late", m.late.to_string());
-        put(
-            "pacing",
-            if self.cell.rate().is_some() {
-                self.cell.settings.pacing.as_str()
-            } else {
-                ""
-            }
-            .to_string(),
-        );
-        let lag = LatencySummary::of(&m.pacing_lag);
-        for (name, v) in [
-            ("pacing_lag_p50_us", lag.p50),
-            ("pacing_lag_p99_us", lag.p99),
-            ("pacing_lag_max_us", lag.max),
-        ] {
-            put(
-                name,
-                if m.pacing_lag.is_empty() {
-                    String::new()
-                } else {
-                    v.to_string()
-                },
-            );
-        }
-        put("sent", m.sent.to_string());
-        put("ok", m.ok.to_string());
-        put("failed", m.failed().to_string());
-        put("success_rate", format!("{:.6}", self.success_rate()));
-        put("elapsed_s", format!("{:.6}", self.elapsed_s));
-        put("throughput_rps", format!("{:.3}", self.throughput_rps()));
-        put(
-            "throughput_steady_rps",
-            self.throughput_steady_rps()
-                .map(|v| format!("{v:.3}"))
-                .unwrap_or_default(),
-        );
-        put(
-            "steady_s",
-            self.steady
-                .map(|w| format!("{:.6}", w.elapsed_s))
-                .unwrap_or_default(),
-        );
-        put("cut_short", self.cut_short.to_string());
-        put("extended", self.extended.to_string());
-        put("warmup_sent", self.warmup.sent.to_string());
-        put("warmup_ok", self.warmup.ok.to_string());
-        for (name, h) in [
-            ("latency", &m.latency),
-            ("ttfb", &m.ttfb),
-            ("connect", &m.connect),
-            ("handshake", &m.handshake),
-        ] {
-            let s = LatencySummary::of(h);
-            put(&format!("{name}_min_us"), s.min.to_string());
-            put(&format!("{name}_p50_us"), s.p50.to_string());
-            put(&format!("{name}_p90_us"), s.p90.to_string());
-            put(&format!("{name}_p95_us"), s.p95.to_string());
-            put(&format!("{name}_p99_us"), s.p99.to_string());
-            put(&format!("{name}_p999_us"), s.p999.to_string());
-            put(&format!("{name}_max_us"), s.max.to_string());
-            put(&format!("{name}_mean_us"), format!("{:.1}", s.mean));
-        }
-        put("connections_opened", m.connections_opened.to_string());
-        put("connections_resumed", m.connections_resumed.to_string());
-        for class in FailureClass::ALL {
-            put(
-                &format!("fail_{}", class.as_str()),
-                m.failures[class.index()].to_string(),
-            );
-        }
-        for (role, s) in [("server", &self.server), ("client", &self.client)] {
-            put(
-                &format!("{role}_rss_peak_bytes"),
-                s.rss_peak_bytes.to_string(),
-            );
-            put(
-                &format!("{role}_rss_hwm_bytes"),
-                s.rss_hwm_bytes.map(|v| v.to_string()).unwrap_or_default(),
-            );
-            put(
-                &format!("{role}_rss_mean_bytes"),
-                s.rss_mean_bytes
-                    .map(|v| format!("{v:.0}"))
-                    .unwrap_or_default(),
-            );
-            put(
-                &format!("{role}_cpu_pct_mean"),
-                s.cpu_pct_mean
-                    .map(|v| format!("{v:.2}"))
-                    .unwrap_or_default(),
-            );
-            put(&format!("{role}_cpu_s"), format!("{:.3}", s.cpu_s));
-            let per_1k = if m.ok > 0 {
-                s.cpu_s * 1000.0 * 1000.0 / m.ok as f64
-            } else {
-                0.0
-            };
-            put(&format!("{role}_cpu_ms_per_1k_ok"), format!("{per_1k:.3}"));
-        }
-        put(
-            "short_phase",
-            (self.server.short_phase || self.client.short_phase).to_string(),
-        );
-        put("wire_sent_bytes", m.wire.sent.to_string());
-        put("wire_received_bytes", m.wire.received.to_string());
-        let per_req = |b: u64| {
-            if m.sent > 0 {
-                b as f64 / m.sent as f64
-            } else {
-                0.0
-            }
-        };
-        put(
-            "wire_sent_bytes_per_request",
-            format!("{:.1}", per_req(m.wire.sent)),
-        );
-        put(
-            "wire_received_bytes_per_request",
-            format!("{:.1}", per_req(m.wire.received)),
-        );
-        put(
-            "body_bytes_per_ok",
-            format!(
-                "{:.1}",
-                if m.ok > 0 {
-                    m.body_bytes as f64 / m.ok as f64
-                } else {
-                    0.0
-                }
-            ),
-        );
-        let e = &self.cell.settings;
-        let opt = |v: Option<String>| v.unwrap_or_default();
-        put("netem", opt(e.netem.clone()));
-        put("port_range", opt(e.port_range.clone()));
-        put("tcp_tw_reuse", opt(e.tcp_tw_reuse.map(|v| v.to_string())));
-        put("somaxconn", opt(e.somaxconn.map(|v| v.to_string())));
-        put("backlog", e.backlog.to_string());
-        put("client_nofile", opt(e.client_nofile.map(|v| v.to_string())));
-        put("request_timeout_ms", e.request_timeout_ms.to_string());
-        put("connect_timeout_ms", e.connect_timeout_ms.to_string());
-        put("handshake_timeout_ms", e.handshake_timeout_ms.to_string());
-        put(
-            "quic_initial_rtt_ms",
-            opt(e.quic_initial_rtt_ms.map(|v| v.to_string())),
-        );
-        put(
-            "udp_buffer_bytes",
-            opt(e.udp_buffer_bytes.map(|v| v.to_string())),
-        );
-        put(
-            "quic_receive_window",
-            opt(e.quic_receive_window.map(|v| v.to_string())),
-        );
-        put("linger_zero", e.linger_zero.to_string());
-        put("source_addresses", e.source_addresses.to_string());
-        put("server_threads", e.server_threads.to_string());
-        put("min_cell_seconds", e.min_cell_seconds.to_string());
-        put("service_time", opt(e.service_time.clone()));
-        // Only exponential draws use the seed.
-        let exp = e
-            .service_time
-            .as_deref()
-            .is_some_and(|t| t.starts_with("exp"));
-        put(
-            "service_time_seed",
-            opt(exp.then(|| e.service_time_seed.to_string())),
-        );
-        put("service_cpu_us", e.service_cpu_us.to_string());
-        let env = self.environment;
-        put(
-            "loadavg1_before",
-            env.map(|v| format!("{:.2}", v.loadavg1_before))
-                .unwrap_or_default(),
-        );
-        put(
-            "loadavg1_after",
-            env.map(|v| format!("{:.2}", v.loadavg1_after))
-                .unwrap_or_default(),
-        );
-        put(
-            "steal_pct",
-            env.map(|v| format!("{:.2}", v.steal_pct))
-                .unwrap_or_default(),
-        );
-        let (delayed, dropped) = match self.emulated_packets {
-            Some((a, b)) => (a.to_string(), b.to_string()),
-            None => (String::new(), String::new()),
-        };
-        put("emulated_packets_delayed", delayed);
-        put("emulated_packets_dropped", dropped);
-        let emulation = env.and_then(|e| e.emulation);
-        put(
-            "emulator",
-            emulation.map_or("", |e| e.kind.as_str()).to_string(),
-        );
-        put(
-            "emulator_cpu_s",
-            emulation
-                .and_then(|e| e.cpu_s)
-                .map(|s| format!("{s:.3}"))
-                .unwrap_or_default(),
-        );
-        // Kernel counters over the measured phase; empty when the phase did not run.
-        let net = env.and_then(|e| e.net);
-        for (i, c) in crate::measure::netcounters::COUNTERS.iter().enumerate() {
-            put(
-                c.column,
-                net.map(|n| n.deltas.values[i].to_string())
-                    .unwrap_or_default(),
-            );
-        }
-        put(
-            crate::measure::netcounters::SCOPE_COLUMN,
-            net.map_or("", |n| n.scope.as_str()).to_string(),
-        );
-        put("server_exit", self.server_exit.clone().unwrap_or_default());
-        put("error", self.error.clone().unwrap_or_default());
-        r
+    /// The cell's row of `cells.csv`.
+    pub fn row(&self) -> CellRow {
+        CellRow::from_result(self)
     }
 }
 
@@ -357,20 +99,8 @@ impl CsvFile {
         })
     }
 
-    fn append<I, R, F>(&mut self, header: R, rows: I) -> anyhow::Result<()>
-    where
-        I: IntoIterator<Item = R>,
-        R: IntoIterator<Item = F>,
-        F: AsRef<[u8]>,
-    {
-        let mut encoder = csv::Writer::from_writer(Vec::new());
-        if !self.has_header {
-            encoder.write_record(header)?;
-        }
-        for row in rows {
-            encoder.write_record(row)?;
-        }
-        let bytes = encoder.into_inner().map_err(|e| anyhow::anyhow!("{e}"))?;
+    fn append<T: Row>(&mut self, rows: &[T]) -> anyhow::Result<()> {
+        let bytes = rows::to_bytes(!self.has_header, rows)?;
         let before = self.file.metadata()?.len();
         let written = self
             .file
@@ -416,51 +146,44 @@ impl ResultsWriter {
     }
 
     pub fn write_cell(&mut self, result: &CellResult, samples: &[Sample]) -> anyhow::Result<()> {
-        let key = result.cell.key();
-        self.resources.append(
-            ["cell_key", "t_s", "role", "rss_bytes", "cpu_pct"].map(String::from),
-            samples.iter().map(|s| {
-                [
-                    key.clone(),
-                    format!("{:.3}", s.t.as_secs_f64()),
-                    s.role.as_str().to_string(),
-                    s.rss_bytes.to_string(),
-                    format!("{:.2}", s.cpu_pct),
-                ]
-            }),
-        )?;
+        let row = result.row();
+        let key = &row.cell_key;
+        let resources: Vec<ResourceRow> = samples
+            .iter()
+            .map(|s| ResourceRow {
+                cell_key: key.clone(),
+                t_s: s.t.as_secs_f64(),
+                role: s.role.as_str().to_string(),
+                rss_bytes: s.rss_bytes,
+                cpu_pct: s.cpu_pct,
+            })
+            .collect();
+        self.resources.append(&resources)?;
         let m = &result.measured;
-        self.failures.append(
-            ["cell_key", "class", "count", "example"].map(String::from),
-            FailureClass::ALL
-                .iter()
-                .filter(|c| m.failures[c.index()] > 0)
-                .map(|c| {
-                    [
-                        key.clone(),
-                        c.as_str().to_string(),
-                        m.failures[c.index()].to_string(),
-                        m.failure_examples[c.index()].clone().unwrap_or_default(),
-                    ]
-                }),
-        )?;
+        let failures: Vec<FailureRow> = FailureClass::ALL
+            .iter()
+            .filter(|c| m.failures[c.index()] > 0)
+            .map(|c| FailureRow {
+                cell_key: key.clone(),
+                class: c.as_str().to_string(),
+                count: m.failures[c.index()],
+                example: m.failure_examples[c.index()].clone().unwrap_or_default(),
+            })
+            .collect();
+        self.failures.append(&failures)?;
         let h = &m.latency;
-        self.latency.append(
-            ["cell_key", "quantile", "latency_us"].map(String::from),
-            CDF_QUANTILES.iter().filter(|_| !h.is_empty()).map(|q| {
-                [
-                    key.clone(),
-                    q.to_string(),
-                    h.value_at_quantile(*q).to_string(),
-                ]
-            }),
-        )?;
+        let latency: Vec<LatencyRow> = CDF_QUANTILES
+            .iter()
+            .filter(|_| !h.is_empty())
+            .map(|q| LatencyRow {
+                cell_key: key.clone(),
+                quantile: *q,
+                latency_us: h.value_at_quantile(*q),
+            })
+            .collect();
+        self.latency.append(&latency)?;
         // The cell row goes last: a row in cells.csv means the cell's other data is on disk.
-        let record = result.record();
-        self.cells.append(
-            record.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
-            [record.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>()],
-        )
+        self.cells.append(&[row])
     }
 }
 
@@ -508,10 +231,37 @@ pub struct Manifest {
     #[serde(default)]
     pub stack_settings:
         std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+    /// Every registered stack in registry order (name, label, wire encoding, ALPN): what
+    /// scripts need to label, order and style stacks without a list of their own. Absent in
+    /// manifests written before it was recorded.
+    #[serde(default)]
+    pub stacks: Vec<StackInfo>,
     /// The machine and kernel settings as the run started (README "Results schema"); absent
     /// in manifests written before it was recorded.
     #[serde(default)]
     pub environment: Option<crate::measure::environment::Environment>,
+}
+
+/// One registered stack as the manifest lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct StackInfo {
+    pub name: String,
+    pub label: String,
+    pub encoding: String,
+    pub alpn: String,
+}
+
+/// The registry as [`Manifest::stacks`] records it.
+pub fn registered_stacks() -> Vec<StackInfo> {
+    crate::registry::stacks()
+        .into_iter()
+        .map(|s| StackInfo {
+            name: s.name().into(),
+            label: s.label().into(),
+            encoding: s.encoding().into(),
+            alpn: String::from_utf8_lossy(s.alpn()).into_owned(),
+        })
+        .collect()
 }
 
 impl Manifest {

@@ -7,6 +7,8 @@ use std::path::Path;
 
 use anyhow::Context;
 
+use crate::output::rows::{self, CellRow, Row, SummaryRow};
+
 /// The figures aggregated, as `cells.csv` column names.
 pub const FIGURES: [&str; 8] = [
     "throughput_rps",
@@ -73,76 +75,98 @@ pub fn interval(values: &[f64]) -> Interval {
     }
 }
 
+/// The statistics of one figure as `summary.csv` writes them: all empty when no repetition
+/// has a value (e.g. no steady window), sd and interval empty for one repetition.
+fn stats(rows: &[&CellRow], figure: &str) -> [Option<f64>; 4] {
+    let values: Vec<f64> = rows.iter().filter_map(|r| r.number(figure)).collect();
+    if values.is_empty() {
+        return [None; 4];
+    }
+    let iv = interval(&values);
+    [Some(iv.mean), iv.sd, iv.ci.map(|c| c.0), iv.ci.map(|c| c.1)]
+}
+
+/// The `summary.csv` row of one group of cells (its repetitions).
+pub fn summary_row(rows: &[&CellRow]) -> SummaryRow {
+    let first = rows[0];
+    let [throughput_rps_mean, throughput_rps_sd, throughput_rps_ci95_low, throughput_rps_ci95_high] =
+        stats(rows, FIGURES[0]);
+    let [throughput_steady_rps_mean, throughput_steady_rps_sd, throughput_steady_rps_ci95_low, throughput_steady_rps_ci95_high] =
+        stats(rows, FIGURES[1]);
+    let [latency_p50_us_mean, latency_p50_us_sd, latency_p50_us_ci95_low, latency_p50_us_ci95_high] =
+        stats(rows, FIGURES[2]);
+    let [latency_p95_us_mean, latency_p95_us_sd, latency_p95_us_ci95_low, latency_p95_us_ci95_high] =
+        stats(rows, FIGURES[3]);
+    let [latency_p99_us_mean, latency_p99_us_sd, latency_p99_us_ci95_low, latency_p99_us_ci95_high] =
+        stats(rows, FIGURES[4]);
+    let [success_rate_mean, success_rate_sd, success_rate_ci95_low, success_rate_ci95_high] =
+        stats(rows, FIGURES[5]);
+    let [server_rss_peak_bytes_mean, server_rss_peak_bytes_sd, server_rss_peak_bytes_ci95_low, server_rss_peak_bytes_ci95_high] =
+        stats(rows, FIGURES[6]);
+    let [server_rss_hwm_bytes_mean, server_rss_hwm_bytes_sd, server_rss_hwm_bytes_ci95_low, server_rss_hwm_bytes_ci95_high] =
+        stats(rows, FIGURES[7]);
+    SummaryRow {
+        variant: first.variant.clone(),
+        stage: first.stage.clone(),
+        stack: first.stack.clone(),
+        regime: first.regime.clone(),
+        concurrency: first.concurrency,
+        mode: first.mode.clone(),
+        repetitions: rows.len(),
+        throughput_rps_mean,
+        throughput_rps_sd,
+        throughput_rps_ci95_low,
+        throughput_rps_ci95_high,
+        throughput_steady_rps_mean,
+        throughput_steady_rps_sd,
+        throughput_steady_rps_ci95_low,
+        throughput_steady_rps_ci95_high,
+        latency_p50_us_mean,
+        latency_p50_us_sd,
+        latency_p50_us_ci95_low,
+        latency_p50_us_ci95_high,
+        latency_p95_us_mean,
+        latency_p95_us_sd,
+        latency_p95_us_ci95_low,
+        latency_p95_us_ci95_high,
+        latency_p99_us_mean,
+        latency_p99_us_sd,
+        latency_p99_us_ci95_low,
+        latency_p99_us_ci95_high,
+        success_rate_mean,
+        success_rate_sd,
+        success_rate_ci95_low,
+        success_rate_ci95_high,
+        server_rss_peak_bytes_mean,
+        server_rss_peak_bytes_sd,
+        server_rss_peak_bytes_ci95_low,
+        server_rss_peak_bytes_ci95_high,
+        server_rss_hwm_bytes_mean,
+        server_rss_hwm_bytes_sd,
+        server_rss_hwm_bytes_ci95_low,
+        server_rss_hwm_bytes_ci95_high,
+    }
+}
+
 /// Writes `summary.csv` in `dir` from its `cells.csv`.
 pub fn write(dir: &Path) -> anyhow::Result<()> {
     let cells = dir.join("cells.csv");
     if !cells.exists() {
         return Ok(());
     }
-    let mut reader = csv::Reader::from_path(&cells)
-        .with_context(|| format!("cannot read {}", cells.display()))?;
-    let headers = reader.headers()?.clone();
-    let col = |name: &str| headers.iter().position(|h| h == name);
-    let group_cols: Vec<usize> = GROUP.iter().filter_map(|g| col(g)).collect();
-    let mut groups: BTreeMap<Vec<String>, Vec<Vec<f64>>> = BTreeMap::new();
-    for record in reader.records() {
-        let record = record?;
-        if col("error").is_some_and(|i| !record[i].is_empty()) {
-            continue;
-        }
-        let key: Vec<String> = group_cols.iter().map(|i| record[*i].to_string()).collect();
-        let values: Vec<f64> = FIGURES
+    let table = rows::read::<CellRow>(&cells)?;
+    // Grouped by the key as text, so groups keep the order they always had in the file.
+    let mut groups: BTreeMap<Vec<String>, Vec<&CellRow>> = BTreeMap::new();
+    for row in table.rows.iter().filter(|r| r.ran()) {
+        let key = GROUP
             .iter()
-            .map(|f| {
-                col(f)
-                    .and_then(|i| record[i].parse().ok())
-                    .unwrap_or(f64::NAN)
-            })
+            .map(|g| row.text(g).unwrap_or_default())
             .collect();
-        groups.entry(key).or_default().push(values);
+        groups.entry(key).or_default().push(row);
     }
+    let summary: Vec<SummaryRow> = groups.values().map(|g| summary_row(g)).collect();
     let tmp = dir.join("summary.csv.tmp");
-    let mut out = csv::Writer::from_path(&tmp)?;
-    let mut header: Vec<String> = GROUP.iter().map(|s| s.to_string()).collect();
-    header.push(REPETITIONS.into());
-    for f in FIGURES {
-        for suffix in [MEAN, SD, CI95_LOW, CI95_HIGH] {
-            header.push(format!("{f}_{suffix}"));
-        }
-    }
-    out.write_record(&header)?;
-    for (key, rows) in &groups {
-        let mut record = key.clone();
-        record.push(rows.len().to_string());
-        for (i, _) in FIGURES.iter().enumerate() {
-            let values: Vec<f64> = rows
-                .iter()
-                .map(|r| r[i])
-                .filter(|v| v.is_finite())
-                .collect();
-            if values.is_empty() {
-                // The column is absent or empty in every repetition (e.g. no steady window).
-                record.extend(std::iter::repeat_n(String::new(), 4));
-                continue;
-            }
-            let iv = interval(&values);
-            record.push(format!("{:.6}", iv.mean));
-            record.push(iv.sd.map(|sd| format!("{sd:.6}")).unwrap_or_default());
-            match iv.ci {
-                Some((lo, hi)) => {
-                    record.push(format!("{lo:.6}"));
-                    record.push(format!("{hi:.6}"));
-                }
-                None => {
-                    record.push(String::new());
-                    record.push(String::new());
-                }
-            }
-        }
-        out.write_record(&record)?;
-    }
-    out.flush()?;
-    drop(out);
+    rows::write(&tmp, &summary)?;
     std::fs::rename(&tmp, dir.join("summary.csv")).context("cannot write summary.csv")?;
     // Memory per connection is a figure of the same cells, so it is refreshed with them.
     crate::report::memory::write(dir)
@@ -164,5 +188,33 @@ mod tests {
         assert!((12.0 - lo - (hi - 12.0)).abs() < 1e-9);
         let single = interval(&[5.0]);
         assert_eq!((single.mean, single.sd, single.ci), (5.0, None, None));
+    }
+
+    /// `summary.csv`'s columns are the group, the count and every figure × statistic, and
+    /// every figure is a numeric `cells.csv` column.
+    #[test]
+    fn summary_columns_are_the_figures_of_cells_csv() {
+        let mut expected: Vec<String> = GROUP.iter().map(|s| s.to_string()).collect();
+        expected.push(REPETITIONS.into());
+        for f in FIGURES {
+            assert_eq!(CellRow::numeric(f), Some(true), "{f}");
+            for s in [MEAN, SD, CI95_LOW, CI95_HIGH] {
+                expected.push(format!("{f}_{s}"));
+            }
+        }
+        assert_eq!(SummaryRow::COLUMNS, expected);
+    }
+
+    /// The committed reference summary is what this code writes from the committed cells.
+    #[test]
+    fn committed_summary_regenerates_byte_for_byte() {
+        let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../results/reference");
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::copy(committed.join("cells.csv"), dir.path().join("cells.csv")).unwrap();
+        write(dir.path()).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("summary.csv")).unwrap(),
+            std::fs::read_to_string(committed.join("summary.csv")).unwrap()
+        );
     }
 }

@@ -1,14 +1,14 @@
 //! Thresholds: pass/fail criteria an experiment file states over the numeric columns of
 //! `cells.csv` (`[[thresholds]]`, k6's idea), validated before the run, checked per cell as it
 //! finishes, and written to `thresholds.csv`. Evaluation is a pure function of a cell's
-//! `(column, value)` record, so the live check and the file read back agree.
+//! [`CellRow`], so the live check and the file read back agree.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
+use crate::output::rows::{self, CellRow, Row, ThresholdRow};
 use crate::output::CellResult;
 use crate::settings::{Experiment, Regime};
 
@@ -153,7 +153,7 @@ impl Check {
     }
 }
 
-/// A validated threshold: its label, selectors (as strings, compared with the record's) and
+/// A validated threshold: its label, selectors (as text, compared with the row's) and
 /// checks.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Parsed {
@@ -163,11 +163,11 @@ pub struct Parsed {
 }
 
 impl Parsed {
-    /// Whether the cell whose record this is is one the threshold speaks about.
-    pub fn selects(&self, record: &[(String, String)]) -> bool {
-        self.selectors.iter().all(|(column, wanted)| {
-            field(record, column).is_some_and(|v| wanted.iter().any(|w| w == v))
-        })
+    /// Whether the cell of this row is one the threshold speaks about.
+    pub fn selects(&self, row: &CellRow) -> bool {
+        self.selectors
+            .iter()
+            .all(|(column, wanted)| row.text(column).is_some_and(|v| wanted.contains(&v)))
     }
 
     /// `grpc · reuse · c500` (the selectors that narrow it), for display.
@@ -206,15 +206,8 @@ pub struct Outcome {
     pub pass: bool,
 }
 
-fn field<'a>(record: &'a [(String, String)], column: &str) -> Option<&'a str> {
-    record
-        .iter()
-        .find(|(k, _)| k == column)
-        .map(|(_, v)| v.as_str())
-}
-
 /// A number as short as it can be written exactly enough for a terminal or CSV.
-fn number(v: f64) -> String {
+pub(crate) fn number(v: f64) -> String {
     if v.fract() == 0.0 && v.abs() < 1e15 {
         format!("{v:.0}")
     } else {
@@ -223,99 +216,21 @@ fn number(v: f64) -> String {
     }
 }
 
-/// The records of cells that show every numeric column as a number: one that could not run,
-/// and a time-bound and a budgeted cell with every optional figure present.
-fn probe_records() -> Vec<Vec<(String, String)>> {
-    let exp = Experiment {
-        rate: Some(1.0),
-        baseline_seconds: 1,
-        netem: Some("rtt=1ms".into()),
-        port_range: Some("40000 40999".into()),
-        tcp_tw_reuse: Some(1),
-        somaxconn: Some(1),
-        client_nofile: Some(16),
-        quic_initial_rtt_ms: Some(1),
-        udp_buffer_bytes: Some(1024),
-        quic_receive_window: Some(1024),
-        service_time: Some("exp:1ms".into()),
-        ..Experiment::default()
-    };
-    let cells = crate::plan::plan(&exp);
-    let baseline = cells.iter().find(|c| c.duration_s().is_some());
-    let stress = cells.iter().find(|c| c.duration_s().is_none());
-    let mut records = Vec::new();
-    for cell in [baseline, stress].into_iter().flatten() {
-        let mut measured = crate::measure::stats::Measurements::default();
-        measured.record_pacing_lag(std::time::Duration::from_micros(5));
-        let resources = crate::measure::sampler::ResourceSummary {
-            rss_hwm_bytes: Some(1),
-            rss_mean_bytes: Some(1.0),
-            cpu_pct_mean: Some(1.0),
-            ..Default::default()
-        };
-        let failed = CellResult {
-            cell: cell.clone(),
-            measured: crate::measure::stats::Measurements::default(),
-            elapsed_s: 0.0,
-            cut_short: true,
-            extended: false,
-            steady: None,
-            warmup: crate::measure::stats::Measurements::default(),
-            server: Default::default(),
-            client: Default::default(),
-            server_exit: None,
-            error: Some("could not run".into()),
-            emulated_packets: None,
-            environment: None,
-        };
-        records.push(failed.record());
-        let full = CellResult {
-            measured,
-            steady: Some(crate::exec::load::SteadyWindow {
-                elapsed_s: 1.0,
-                ok: 1,
-            }),
-            server: resources,
-            client: resources,
-            server_exit: Some("exit status: 1".into()),
-            error: None,
-            emulated_packets: Some((1, 1)),
-            environment: Some(crate::measure::environment::CellEnvironment {
-                emulation: Some(crate::netem::emulator::Emulation {
-                    kind: crate::netem::emulator::EmulatorKind::Nfqueue,
-                    cpu_s: Some(1.0),
-                }),
-                net: Some(crate::measure::netcounters::CellCounters {
-                    deltas: Default::default(),
-                    scope: crate::measure::netcounters::Scope::Namespace,
-                }),
-                ..Default::default()
-            }),
-            ..failed
-        };
-        records.push(full.record());
+/// `serialize_with` for `thresholds.csv`'s value column: [`number`], empty for no value.
+pub fn write_number<S: serde::Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => s.serialize_str(&number(*v)),
+        None => s.serialize_none(),
     }
-    records
 }
 
-/// Every column of `cells.csv`, with whether it is numeric: derived from the records that
-/// `CellResult::record` writes, so it cannot drift from the file.
+/// Every column of `cells.csv`, with whether it is numeric: the columns of [`CellRow`], so
+/// a threshold names a real column or is refused.
 pub fn columns() -> Vec<(String, bool)> {
-    let records = probe_records();
-    let mut out: Vec<(String, bool)> = Vec::new();
-    for (column, _) in &records[0] {
-        let values = records.iter().filter_map(|r| field(r, column));
-        let (mut number, mut text) = (false, false);
-        for v in values.filter(|v| !v.is_empty()) {
-            if v.parse::<f64>().is_ok_and(f64::is_finite) {
-                number = true;
-            } else {
-                text = true;
-            }
-        }
-        out.push((column.clone(), number && !text));
-    }
-    out
+    CellRow::COLUMNS
+        .iter()
+        .map(|c| (c.to_string(), CellRow::numeric(c) == Some(true)))
+        .collect()
 }
 
 /// The real column and unit factor a threshold key reads, or why it cannot be used.
@@ -474,28 +389,19 @@ pub fn validate(exp: &Experiment) -> Result<Vec<Parsed>, Invalid> {
     if parsed.is_empty() {
         return Ok(parsed);
     }
-    let records: Vec<Vec<(String, String)>> = crate::plan::plan(exp)
-        .into_iter()
-        .map(|cell| {
-            let column = |k: &str, v: String| (k.to_string(), v);
-            vec![
-                column("stage", cell.stage.as_str().into()),
-                column("stack", cell.stack.clone()),
-                column("regime", cell.regime.as_str().into()),
-                column("concurrency", cell.concurrency.to_string()),
-                column("variant", cell.variant.clone()),
-            ]
-        })
+    let records: Vec<CellRow> = crate::plan::plan(exp)
+        .iter()
+        .map(CellRow::from_cell)
         .collect();
     for (i, p) in parsed.iter().enumerate() {
         for (column, wanted) in &p.selectors {
-            let planned: Vec<&str> = {
-                let mut v: Vec<&str> = records.iter().filter_map(|r| field(r, column)).collect();
+            let planned: Vec<String> = {
+                let mut v: Vec<String> = records.iter().filter_map(|r| r.text(column)).collect();
                 v.sort_unstable();
                 v.dedup();
                 v
             };
-            if let Some(missing) = wanted.iter().find(|w| !planned.contains(&w.as_str())) {
+            if let Some(missing) = wanted.iter().find(|w| !planned.contains(w)) {
                 let key = match *column {
                     "stack" => "stacks",
                     "regime" => "regimes",
@@ -527,15 +433,15 @@ pub fn validate(exp: &Experiment) -> Result<Vec<Parsed>, Invalid> {
 
 /// Every check of every threshold that selects this cell. A cell that could not run
 /// (`error` set) has no figures, so each check of it fails with no value.
-pub fn evaluate(parsed: &[Parsed], record: &[(String, String)]) -> Vec<Outcome> {
-    let cell_key = field(record, "cell_key").unwrap_or_default().to_string();
-    let ran = field(record, "error").is_none_or(str::is_empty);
+pub fn evaluate(parsed: &[Parsed], row: &CellRow) -> Vec<Outcome> {
+    let cell_key = row.cell_key.clone();
+    let ran = row.ran();
     let mut out = Vec::new();
-    for p in parsed.iter().filter(|p| p.selects(record)) {
+    for p in parsed.iter().filter(|p| p.selects(row)) {
         for check in &p.checks {
-            let value = field(record, &check.column)
+            let value = row
+                .number(&check.column)
                 .filter(|_| ran)
-                .and_then(|v| v.parse::<f64>().ok())
                 .map(|v| v * check.factor);
             out.push(Outcome {
                 threshold: p.label.clone(),
@@ -556,7 +462,7 @@ pub fn cell_marks(thresholds: &[Threshold], result: &CellResult) -> String {
     let Ok(parsed) = parse(thresholds) else {
         return String::new();
     };
-    let outcomes = evaluate(&parsed, &result.record());
+    let outcomes = evaluate(&parsed, &result.row());
     if outcomes.is_empty() {
         return String::new();
     }
@@ -594,34 +500,22 @@ pub fn write(dir: &Path, thresholds: &[Threshold]) -> anyhow::Result<Vec<Outcome
     let cells = dir.join("cells.csv");
     let mut outcomes = Vec::new();
     if cells.is_file() {
-        let mut reader = csv::Reader::from_path(&cells)
-            .with_context(|| format!("cannot read {}", cells.display()))?;
-        let headers = reader.headers()?.clone();
-        for row in reader.records() {
-            let row = row.with_context(|| format!("malformed row in {}", cells.display()))?;
-            let record: Vec<(String, String)> = headers
-                .iter()
-                .zip(row.iter())
-                .map(|(h, v)| (h.to_string(), v.to_string()))
-                .collect();
-            outcomes.extend(evaluate(&parsed, &record));
+        for row in &rows::read::<CellRow>(&cells)?.rows {
+            outcomes.extend(evaluate(&parsed, row));
         }
     }
-    let path = dir.join(FILE_NAME);
-    let mut w = csv::Writer::from_path(&path)
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    w.write_record(["threshold", "cell_key", "column", "value", "bound", "pass"])?;
-    for o in &outcomes {
-        w.write_record([
-            o.threshold.as_str(),
-            &o.cell_key,
-            &o.column,
-            &o.value.map(number).unwrap_or_default(),
-            &o.bound,
-            if o.pass { "true" } else { "false" },
-        ])?;
-    }
-    w.flush()?;
+    let written: Vec<ThresholdRow> = outcomes
+        .iter()
+        .map(|o| ThresholdRow {
+            threshold: o.threshold.clone(),
+            cell_key: o.cell_key.clone(),
+            column: o.column.clone(),
+            value: o.value,
+            bound: o.bound.clone(),
+            pass: o.pass,
+        })
+        .collect();
+    rows::write(&dir.join(FILE_NAME), &written)?;
     Ok(outcomes)
 }
 
@@ -690,15 +584,8 @@ mod tests {
         file.thresholds.into_iter().next().expect("one threshold")
     }
 
-    fn record(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
     #[test]
-    fn columns_come_from_the_record_and_know_which_are_numeric() {
+    fn columns_come_from_the_cell_row_and_know_which_are_numeric() {
         let columns = columns();
         let numeric = |c: &str| columns.iter().find(|(n, _)| n == c).map(|(_, n)| *n);
         for c in [
@@ -726,16 +613,7 @@ mod tests {
             assert_eq!(numeric(c), Some(false), "{c}");
         }
         assert_eq!(numeric("p95_ms"), None);
-        // A column no probe fills could not be classified: fill its field in probe_records.
-        let probes = probe_records();
-        for (column, _) in &columns {
-            assert!(
-                probes
-                    .iter()
-                    .any(|r| field(r, column).is_some_and(|v| !v.is_empty())),
-                "no probe record has a value for {column}"
-            );
-        }
+        assert_eq!(columns.len(), CellRow::COLUMNS.len());
         for (alias, column, _) in ALIASES {
             assert_eq!(numeric(column), Some(true), "alias {alias} → {column}");
         }
@@ -769,31 +647,31 @@ mod tests {
             "[[thresholds]]\nname = \"C1\"\nstacks = [\"grpc\"]\nconcurrency = [500]\np95_ms = { max = 25 }\nthroughput_steady_rps = { min = 26000 }\n",
         )])
         .unwrap();
-        let cell = |stack: &str, c: &str, p95_us: &str, steady: &str| {
-            record(&[
-                ("cell_key", "k"),
-                ("variant", "default"),
-                ("stage", "stress"),
-                ("stack", stack),
-                ("regime", "reuse"),
-                ("concurrency", c),
-                ("latency_p95_us", p95_us),
-                ("throughput_steady_rps", steady),
-                ("error", ""),
-            ])
+        let cell = |stack: &str, c: u32, p95_us: u64, steady: Option<f64>| CellRow {
+            cell_key: "k".into(),
+            variant: "default".into(),
+            stage: "stress".into(),
+            stack: stack.into(),
+            regime: "reuse".into(),
+            concurrency: c,
+            latency_p95_us: p95_us,
+            throughput_steady_rps: steady,
+            ..CellRow::default()
         };
-        assert!(evaluate(&parsed, &cell("h1", "500", "1", "1")).is_empty());
-        assert!(evaluate(&parsed, &cell("grpc", "10", "1", "1")).is_empty());
-        let ok = evaluate(&parsed, &cell("grpc", "500", "25000", "26000.5"));
+        assert!(evaluate(&parsed, &cell("h1", 500, 1, Some(1.0))).is_empty());
+        assert!(evaluate(&parsed, &cell("grpc", 10, 1, Some(1.0))).is_empty());
+        let ok = evaluate(&parsed, &cell("grpc", 500, 25000, Some(26000.5)));
         assert_eq!(ok.len(), 2);
         assert!(ok.iter().all(|o| o.pass), "{ok:?}");
         assert_eq!(ok[0].value, Some(25.0));
         assert_eq!(ok[0].bound, "<= 25");
-        let bad = evaluate(&parsed, &cell("grpc", "500", "25001", ""));
+        let bad = evaluate(&parsed, &cell("grpc", 500, 25001, None));
         assert!(bad.iter().all(|o| !o.pass), "{bad:?}");
         assert_eq!(bad[1].value, None, "an empty column is no value");
-        let mut failed = cell("grpc", "500", "0", "0");
-        failed.last_mut().unwrap().1 = "server did not start".into();
+        let failed = CellRow {
+            error: Some("server did not start".into()),
+            ..cell("grpc", 500, 0, Some(0.0))
+        };
         assert!(evaluate(&parsed, &failed)
             .iter()
             .all(|o| !o.pass && o.value.is_none()));

@@ -6,6 +6,9 @@ use std::fmt::Write;
 /// One line of a chart.
 pub struct Series {
     pub label: String,
+    /// Its place in [`PALETTE`]: the stack's registry position, so a stack keeps its colour,
+    /// marker and dash in every chart, whichever other stacks are drawn.
+    pub style: usize,
     pub points: Vec<(f64, f64)>,
 }
 
@@ -15,11 +18,67 @@ const LEFT: f64 = 64.0;
 const RIGHT: f64 = 130.0;
 const TOP: f64 = 28.0;
 const BOTTOM: f64 = 44.0;
-const DASHES: [&str; 4] = ["", "6 3", "2 3", "8 3 2 3"];
-const GREYS: [&str; 4] = ["#1f4e79", "#c55a11", "#548235", "#7030a0"];
+
+/// One series' look: colour, dash pattern and marker shape (an index into [`marker`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Style {
+    pub colour: &'static str,
+    pub dash: &'static str,
+    pub marker: usize,
+}
+
+/// Series styles by registry position; wraps around beyond its length. Colours, dashes and
+/// markers each differ between neighbours, so the charts read in black and white.
+pub const PALETTE: [Style; 8] = [
+    Style {
+        colour: "#1f4e79",
+        dash: "",
+        marker: 0,
+    },
+    Style {
+        colour: "#c55a11",
+        dash: "6 3",
+        marker: 1,
+    },
+    Style {
+        colour: "#548235",
+        dash: "2 3",
+        marker: 2,
+    },
+    Style {
+        colour: "#7030a0",
+        dash: "8 3 2 3",
+        marker: 3,
+    },
+    Style {
+        colour: "#b8860b",
+        dash: "10 4",
+        marker: 4,
+    },
+    Style {
+        colour: "#008b8b",
+        dash: "4 2 1 2",
+        marker: 5,
+    },
+    Style {
+        colour: "#a0304a",
+        dash: "1 2",
+        marker: 0,
+    },
+    Style {
+        colour: "#555555",
+        dash: "12 3 3 3",
+        marker: 1,
+    },
+];
+
+/// The style of the series at registry position `i`.
+pub fn style(i: usize) -> Style {
+    PALETTE[i % PALETTE.len()]
+}
 
 fn marker(i: usize, x: f64, y: f64, colour: &str) -> String {
-    match i % 4 {
+    match i % 6 {
         0 => format!(r#"<circle cx="{x:.1}" cy="{y:.1}" r="3.5" fill="{colour}"/>"#),
         1 => format!(
             r#"<rect x="{:.1}" y="{:.1}" width="7" height="7" fill="{colour}"/>"#,
@@ -34,12 +93,33 @@ fn marker(i: usize, x: f64, y: f64, colour: &str) -> String {
             x - 4.5,
             y + 3.5
         ),
-        _ => format!(
+        3 => format!(
             r#"<path d="M{x:.1},{:.1} L{:.1},{y:.1} L{x:.1},{:.1} L{:.1},{y:.1} Z" fill="{colour}"/>"#,
             y - 4.5,
             x + 4.5,
             y + 4.5,
             x - 4.5
+        ),
+        // A downward triangle.
+        4 => format!(
+            r#"<path d="M{x:.1},{:.1} L{:.1},{:.1} L{:.1},{:.1} Z" fill="{colour}"/>"#,
+            y + 4.5,
+            x + 4.5,
+            y - 3.5,
+            x - 4.5,
+            y - 3.5
+        ),
+        // A cross.
+        _ => format!(
+            r#"<path d="M{:.1},{:.1} L{:.1},{:.1} M{:.1},{:.1} L{:.1},{:.1}" stroke="{colour}" stroke-width="2.5"/>"#,
+            x - 4.0,
+            y - 4.0,
+            x + 4.0,
+            y + 4.0,
+            x - 4.0,
+            y + 4.0,
+            x + 4.0,
+            y - 4.0
         ),
     }
 }
@@ -143,7 +223,8 @@ pub fn line_chart(
         cy = (H - BOTTOM + TOP) / 2.0,
     );
     for (i, s) in series.iter().enumerate() {
-        let colour = GREYS[i % GREYS.len()];
+        let look = style(s.style);
+        let colour = look.colour;
         let points: Vec<String> = s
             .points
             .iter()
@@ -153,10 +234,10 @@ pub fn line_chart(
             svg,
             r#"<polyline points="{}" fill="none" stroke="{colour}" stroke-width="2" stroke-dasharray="{}"/>"#,
             points.join(" "),
-            DASHES[i % DASHES.len()]
+            look.dash
         );
         for (x, y) in &s.points {
-            svg.push_str(&marker(i, px(*x), py(*y), colour));
+            svg.push_str(&marker(look.marker, px(*x), py(*y), colour));
         }
         let ly = TOP + 10.0 + i as f64 * 18.0;
         let lx = W - RIGHT + 12.0;
@@ -164,8 +245,8 @@ pub fn line_chart(
             svg,
             r#"<line x1="{lx:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{colour}" stroke-width="2" stroke-dasharray="{}"/>{}<text x="{:.1}" y="{:.1}" font-size="11" font-family="sans-serif">{}</text>"#,
             lx + 26.0,
-            DASHES[i % DASHES.len()],
-            marker(i, lx + 13.0, ly, colour),
+            look.dash,
+            marker(look.marker, lx + 13.0, ly, colour),
             lx + 32.0,
             ly + 4.0,
             s.label
@@ -188,10 +269,12 @@ mod tests {
             &[
                 Series {
                     label: "A".into(),
+                    style: 0,
                     points: vec![(10.0, 1.0), (100.0, 3.0)],
                 },
                 Series {
                     label: "B".into(),
+                    style: 1,
                     points: vec![(10.0, 2.0), (100.0, 0.5)],
                 },
             ],
@@ -200,6 +283,23 @@ mod tests {
         assert_eq!(svg.matches("<polyline").count(), 2);
         assert!(svg.contains(">A</text>") && svg.contains(">B</text>"));
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>"));
+    }
+}
+
+#[cfg(test)]
+mod palette_tests {
+    use super::*;
+
+    #[test]
+    fn the_first_six_styles_differ_in_colour_dash_and_marker() {
+        let first: Vec<Style> = (0..6).map(style).collect();
+        for (i, a) in first.iter().enumerate() {
+            for b in &first[i + 1..] {
+                assert_ne!(a.colour, b.colour);
+                assert_ne!(a.dash, b.dash);
+                assert_ne!(a.marker, b.marker);
+            }
+        }
     }
 }
 

@@ -11,8 +11,12 @@ use std::process::ExitCode;
 use anyhow::Context;
 use serde::Serialize;
 
+use crate::output::rows::{self, CellRow, CompareRow, Row as _};
 use crate::report::chart;
-use crate::report::{label, Results, Row};
+use crate::report::{label, Results};
+
+/// A `cells.csv` row of either run.
+type Row = CellRow;
 
 /// Exit status when the runs cannot be compared (nothing written), as for other invalid input.
 const EXIT_REFUSED: u8 = 2;
@@ -436,14 +440,12 @@ impl CellChange {
 }
 
 fn value(row: &Row, column: &str) -> Option<f64> {
-    row.get(column)
-        .and_then(|v| v.parse::<f64>().ok())
-        .filter(|v| v.is_finite())
+    row.number(column)
 }
 
 fn key_of(row: &Row) -> Vec<String> {
     KEY.iter()
-        .map(|k| row.get(*k).cloned().unwrap_or_default())
+        .map(|k| row.text(k).unwrap_or_default())
         .collect()
 }
 
@@ -655,8 +657,8 @@ pub fn check_compatible(base: &Results, new: &Results) -> Result<Vec<String>, St
         common += 1;
         for column in ["payload", "requests", "duration_s"] {
             let (x, y) = (
-                rows[0].get(column).cloned().unwrap_or_default(),
-                other[0].get(column).cloned().unwrap_or_default(),
+                rows[0].text(column).unwrap_or_default(),
+                other[0].text(column).unwrap_or_default(),
             );
             if x != y {
                 return Err(format!(
@@ -709,73 +711,42 @@ fn fmt_value(metric: &Metric, v: f64) -> String {
     format!("{:.*}", metric.decimals, v * metric.scale)
 }
 
-fn fmt_opt(v: Option<f64>) -> String {
-    v.map(|v| format!("{v:.6}")).unwrap_or_default()
-}
-
 fn sd(v: &[f64]) -> Option<f64> {
     (v.len() >= 2).then(|| variance(v).sqrt())
 }
 
-/// The header of `compare.csv` (README "Comparing two runs").
-pub const CSV_HEADER: [&str; 22] = [
-    "variant",
-    "stage",
-    "stack",
-    "regime",
-    "concurrency",
-    "mode",
-    "metric",
-    "column",
-    "higher_is_better",
-    "n_base",
-    "n_new",
-    "base_mean",
-    "new_mean",
-    "base_sd",
-    "new_sd",
-    "delta",
-    "delta_pct",
-    "ci95_low",
-    "ci95_high",
-    "df",
-    "p_value",
-    "verdict",
-];
-
+/// Writes `compare.csv` (README "Comparing two runs"): one row per metric of each cell.
 pub fn write_csv(path: &Path, cells: &[CellChange]) -> anyhow::Result<()> {
-    let mut out =
-        csv::Writer::from_path(path).with_context(|| format!("cannot write {}", path.display()))?;
-    out.write_record(CSV_HEADER)?;
+    let mut out = Vec::new();
     for cell in cells {
         for c in &cell.changes {
-            let mut record = cell.key.clone();
-            record.extend([
-                c.metric.name.to_string(),
-                c.column.to_string(),
-                c.metric.higher_is_better.to_string(),
-                c.base.len().to_string(),
-                c.new.len().to_string(),
-                format!("{:.6}", c.base_mean),
-                format!("{:.6}", c.new_mean),
-                fmt_opt(sd(&c.base)),
-                fmt_opt(sd(&c.new)),
-                format!("{:.6}", c.new_mean - c.base_mean),
-                fmt_opt(c.delta_pct),
-                fmt_opt(c.test.map(|t| t.ci.0)),
-                fmt_opt(c.test.map(|t| t.ci.1)),
-                c.test
-                    .filter(|t| t.df.is_finite())
-                    .map(|t| format!("{:.3}", t.df))
-                    .unwrap_or_default(),
-                fmt_opt(c.test.map(|t| t.p)),
-                c.verdict.text().to_string(),
-            ]);
-            out.write_record(&record)?;
+            out.push(CompareRow {
+                variant: cell.field("variant").into(),
+                stage: cell.field("stage").into(),
+                stack: cell.field("stack").into(),
+                regime: cell.field("regime").into(),
+                concurrency: cell.field("concurrency").into(),
+                mode: cell.field("mode").into(),
+                metric: c.metric.name.into(),
+                column: c.column.into(),
+                higher_is_better: c.metric.higher_is_better,
+                n_base: c.base.len(),
+                n_new: c.new.len(),
+                base_mean: c.base_mean,
+                new_mean: c.new_mean,
+                base_sd: sd(&c.base),
+                new_sd: sd(&c.new),
+                delta: c.new_mean - c.base_mean,
+                delta_pct: c.delta_pct,
+                ci95_low: c.test.map(|t| t.ci.0),
+                ci95_high: c.test.map(|t| t.ci.1),
+                df: c.test.map(|t| t.df).filter(|df| df.is_finite()),
+                p_value: c.test.map(|t| t.p),
+                verdict: c.verdict.text().into(),
+            });
         }
     }
-    out.flush()?;
-    Ok(())
+    rows::write(path, &out)
 }
 
 /// `-12.3% W`: the relative change and a one-letter verdict.
@@ -1349,28 +1320,21 @@ mod tests {
     }
 
     fn row(stack: &str, rep: u32, rps: f64, p50: f64, steady: Option<f64>) -> Row {
-        let mut r = Row::new();
-        for (k, v) in [
-            ("variant", "default"),
-            ("stage", "stress"),
-            ("stack", stack),
-            ("regime", "reuse"),
-            ("concurrency", "2"),
-            ("mode", "closed"),
-            ("success_rate", "1.000000"),
-        ] {
-            r.insert(k.into(), v.into());
+        Row {
+            variant: "default".into(),
+            stage: "stress".into(),
+            stack: stack.into(),
+            regime: "reuse".into(),
+            concurrency: 2,
+            mode: "closed".into(),
+            success_rate: 1.0,
+            repetition: rep,
+            throughput_rps: rps,
+            throughput_steady_rps: steady,
+            latency_p50_us: p50 as u64,
+            server_rss_peak_bytes: 20_000_000,
+            ..Row::default()
         }
-        r.insert("repetition".into(), rep.to_string());
-        r.insert("throughput_rps".into(), rps.to_string());
-        r.insert(
-            "throughput_steady_rps".into(),
-            steady.map(|s| s.to_string()).unwrap_or_default(),
-        );
-        r.insert("latency_p50_us".into(), p50.to_string());
-        r.insert("server_rss_peak_bytes".into(), "20000000".into());
-        r.insert("server_rss_hwm_bytes".into(), String::new());
-        r
     }
 
     fn find<'a>(cells: &'a [CellChange], stack: &str, metric: &str) -> &'a Change {
@@ -1436,10 +1400,18 @@ mod tests {
             "server_rss_peak_bytes"
         );
         // Metrics without values on either side are left out, not shown as zero.
-        assert!(cells[0]
-            .changes
-            .iter()
-            .all(|c| c.metric.name != "client_cpu_ms_per_1k_ok"));
+        static EMPTY: Metric = Metric {
+            name: "steal",
+            column: "steal_pct",
+            fallback: None,
+            higher_is_better: false,
+            short: "steal",
+            unit: "%",
+            scale: 1.0,
+            decimals: 1,
+        };
+        let rows: Vec<&Row> = base.iter().collect();
+        assert!(change(&EMPTY, &rows, &rows).is_none());
         // h1: throughput −70 %, p50 +1,600 %: over a 10 % limit, not over a 2,000 % one.
         let r = regressions(&cells, 10.0);
         assert!(r

@@ -8,8 +8,8 @@ use std::path::Path;
 
 use anyhow::Context;
 
+use crate::output::rows::{self, CellRow, MemoryRow, Row};
 use crate::report::compare::t_quantile;
-use crate::report::Row;
 
 /// Fewer distinct levels cannot tell a slope from noise around two points.
 pub const MIN_LEVELS: usize = 3;
@@ -78,45 +78,32 @@ pub struct MemoryFit {
     pub fit: Fit,
 }
 
-fn num(row: &Row, col: &str) -> Option<f64> {
-    row.get(col)?
-        .trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|v| v.is_finite())
-}
-
 /// Open connections of a stress cell. Reuse: the `connections` column when > 0 (a pool smaller
 /// than the workers), else one per worker. New-conn: the workers, each holding at most one
 /// connection at a time, so this is the in-flight connection count (fitted separately from
 /// reuse, never pooled with it).
-pub fn open_connections(row: &Row) -> Option<f64> {
-    let c = num(row, "concurrency")?;
-    if row.get("regime").is_some_and(|r| r == "reuse") {
-        if let Some(pool) = num(row, "connections").filter(|p| *p > 0.0) {
-            return Some(pool);
-        }
+pub fn open_connections(row: &CellRow) -> f64 {
+    if row.regime == "reuse" && row.connections > 0 {
+        row.connections as f64
+    } else {
+        row.concurrency as f64
     }
-    Some(c)
 }
 
 /// Every fit the stress cells allow, in (variant, stack, regime, role) order; groups with
 /// fewer than [`MIN_LEVELS`] levels are left out.
-pub fn fits<'a>(cells: impl IntoIterator<Item = &'a Row>) -> Vec<MemoryFit> {
+pub fn fits<'a>(cells: impl IntoIterator<Item = &'a CellRow>) -> Vec<MemoryFit> {
     type Key = (String, String, String, String);
-    let mut groups: BTreeMap<Key, Vec<&Row>> = BTreeMap::new();
+    let mut groups: BTreeMap<Key, Vec<&CellRow>> = BTreeMap::new();
     for row in cells {
-        if row.get("stage").is_none_or(|s| s != "stress")
-            || row.get("error").is_some_and(|e| !e.is_empty())
-        {
+        if row.stage != "stress" || !row.ran() {
             continue;
         }
-        let field = |c: &str| row.get(c).cloned().unwrap_or_default();
         for role in ["server", "client"] {
             let key = (
-                field("variant"),
-                field("stack"),
-                field("regime"),
+                row.variant.clone(),
+                row.stack.clone(),
+                row.regime.clone(),
                 role.into(),
             );
             groups.entry(key).or_default().push(row);
@@ -126,14 +113,14 @@ pub fn fits<'a>(cells: impl IntoIterator<Item = &'a Row>) -> Vec<MemoryFit> {
     for ((variant, stack, regime, role), rows) in groups {
         let hwm = format!("{role}_rss_hwm_bytes");
         let peak = format!("{role}_rss_peak_bytes");
-        let column = if rows.iter().all(|r| num(r, &hwm).is_some()) {
+        let column = if rows.iter().all(|r| r.number(&hwm).is_some()) {
             hwm
         } else {
             peak
         };
         let points: Vec<(f64, f64)> = rows
             .iter()
-            .filter_map(|r| Some((open_connections(r)?, num(r, &column)?)))
+            .filter_map(|r| Some((open_connections(r), r.number(&column)?)))
             .collect();
         if let Some(fit) = ols(&points) {
             out.push(MemoryFit {
@@ -149,23 +136,6 @@ pub fn fits<'a>(cells: impl IntoIterator<Item = &'a Row>) -> Vec<MemoryFit> {
     out
 }
 
-/// `memory.csv`'s header. KB and MB are decimal (1,000 and 1,000,000 bytes), like the rest
-/// of the reports.
-pub const HEADER: [&str; 12] = [
-    "variant",
-    "stack",
-    "regime",
-    "role",
-    "rss_column",
-    "n",
-    "levels",
-    "slope_kb_per_conn",
-    "slope_kb_ci95_low",
-    "slope_kb_ci95_high",
-    "intercept_mb",
-    "r_squared",
-];
-
 /// Writes `memory.csv` in `dir` from its `cells.csv` (header only when nothing can be fitted,
 /// so a reader can tell "no fit" from "not computed").
 pub fn write(dir: &Path) -> anyhow::Result<()> {
@@ -173,29 +143,26 @@ pub fn write(dir: &Path) -> anyhow::Result<()> {
     if !cells.exists() {
         return Ok(());
     }
-    let rows = crate::report::read_rows(&cells)?;
+    let table = rows::read::<CellRow>(&cells)?;
+    let out: Vec<MemoryRow> = fits(&table.rows)
+        .into_iter()
+        .map(|m| MemoryRow {
+            slope_kb_per_conn: m.fit.slope_bytes_per_conn / 1e3,
+            slope_kb_ci95_low: m.fit.slope_ci95_bytes_per_conn.0 / 1e3,
+            slope_kb_ci95_high: m.fit.slope_ci95_bytes_per_conn.1 / 1e3,
+            intercept_mb: m.fit.intercept_bytes / 1e6,
+            r_squared: m.fit.r_squared,
+            n: m.fit.n,
+            levels: m.fit.levels,
+            variant: m.variant,
+            stack: m.stack,
+            regime: m.regime,
+            role: m.role,
+            rss_column: m.rss_column,
+        })
+        .collect();
     let tmp = dir.join("memory.csv.tmp");
-    let mut out = csv::Writer::from_path(&tmp)?;
-    out.write_record(HEADER)?;
-    for m in fits(&rows) {
-        let f = &m.fit;
-        out.write_record([
-            m.variant.clone(),
-            m.stack.clone(),
-            m.regime.clone(),
-            m.role.clone(),
-            m.rss_column.clone(),
-            f.n.to_string(),
-            f.levels.to_string(),
-            format!("{:.3}", f.slope_bytes_per_conn / 1e3),
-            format!("{:.3}", f.slope_ci95_bytes_per_conn.0 / 1e3),
-            format!("{:.3}", f.slope_ci95_bytes_per_conn.1 / 1e3),
-            format!("{:.3}", f.intercept_bytes / 1e6),
-            f.r_squared.map(|r| format!("{r:.4}")).unwrap_or_default(),
-        ])?;
-    }
-    out.flush()?;
-    drop(out);
+    rows::write(&tmp, &out)?;
     std::fs::rename(&tmp, dir.join("memory.csv")).context("cannot write memory.csv")?;
     Ok(())
 }
@@ -246,27 +213,23 @@ mod tests {
     fn fewer_than_three_levels_give_no_fit() {
         assert!(ols(&[(100.0, 1.0), (100.0, 2.0), (200.0, 3.0), (200.0, 4.0)]).is_none());
         assert!(ols(&[]).is_none());
-        let row = |c: &str, rss: &str| -> Row {
-            [
-                ("stage", "stress"),
-                ("variant", "default"),
-                ("stack", "h3"),
-                ("regime", "reuse"),
-                ("concurrency", c),
-                ("connections", "0"),
-                ("server_rss_peak_bytes", rss),
-                ("server_rss_hwm_bytes", ""),
-                ("error", ""),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        let row = |c: u32, rss: u64| CellRow {
+            stage: "stress".into(),
+            variant: "default".into(),
+            stack: "h3".into(),
+            regime: "reuse".into(),
+            concurrency: c,
+            server_rss_peak_bytes: rss,
+            ..CellRow::default()
         };
-        let two = [row("10", "1000"), row("20", "2000")];
+        let two = [row(10, 1000), row(20, 2000)];
         assert!(fits(&two).is_empty());
-        let three = [row("10", "1000"), row("20", "2000"), row("40", "4000")];
-        let got = fits(&three);
-        assert_eq!(got.len(), 1, "the client has no RSS column: no fit");
+        let three = [row(10, 1000), row(20, 2000), row(40, 4000)];
+        let got: Vec<MemoryFit> = fits(&three)
+            .into_iter()
+            .filter(|m| m.role == "server")
+            .collect();
+        assert_eq!(got.len(), 1);
         assert_eq!(got[0].rss_column, "server_rss_peak_bytes");
         assert!((got[0].fit.slope_bytes_per_conn - 100.0).abs() < 1e-9);
     }
@@ -274,23 +237,33 @@ mod tests {
     #[test]
     fn summary_write_also_writes_memory_csv() {
         let dir = tempfile::tempdir().unwrap();
-        let mut cells = String::from("cell_key,variant,stage,stack,regime,concurrency,mode,repetition,connections,server_rss_hwm_bytes,error\n");
-        for c in [100, 200, 400] {
-            cells.push_str(&format!(
-                "h1/reuse/c{c}/r1,default,stress,h1,reuse,{c},closed,1,0,{},\n",
-                10_000_000 + 20_000 * c
-            ));
-        }
-        std::fs::write(dir.path().join("cells.csv"), cells).unwrap();
+        let cells: Vec<CellRow> = [100, 200, 400]
+            .into_iter()
+            .map(|c| CellRow {
+                cell_key: format!("h1/reuse/c{c}/r1"),
+                variant: "default".into(),
+                stage: "stress".into(),
+                stack: "h1".into(),
+                regime: "reuse".into(),
+                concurrency: c,
+                mode: "closed".into(),
+                repetition: 1,
+                server_rss_hwm_bytes: Some(10_000_000 + 20_000 * c as u64),
+                ..CellRow::default()
+            })
+            .collect();
+        rows::write(&dir.path().join("cells.csv"), &cells).unwrap();
         crate::output::summary::write(dir.path()).unwrap();
         let text = std::fs::read_to_string(dir.path().join("memory.csv")).unwrap();
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines[0], HEADER.join(","));
-        assert_eq!(lines.len(), 2, "{text}");
+        assert_eq!(lines[0], MemoryRow::COLUMNS.join(","));
+        // The client's RSS is flat (0 in these rows): a fit with no R², listed first.
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(lines[1].starts_with("default,h1,reuse,client,"), "{text}");
         assert!(
-            lines[1].starts_with("default,h1,reuse,server,server_rss_hwm_bytes,3,3,20.000,"),
+            lines[2].starts_with("default,h1,reuse,server,server_rss_hwm_bytes,3,3,20.000,"),
             "{text}"
         );
-        assert!(lines[1].contains(",10.000,1.0000"), "{text}");
+        assert!(lines[2].contains(",10.000,1.0000"), "{text}");
     }
 }

@@ -10,8 +10,13 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use serde_json::Value;
 
+use crate::output::rows::{self, CellRow, ResourceRow, Row as _, SummaryRow, Table};
 use crate::output::summary::{interval, Interval};
-use crate::report::{label, levels, ms, regimes, stack_order, Results, Row};
+use crate::report::labels::is_cell;
+use crate::report::{label, levels, ms, regimes, stack_order, Results};
+
+/// A `cells.csv` row of a run (the claim checks and tables read these).
+type Row = CellRow;
 
 mod scale;
 
@@ -37,10 +42,10 @@ const MATCH_FRACTION: f64 = 0.10;
 struct Run {
     dir: PathBuf,
     results: Results,
-    /// `summary.csv` rows (empty when the file is absent).
-    summary: Vec<Row>,
+    /// `summary.csv` (empty when the file is absent).
+    summary: Table<SummaryRow>,
     /// `resources.csv` rows (empty when the file is absent).
-    resources: Vec<Row>,
+    resources: Vec<ResourceRow>,
     /// The throughput column used for this run: steady-state when the run has it.
     throughput_col: &'static str,
 }
@@ -48,19 +53,7 @@ struct Run {
 /// A parsed, finite number from a CSV cell; `None` for empty or unparsable cells, so missing
 /// figures are never averaged in as zeros.
 fn fval(row: &Row, col: &str) -> Option<f64> {
-    row.get(col)?
-        .trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|v| v.is_finite())
-}
-
-/// A CSV the run may not have (older runs wrote no resources or summary): empty then.
-fn read_rows(path: &Path) -> anyhow::Result<Vec<Row>> {
-    if !path.is_file() {
-        return Ok(Vec::new());
-    }
-    crate::report::read_rows(path)
+    row.number(col)
 }
 
 impl Run {
@@ -69,7 +62,7 @@ impl Run {
         let throughput_col = if results
             .cells
             .iter()
-            .any(|r| r["stage"] == "stress" && fval(r, STEADY_RPS).is_some())
+            .any(|r| r.stage == "stress" && fval(r, STEADY_RPS).is_some())
         {
             STEADY_RPS
         } else {
@@ -77,8 +70,9 @@ impl Run {
         };
         Ok(Run {
             dir: dir.to_path_buf(),
-            summary: read_rows(&dir.join("summary.csv"))?,
-            resources: read_rows(&dir.join("resources.csv"))?,
+            // Older runs wrote no resources or summary: empty then.
+            summary: rows::read_if_present(&dir.join("summary.csv"))?,
+            resources: rows::read_if_present(&dir.join("resources.csv"))?.rows,
             results,
             throughput_col,
         })
@@ -95,15 +89,15 @@ impl Run {
         self.results
             .cells
             .iter()
-            .filter(|r| r["stage"] == "stress")
+            .filter(|r| r.stage == "stress")
             .collect()
     }
 
     fn variants(&self) -> Vec<String> {
         let mut v: Vec<String> = Vec::new();
         for r in self.stress() {
-            if !v.contains(&r["variant"]) {
-                v.push(r["variant"].clone());
+            if !v.contains(&r.variant) {
+                v.push(r.variant.clone());
             }
         }
         v
@@ -113,7 +107,7 @@ impl Run {
     fn rows(&self, variant: Option<&str>) -> Vec<&Row> {
         self.stress()
             .into_iter()
-            .filter(|r| variant.is_none_or(|v| r["variant"] == v))
+            .filter(|r| variant.is_none_or(|v| r.variant == v))
             .collect()
     }
 
@@ -147,26 +141,28 @@ impl Run {
         c: u64,
         col: &str,
     ) -> Option<Interval> {
-        let first = self.summary.first()?;
+        self.summary.rows.first()?;
         let mean_col = format!("{col}_mean");
-        if !first.contains_key(&mean_col) {
+        if !self.summary.has(&mean_col) {
             return None;
         }
-        let by_variant = first.contains_key("variant");
+        let by_variant = self.summary.has("variant");
         if !by_variant && self.variants().len() > 1 {
             // This summary.csv pools the variants; it cannot answer for one of them.
             return None;
         }
-        let row = self.summary.iter().find(|r| {
-            r.get("stage").is_some_and(|s| s == "stress")
-                && is_cell(r, stack, regime, c)
-                && (!by_variant || variant.is_none_or(|v| r["variant"] == v))
+        let row = self.summary.rows.iter().find(|r| {
+            r.stage == "stress"
+                && r.stack == stack
+                && r.regime == regime
+                && r.concurrency as u64 == c
+                && (!by_variant || variant.is_none_or(|v| r.variant == v))
         })?;
-        let mean = fval(row, &mean_col)?;
-        let n = fval(row, "repetitions").map_or(1, |n| n as usize);
+        let mean = row.number(&mean_col)?;
+        let n = row.repetitions;
         let ci = match (
-            fval(row, &format!("{col}_ci95_low")),
-            fval(row, &format!("{col}_ci95_high")),
+            row.number(&format!("{col}_ci95_low")),
+            row.number(&format!("{col}_ci95_high")),
         ) {
             (Some(lo), Some(hi)) if n >= 2 => Some((lo, hi)),
             _ => None,
@@ -174,7 +170,7 @@ impl Run {
         Some(Interval {
             n,
             mean,
-            sd: fval(row, &format!("{col}_sd")).filter(|_| n >= 2),
+            sd: row.number(&format!("{col}_sd")).filter(|_| n >= 2),
             ci,
         })
     }
@@ -201,8 +197,8 @@ impl Run {
         let rss: Vec<f64> = self
             .resources
             .iter()
-            .filter(|r| r["cell_key"] == cell_key && r["role"] == role)
-            .filter_map(|r| fval(r, "rss_bytes"))
+            .filter(|r| r.cell_key == cell_key && r.role == role)
+            .map(|r| r.rss_bytes as f64)
             .collect();
         Some(RssSeries {
             samples: rss.len(),
@@ -218,7 +214,7 @@ impl Run {
         let mut reps: Vec<String> = self
             .stress()
             .iter()
-            .map(|r| r["repetition"].clone())
+            .map(|r| r.repetition.to_string())
             .collect();
         reps.sort();
         reps.dedup();
@@ -252,12 +248,6 @@ impl Run {
             throughput_col: self.throughput_col,
         }
     }
-}
-
-fn is_cell(r: &Row, stack: &str, regime: &str, c: u64) -> bool {
-    r.get("stack").is_some_and(|s| s == stack)
-        && r.get("regime").is_some_and(|s| s == regime)
-        && fval(r, "concurrency") == Some(c as f64)
 }
 
 struct RssSeries {
@@ -540,7 +530,7 @@ impl<'a> View<'a> {
     fn has(&self, stack: &str, regime: &str) -> bool {
         self.rows
             .iter()
-            .any(|r| r["stack"] == stack && r["regime"] == regime)
+            .any(|r| r.stack == stack && r.regime == regime)
     }
     fn stat(&self, stack: &str, regime: &str, c: u64, col: &str) -> Option<Interval> {
         self.run
@@ -711,7 +701,7 @@ fn c2(v: &View) -> Option<Outcome> {
         if let Some(ports) = v
             .cells("h1", "new-conn", c)
             .first()
-            .and_then(|r| ports_in(r.get("port_range")?))
+            .and_then(|r| ports_in(r.port_range.as_deref()?))
         {
             let used = v.sum("h1", "new-conn", c, "ok") + v.sum("h1", "new-conn", c, "warmup_ok");
             let _ = write!(
@@ -725,7 +715,7 @@ fn c2(v: &View) -> Option<Outcome> {
     let classes = failure_summary(
         v.rows
             .iter()
-            .filter(|r| r["regime"] == "new-conn" && fval(r, "concurrency") == Some(at as f64))
+            .filter(|r| r.regime == "new-conn" && r.concurrency as u64 == at)
             .copied(),
     );
     Some(Outcome {
@@ -877,7 +867,7 @@ fn c4(v: &View) -> Option<Outcome> {
             let bound = v
                 .cells("h3", "new-conn", *c)
                 .first()
-                .and_then(|r| rtt_s(r.get("netem")?))
+                .and_then(|r| rtt_s(r.netem.as_deref()?))
                 .map_or(String::new(), |rtt| {
                     format!(" (c / (2·RTT) = {})", thousands(*c as f64 / (2.0 * rtt)))
                 });
@@ -934,7 +924,7 @@ fn c5(v: &View) -> Option<Outcome> {
             // Peak vs cell length: a series still rising at its last sample has not peaked.
             if let Some(cell) = v.cells(stack, "reuse", c).first() {
                 let elapsed = fval(cell, "elapsed_s").unwrap_or(f64::NAN);
-                if let Some(series) = v.run.rss_samples(&cell["cell_key"], "server") {
+                if let Some(series) = v.run.rss_samples(&cell.cell_key, "server") {
                     let rising = series.last_bytes >= series.max_bytes
                         && series.last_bytes > series.first_bytes * 1.05;
                     let _ = write!(
@@ -1026,12 +1016,10 @@ fn udp_buffers(v: &View) -> String {
 fn failure_summary<'a>(rows: impl Iterator<Item = &'a Row>) -> String {
     let mut by_class: BTreeMap<String, f64> = BTreeMap::new();
     for r in rows {
-        for (k, v) in r.iter() {
-            if let Some(class) = k.strip_prefix("fail_") {
-                let n: f64 = v.parse().unwrap_or(0.0);
-                if n > 0.0 {
-                    *by_class.entry(class.to_string()).or_default() += n;
-                }
+        for class in bench_core::FailureClass::ALL {
+            let n = r.failures(class) as f64;
+            if n > 0.0 {
+                *by_class.entry(class.as_str().to_string()).or_default() += n;
             }
         }
     }
@@ -1237,7 +1225,7 @@ fn threats(out: &mut String, runs: &[&Run], provs: &[Provenance], problems: &[St
     }
     let emulated = all
         .iter()
-        .filter(|r| r.get("netem").is_some_and(|n| !n.trim().is_empty()))
+        .filter(|r| r.netem.as_deref().is_some_and(|n| !n.trim().is_empty()))
         .count();
     let _ = writeln!(
         out,

@@ -124,7 +124,8 @@ pub fn knee(levels: &[Level]) -> Option<(usize, String)> {
 fn moved(v: &View, stack: &str, regime: &str, c: u64, prev: Option<u64>) -> Vec<String> {
     let cells = v.cells(stack, regime, c);
     let host = cells.iter().any(|r| {
-        r.get("net_counters_scope")
+        r.net_counters_scope
+            .as_deref()
             .is_some_and(|s| !s.is_empty() && s != "namespace")
     });
     let mut out = Vec::new();

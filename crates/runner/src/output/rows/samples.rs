@@ -1,0 +1,39 @@
+//! The per-cell detail files written next to `cells.csv`: resource samples, failure examples
+//! and latency quantiles.
+
+use super::{fmt, row_type};
+
+row_type! {
+    /// `resources.csv`: one resource sample of the server or the load generator.
+    pub struct ResourceRow {
+        pub cell_key: String,
+        /// Seconds since the phase started.
+        #[serde(serialize_with = "fmt::dec::<3, _>")]
+        pub t_s: f64,
+        /// `server` or `client`.
+        pub role: String,
+        pub rss_bytes: u64,
+        #[serde(serialize_with = "fmt::dec::<2, _>")]
+        pub cpu_pct: f64,
+    }
+}
+
+row_type! {
+    /// `failures.csv`: how often one failure class occurred in a cell, with one example.
+    pub struct FailureRow {
+        pub cell_key: String,
+        pub class: String,
+        pub count: u64,
+        pub example: String,
+    }
+}
+
+row_type! {
+    /// `latency.csv`: one point of a cell's latency distribution.
+    pub struct LatencyRow {
+        pub cell_key: String,
+        #[serde(serialize_with = "fmt::display")]
+        pub quantile: f64,
+        pub latency_us: u64,
+    }
+}

@@ -1,0 +1,119 @@
+//! A fifth stack needs one registry line and no list of names anywhere else: `h1-copy`
+//! (HTTP/1.1 under another name, test-only, see `runner::test_stacks`) runs through the
+//! smoke sweep, the summary, the report and the figures, with a style of its own.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+use runner::output::rows::{self, CellRow, SummaryRow};
+
+const FIFTH: &str = "h1-copy";
+
+fn with_test_stacks(mut c: Command) -> Command {
+    c.env(runner::test_stacks::ENV, "1");
+    c
+}
+
+/// Whether the PNG has a pixel within a few levels of `rgb` (a line drawn in that colour).
+fn has_colour(png_path: &Path, rgb: [u8; 3]) -> bool {
+    let decoder = png::Decoder::new(std::io::BufReader::new(
+        std::fs::File::open(png_path).unwrap(),
+    ));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let step = info.color_type.samples();
+    buf[..info.buffer_size()]
+        .chunks(step)
+        .any(|p| p.iter().zip(rgb).all(|(a, b)| a.abs_diff(b) <= 3))
+}
+
+#[test]
+fn a_fifth_stack_runs_through_sweep_report_and_figures_with_its_own_style() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("results");
+    let smoke = workspace().join("experiments/smoke.toml");
+    let output = with_test_stacks(runner())
+        .args(["--experiment", smoke.to_str().unwrap(), "--stacks"])
+        .arg(format!("h1,{FIFTH}"))
+        .arg("--out")
+        .arg(&out)
+        .arg("--certs")
+        .arg(tmp.path().join("certs"))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", output_text(&output));
+    let dir = results_dir(&out);
+
+    // The manifest lists it after the four real stacks: its palette position is 4.
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+    let names: Vec<&str> = manifest["stacks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.iter().position(|n| *n == FIFTH), Some(4), "{names:?}");
+
+    let cells = rows::read::<CellRow>(&dir.join("cells.csv")).unwrap().rows;
+    let fifth: Vec<&CellRow> = cells.iter().filter(|r| r.stack == FIFTH).collect();
+    assert_eq!(fifth.len(), cells.len() / 2, "as many cells as h1");
+    assert!(fifth.iter().all(|r| r.ran() && r.ok > 0), "{fifth:?}");
+    let summary = rows::read::<SummaryRow>(&dir.join("summary.csv"))
+        .unwrap()
+        .rows;
+    assert!(summary
+        .iter()
+        .any(|r| r.stack == FIFTH && r.stage == "stress"));
+
+    let report = with_test_stacks(runner())
+        .arg("report")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(report.status.success(), "{}", output_text(&report));
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(
+        html.contains("HTTP/1.1 copy"),
+        "the registry's label is shown"
+    );
+    let (h1, copy) = (
+        runner::report::chart::style(0),
+        runner::report::chart::style(4),
+    );
+    assert_ne!(h1, copy);
+    assert!(html.contains(&format!("stroke=\"{}\"", h1.colour)));
+    assert!(
+        html.contains(&format!("stroke=\"{}\"", copy.colour)),
+        "the fifth stack's lines have the fifth colour"
+    );
+    assert!(
+        html.contains(&format!("stroke-dasharray=\"{}\"", copy.dash)),
+        "and the fifth dash pattern"
+    );
+
+    let figures = tmp.path().join("figures");
+    let plot = Command::new("python3")
+        .arg(workspace().join("scripts/plot.py"))
+        .arg(&dir)
+        .arg("--out")
+        .arg(&figures)
+        .output()
+        .unwrap();
+    assert!(plot.status.success(), "{}", output_text(&plot));
+    // matplotlib's C0 (h1, position 0) and C4 (h1-copy, position 4).
+    let throughput = figures.join("throughput.png");
+    assert!(has_colour(&throughput, [0x1f, 0x77, 0xb4]), "C0 for h1");
+    assert!(
+        has_colour(&throughput, [0x94, 0x67, 0xbd]),
+        "C4 for h1-copy"
+    );
+    assert!(
+        !has_colour(&throughput, [0xff, 0x7f, 0x0e]),
+        "no colour of an absent stack (C1)"
+    );
+}

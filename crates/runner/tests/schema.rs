@@ -1,0 +1,183 @@
+//! The columns of `cells.csv` as written by a fresh run, against the committed reference run
+//! and against README's "Results schema" table: renaming or adding a column shows up here.
+
+mod common;
+
+use std::sync::OnceLock;
+
+use common::*;
+use runner::output::rows::{CellRow, Row};
+
+/// The header of a fresh, tiny sweep's `cells.csv` (one stack, one level, 20 requests).
+fn fresh_header() -> &'static [String] {
+    static HEADER: OnceLock<Vec<String>> = OnceLock::new();
+    HEADER.get_or_init(|| {
+        let run = run_ok(&[
+            "--stacks",
+            "h1",
+            "--regime",
+            "reuse",
+            "--concurrency",
+            "1",
+            "--requests",
+            "20",
+            "--baseline-seconds",
+            "0",
+            "--repetitions",
+            "1",
+        ]);
+        header(&run.dir().join("cells.csv"))
+    })
+}
+
+fn header(path: &std::path::Path) -> Vec<String> {
+    csv::Reader::from_path(path)
+        .unwrap()
+        .headers()
+        .unwrap()
+        .iter()
+        .map(String::from)
+        .collect()
+}
+
+/// Columns added after the committed reference run was measured; older runs read them as
+/// empty (`Option` fields with `#[serde(default)]` in `CellRow`).
+const NEWER_THAN_REFERENCE: [&str; 15] = [
+    "client",
+    "source_addresses",
+    "emulator",
+    "emulator_cpu_s",
+    "net_tcp_retrans_segs",
+    "net_tcp_timeouts",
+    "net_listen_overflows",
+    "net_listen_drops",
+    "net_tcp_out_rsts",
+    "net_tcp_estab_resets",
+    "net_syncookies_sent",
+    "net_udp_rcvbuf_errors",
+    "net_udp_sndbuf_errors",
+    "net_udp_in_errors",
+    "net_counters_scope",
+];
+
+#[test]
+fn a_fresh_cells_csv_has_the_reference_columns_in_the_reference_order() {
+    let fresh = fresh_header();
+    assert_eq!(fresh, CellRow::COLUMNS, "the header is CellRow's fields");
+    let reference = header(&workspace().join("results/reference/cells.csv"));
+    let without_newer: Vec<&String> = fresh
+        .iter()
+        .filter(|c| !NEWER_THAN_REFERENCE.contains(&c.as_str()))
+        .collect();
+    assert_eq!(
+        without_newer,
+        reference.iter().collect::<Vec<_>>(),
+        "cells.csv columns changed against results/reference/cells.csv"
+    );
+    // The scale run was measured with every current column but the client implementation.
+    let without_client: Vec<&String> = fresh.iter().filter(|c| *c != "client").collect();
+    assert_eq!(
+        header(&workspace().join("results/scale/cells.csv"))
+            .iter()
+            .collect::<Vec<_>>(),
+        without_client
+    );
+    for c in NEWER_THAN_REFERENCE {
+        assert!(fresh.iter().any(|f| f == c), "{c}");
+    }
+}
+
+/// The column names README's `cells.csv` table lists, as patterns: `{a,b}` expands,
+/// `*` and `<class>` stand for one or more name characters.
+fn readme_patterns() -> Vec<String> {
+    let readme = std::fs::read_to_string(workspace().join("README.md")).unwrap();
+    let start = readme
+        .find("**`cells.csv`**")
+        .expect("README has the cells.csv schema");
+    let table = readme[start..]
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2);
+    let mut patterns = Vec::new();
+    for line in table {
+        let first = line.split('|').nth(1).unwrap_or_default();
+        for token in first.split('`').skip(1).step_by(2) {
+            patterns.extend(expand(token));
+        }
+    }
+    patterns
+}
+
+fn expand(token: &str) -> Vec<String> {
+    match (token.find('{'), token.find('}')) {
+        (Some(a), Some(b)) => token[a + 1..b]
+            .split(',')
+            .flat_map(|alt| expand(&format!("{}{alt}{}", &token[..a], &token[b + 1..])))
+            .collect(),
+        _ => vec![token.to_string()],
+    }
+}
+
+fn matches(pattern: &str, column: &str) -> bool {
+    let parts: Vec<&str> = pattern
+        .split(['*'])
+        .flat_map(|p| p.split("<class>"))
+        .collect();
+    if parts.len() == 1 {
+        return pattern == column;
+    }
+    // Literal parts in order, each wildcard at least one character.
+    let mut rest = column;
+    for (i, part) in parts.iter().enumerate() {
+        if i == 0 {
+            let Some(r) = rest.strip_prefix(part) else {
+                return false;
+            };
+            rest = r;
+        } else if i == parts.len() - 1 {
+            return rest.len() > part.len() && rest.ends_with(part);
+        } else {
+            let Some(at) = rest.get(1..).and_then(|r| r.find(part)) else {
+                return false;
+            };
+            rest = &rest[at + 1 + part.len()..];
+        }
+    }
+    false
+}
+
+#[test]
+fn readme_lists_every_cells_csv_column_and_nothing_else() {
+    let patterns = readme_patterns();
+    assert!(patterns.len() > 50, "{patterns:?}");
+    let fresh = fresh_header();
+    let undocumented: Vec<&String> = fresh
+        .iter()
+        .filter(|c| !patterns.iter().any(|p| matches(p, c)))
+        .collect();
+    assert!(
+        undocumented.is_empty(),
+        "columns of cells.csv missing from README's schema table: {undocumented:?}"
+    );
+    let unknown: Vec<&String> = patterns
+        .iter()
+        .filter(|p| !fresh.iter().any(|c| matches(p, c)))
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "README's schema table lists columns cells.csv does not have: {unknown:?}"
+    );
+}
+
+#[test]
+fn readme_patterns_expand_and_match_as_meant() {
+    assert_eq!(
+        expand("{server,client}_cpu_s"),
+        ["server_cpu_s", "client_cpu_s"]
+    );
+    assert!(matches("ttfb_*_us", "ttfb_p50_us"));
+    assert!(!matches("ttfb_*_us", "ttfb__us"));
+    assert!(matches("fail_<class>", "fail_conn_reset"));
+    assert!(!matches("wire_*_bytes_per_request", "wire_sent_bytes"));
+}
