@@ -1,9 +1,16 @@
-//! HTTP/1.1 client: requests written and responses parsed (httparse) on the connection's own
-//! stream by the worker's task, one at a time, as HTTP/1.1 without pipelining requires.
-//! hyper's client hands every request to a connection task over a channel and the response
-//! back over another, which cost the load generator a fifth more CPU per request than wrk
-//! (scripts/compare-anchors). Bodies are delimited by Content-Length, which the workload's
-//! servers always send; a chunked or unbounded answer is a bad body.
+//! HTTP/1.1 client: requests written and responses read on the connection's own stream by the
+//! worker's task, one at a time, as HTTP/1.1 without pipelining requires. hyper's client
+//! hands every request to a connection task over a channel and the response back over
+//! another, which cost the load generator a fifth more CPU per request than wrk
+//! (scripts/compare-anchors).
+//!
+//! Framing is [`crate::response`]'s. A Content-Length body is validated where it was read;
+//! chunked data is moved down over its framing in the same buffer. The runner keeps a
+//! connection after a success or an application-level failure, so when the server ends the
+//! connection (`Connection: close`, a close-delimited body, an idle close) or its byte stream
+//! can no longer be trusted (a framing error, bytes nobody asked for, an abandoned request),
+//! this connection drops its socket and opens a new one for the next request: the answer
+//! that caused it is counted once, and the next request is not failed for it.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -11,35 +18,50 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bench_core::net::{Closer, Stream, TcpConnector, WireCounters};
-use bench_core::workload::{item_path, rest_reply};
+use bench_core::workload::{rest_reply, ITEMS_PATH};
 use bench_core::{
     classify_error, Client, ClientSettings, Connected, Connection, Failure, FailureClass,
     PayloadProfile, Phase, Reply, WireBytes,
 };
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, BytesMut};
+use futures::FutureExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Mutex;
+use tokio::task::JoinHandle;
 
-/// Most response header lines the parser accepts (hyper's server sends three).
-const MAX_HEADERS: usize = 32;
-/// A response head longer than this is not one of the workload's.
-const MAX_HEAD_BYTES: usize = 64 * 1024;
+use crate::response::{Event, FramingError, ResponseLimits, ResponseParser};
+
 /// The read buffer's size while no longer answer needs more: a small answer (head and 256 B
 /// body) fits, and rustls holds the decrypted record anyway, so a read this size costs
 /// nothing extra. Every open connection holds one, so it is kept small; a 4k or
 /// 64k body grows it to exactly the message's size.
 const READ_CHUNK: usize = 4 * 1024;
+/// Consumed chunk framing is squeezed out of the buffer once it is this large, so a body
+/// sent in tiny chunks takes about its own size in memory, not its size on the wire.
+const COMPACT_ABOVE: usize = READ_CHUNK;
+/// How long a socket the server is closing gets to finish closing in the background.
+const CLOSE_BOUND: Duration = Duration::from_secs(1);
+/// Sockets closing in the background per connection; past this the oldest is dropped, so a
+/// server that says `Connection: close` and then never closes cannot pile up descriptors.
+const MAX_CLOSING: usize = 4;
 
 pub struct H1Client {
-    connector: TcpConnector,
+    connector: Arc<TcpConnector>,
     payload: PayloadProfile,
+    limits: ResponseLimits,
 }
 
 impl H1Client {
     pub fn new(settings: &ClientSettings) -> anyhow::Result<Self> {
+        Self::with_limits(settings, ResponseLimits::default())
+    }
+
+    /// A client whose responses are bounded by `limits` instead of the defaults.
+    pub fn with_limits(settings: &ClientSettings, limits: ResponseLimits) -> anyhow::Result<Self> {
         Ok(H1Client {
-            connector: TcpConnector::new(settings, crate::ALPN)?,
+            connector: Arc::new(TcpConnector::new(settings, crate::ALPN)?),
             payload: settings.payload,
+            limits,
         })
     }
 }
@@ -48,17 +70,26 @@ impl H1Client {
 impl Client for H1Client {
     async fn connect(&self) -> Result<Connected, Failure> {
         let (stream, timing, closer) = self.connector.connect().await?;
-        let counters = stream.counters();
+        let wire = Arc::new(std::sync::Mutex::new(Wire {
+            current: Some(stream.counters()),
+            retired: WireBytes::default(),
+        }));
         Ok(Connected {
             conn: Arc::new(H1Connection {
-                io: Mutex::new(Some(Io {
-                    stream,
+                io: Mutex::new(Io {
+                    live: Some(Live {
+                        stream,
+                        closer,
+                        in_flight: false,
+                    }),
+                    closed: false,
                     buf: BytesMut::with_capacity(READ_CHUNK),
                     request: Vec::with_capacity(128),
-                    in_flight: false,
-                })),
-                closer: std::sync::Mutex::new(Some(closer)),
-                counters,
+                    parser: ResponseParser::new(self.limits),
+                    closing: Vec::new(),
+                }),
+                wire,
+                connector: self.connector.clone(),
                 payload: self.payload,
             }),
             timing,
@@ -67,184 +98,320 @@ impl Client for H1Client {
 }
 
 struct H1Connection {
-    /// `None` once closed.
-    io: Mutex<Option<Io>>,
-    closer: std::sync::Mutex<Option<Closer>>,
-    counters: Arc<WireCounters>,
+    io: Mutex<Io>,
+    wire: Arc<std::sync::Mutex<Wire>>,
+    connector: Arc<TcpConnector>,
     payload: PayloadProfile,
 }
 
-struct Io {
+/// Bytes at the socket over every socket this connection has had.
+struct Wire {
+    /// The open socket's counters.
+    current: Option<Arc<WireCounters>>,
+    /// Everything the sockets before it moved.
+    retired: WireBytes,
+}
+
+impl Wire {
+    fn add(&mut self, bytes: WireBytes) {
+        self.retired.sent += bytes.sent;
+        self.retired.received += bytes.received;
+    }
+}
+
+/// An open socket.
+struct Live {
     stream: Stream,
-    /// Bytes read and not yet consumed.
-    buf: BytesMut,
-    /// The request being written, reused.
-    request: Vec<u8>,
+    closer: Closer,
     /// Set while a request is out: still set at the next request means the last one was
     /// abandoned (timed out) half-way, and its answer may still arrive on this stream.
     in_flight: bool,
 }
 
-/// The parts of a response head the client acts on.
-struct Head {
+struct Io {
+    /// `None` between a socket the server ended (or that went out of step) and the next
+    /// request, which opens another.
+    live: Option<Live>,
+    /// Set by [`Connection::close`]: no more requests.
+    closed: bool,
+    /// Bytes read and not yet consumed.
+    buf: BytesMut,
+    /// The request being written, reused.
+    request: Vec<u8>,
+    parser: ResponseParser,
+    /// Sockets finishing their close in the background.
+    closing: Vec<JoinHandle<()>>,
+}
+
+/// How a socket is let go.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Retire {
+    /// The server ended the connection: our FIN, then its FIN, off the request's path.
+    Graceful,
+    /// The byte stream is out of step: drop it now (an RST if bytes are unread).
+    Abort,
+}
+
+/// A response read to its end: where its body is in the buffer.
+struct Read {
     status: u16,
+    ttfb: Duration,
+    /// Bytes of the buffer the response took.
     len: usize,
-    content_length: usize,
+    body: std::ops::Range<usize>,
+    keep_alive: bool,
 }
 
 impl Io {
     async fn exchange(
         &mut self,
+        conn: &H1Connection,
         id: u64,
         started: Instant,
-    ) -> Result<(u16, Duration, Bytes), Failure> {
-        if self.in_flight {
+    ) -> Result<Reply, Failure> {
+        if self.closed {
             return Err(Failure::new(
                 FailureClass::ConnReset,
-                "an abandoned request left this connection unusable",
+                "connection already closed",
             ));
         }
-        self.in_flight = true;
+        self.check_idle(conn);
+        if self.live.is_none() {
+            let (stream, _timing, closer) = conn.connector.connect().await?;
+            conn.wire.lock().expect("wire lock").current = Some(stream.counters());
+            self.live = Some(Live {
+                stream,
+                closer,
+                in_flight: false,
+            });
+        }
+        let read = match self.send_and_read(id, started).await {
+            Ok(read) => read,
+            Err(failure) => {
+                self.retire(conn, Retire::Abort);
+                if self.buf.capacity() > 4 * READ_CHUNK {
+                    // A failed answer may have grown the buffer to a limit; do not keep that.
+                    self.buf = BytesMut::with_capacity(READ_CHUNK);
+                }
+                return Err(failure);
+            }
+        };
+        let total = started.elapsed();
+        if let Some(live) = self.live.as_mut() {
+            live.in_flight = false;
+        }
+        let reply = rest_reply(
+            read.status,
+            &self.buf[read.body],
+            id,
+            conn.payload,
+            read.ttfb,
+            total,
+        );
+        self.buf.advance(read.len);
+        if !self.buf.is_empty() {
+            // Bytes after the response that no request asked for: the answer itself was
+            // complete and is judged, the stream after it is not trusted.
+            self.retire(conn, Retire::Abort);
+        } else if !read.keep_alive {
+            self.retire(conn, Retire::Graceful);
+        }
+        reply
+    }
+
+    /// Before a request: drops a socket left out of step by an abandoned request, or one the
+    /// server has closed or written to while no request was out. The check is one poll of
+    /// the socket and costs no system call while it has nothing to read.
+    fn check_idle(&mut self, conn: &H1Connection) {
+        let Some(live) = self.live.as_mut() else {
+            return;
+        };
+        if live.in_flight || !self.buf.is_empty() {
+            self.retire(conn, Retire::Abort);
+            return;
+        }
+        make_room(&mut self.buf, READ_CHUNK / 4);
+        match live.stream.read_buf(&mut self.buf).now_or_never() {
+            None => {}
+            Some(Ok(0)) => self.retire(conn, Retire::Graceful),
+            Some(_) => self.retire(conn, Retire::Abort),
+        }
+    }
+
+    async fn send_and_read(&mut self, id: u64, started: Instant) -> Result<Read, Failure> {
+        let live = self.live.as_mut().expect("a socket is open");
+        live.in_flight = true;
         self.request.clear();
         write!(
             self.request,
-            "GET {} HTTP/1.1\r\nhost: {}\r\n\r\n",
-            item_path(id),
+            "GET {ITEMS_PATH}{id} HTTP/1.1\r\nhost: {}\r\n\r\n",
             bench_core::tls::SERVER_NAME
         )
         .expect("writing to a Vec");
         let io_err = |e: std::io::Error| classify_error(Phase::Request, &e);
-        self.stream.write_all(&self.request).await.map_err(io_err)?;
-        self.stream.flush().await.map_err(io_err)?;
-        let head = loop {
-            if let Some(head) = parse_head(&self.buf)? {
-                break head;
-            }
-            if self.buf.len() > MAX_HEAD_BYTES {
-                return Err(Failure::new(
-                    FailureClass::BadBody,
-                    "response head too long",
-                ));
-            }
-            self.fill(0).await?;
+        live.stream.write_all(&self.request).await.map_err(io_err)?;
+        live.stream.flush().await.map_err(io_err)?;
+
+        let bad = |e: FramingError| match e {
+            FramingError::Incomplete => Failure::new(FailureClass::ConnReset, e.to_string()),
+            _ => Failure::new(FailureClass::BadBody, e.to_string()),
         };
-        let ttfb = started.elapsed();
-        let message_len = head.len + head.content_length;
-        while self.buf.len() < message_len {
-            self.fill(message_len).await?;
+        self.parser.begin(false);
+        // Consumed bytes at the front of the buffer: the head, then the body so far at
+        // `body`, then chunk framing not yet squeezed out.
+        let mut pos = 0;
+        let mut head = None;
+        let mut body = 0..0;
+        loop {
+            let step = self.parser.advance(&self.buf[pos..]).map_err(bad)?;
+            match step.event {
+                Event::Data(range) => {
+                    let (from, to) = (pos + range.start, pos + range.end);
+                    if from != body.end {
+                        self.buf.copy_within(from..to, body.end);
+                    }
+                    body.end += to - from;
+                    pos += step.consumed;
+                }
+                Event::Head(h) => {
+                    pos += step.consumed;
+                    body = pos..pos;
+                    head = Some((h, started.elapsed()));
+                }
+                Event::Interim(_) => self.buf.advance(step.consumed),
+                Event::Done => {
+                    pos += step.consumed;
+                    break;
+                }
+                Event::NeedMore => {
+                    pos += step.consumed;
+                    if pos - body.end > COMPACT_ABOVE {
+                        let len = self.buf.len();
+                        self.buf.copy_within(pos..len, body.end);
+                        self.buf.truncate(body.end + (len - pos));
+                        pos = body.end;
+                    }
+                    let want = self
+                        .parser
+                        .body_remaining()
+                        .map_or(0, |r| usize::try_from(r).unwrap_or(usize::MAX));
+                    make_room(&mut self.buf, want.max(READ_CHUNK / 4));
+                    let live = self.live.as_mut().expect("a socket is open");
+                    match live.stream.read_buf(&mut self.buf).await {
+                        Ok(0) => {
+                            self.parser.eof(&self.buf[pos..]).map_err(bad)?;
+                            // Read to the close: this socket is done whatever the head said.
+                            if let Some((h, _)) = head.as_mut() {
+                                h.keep_alive = false;
+                            }
+                            break;
+                        }
+                        Ok(_) => {}
+                        Err(e) => return Err(io_err(e)),
+                    }
+                }
+            }
         }
-        let mut message = self.buf.split_to(head.len + head.content_length);
-        let body = message.split_off(head.len).freeze();
-        self.in_flight = false;
-        Ok((head.status, ttfb, body))
+        let (head, ttfb) = head.expect("a complete response has a head");
+        Ok(Read {
+            status: head.status,
+            ttfb,
+            len: pos,
+            body,
+            keep_alive: head.keep_alive,
+        })
     }
 
-    /// Reads more into the buffer: room for the whole `message_len` when it is known (so a
-    /// large body is read into one buffer of its size), else for [`READ_CHUNK`] more bytes.
-    /// Once the last answer's bytes are dropped, `reserve` reuses the same allocation.
-    async fn fill(&mut self, message_len: usize) -> Result<(), Failure> {
-        let want = message_len
-            .saturating_sub(self.buf.len())
-            .max(READ_CHUNK / 4);
-        if self.buf.capacity() - self.buf.len() < want {
-            self.buf.reserve(want.max(READ_CHUNK));
+    /// Lets the socket go; the next request opens another.
+    fn retire(&mut self, conn: &H1Connection, how: Retire) {
+        let Some(live) = self.live.take() else {
+            return;
+        };
+        self.buf.clear();
+        let counters = live.stream.counters();
+        let at_retire = counters.snapshot();
+        {
+            let mut wire = conn.wire.lock().expect("wire lock");
+            wire.add(at_retire);
+            wire.current = None;
         }
-        match self.stream.read_buf(&mut self.buf).await {
-            Ok(0) => Err(Failure::new(
-                FailureClass::ConnReset,
-                "connection closed before the response was complete",
-            )),
-            Ok(_) => Ok(()),
-            Err(e) => Err(classify_error(Phase::Request, &e)),
+        if how == Retire::Abort {
+            return;
         }
+        self.closing.retain(|task| !task.is_finished());
+        if self.closing.len() >= MAX_CLOSING {
+            self.closing.remove(0).abort();
+        }
+        let wire = conn.wire.clone();
+        self.closing.push(tokio::spawn(async move {
+            let Live {
+                mut stream, closer, ..
+            } = live;
+            let _ = tokio::time::timeout(CLOSE_BOUND, stream.shutdown()).await;
+            let after = counters.snapshot();
+            wire.lock().expect("wire lock").add(WireBytes {
+                sent: after.sent - at_retire.sent,
+                received: after.received - at_retire.received,
+            });
+            drop(stream);
+            closer.finish(CLOSE_BOUND).await;
+        }));
     }
 }
 
-/// The response head at the start of `buf`, `None` while it is incomplete.
-fn parse_head(buf: &[u8]) -> Result<Option<Head>, Failure> {
-    let bad = |what: String| Failure::new(FailureClass::BadBody, what);
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut response = httparse::Response::new(&mut headers);
-    let len = match response.parse(buf) {
-        Ok(httparse::Status::Complete(len)) => len,
-        Ok(httparse::Status::Partial) => return Ok(None),
-        Err(e) => return Err(bad(format!("malformed HTTP/1.1 response head: {e}"))),
-    };
-    let mut content_length = None;
-    for header in response.headers.iter() {
-        if header.name.eq_ignore_ascii_case("content-length") {
-            let value = std::str::from_utf8(header.value)
-                .ok()
-                .and_then(|v| v.trim().parse::<usize>().ok())
-                .ok_or_else(|| bad("unreadable Content-Length".into()))?;
-            content_length = Some(value);
-        } else if header.name.eq_ignore_ascii_case("transfer-encoding") {
-            return Err(bad(
-                "chunked response; the workload's servers send Content-Length".into(),
-            ));
-        }
+/// Makes room for at least `want` more bytes. Once the last answer's bytes are consumed,
+/// `reserve` reuses the same allocation; a body of known length is read into one buffer of
+/// its size.
+fn make_room(buf: &mut BytesMut, want: usize) {
+    if buf.capacity() - buf.len() < want {
+        buf.reserve(want.max(READ_CHUNK));
     }
-    Ok(Some(Head {
-        status: response.code.unwrap_or(0),
-        len,
-        content_length: content_length
-            .ok_or_else(|| bad("response without Content-Length".into()))?,
-    }))
 }
 
 #[async_trait]
 impl Connection for H1Connection {
     async fn request(&self, id: u64) -> Result<Reply, Failure> {
-        let mut guard = self.io.lock().await;
-        let io = guard
-            .as_mut()
-            .ok_or_else(|| Failure::new(FailureClass::ConnReset, "connection already closed"))?;
+        let mut io = self.io.lock().await;
         let started = Instant::now();
-        let (status, ttfb, body) = io.exchange(id, started).await?;
-        let total = started.elapsed();
-        drop(guard);
-        rest_reply(status, &body, id, self.payload, ttfb, total)
+        io.exchange(self, id, started).await
     }
 
     fn wire_bytes(&self) -> WireBytes {
-        self.counters.snapshot()
+        let wire = self.wire.lock().expect("wire lock");
+        let current = wire
+            .current
+            .as_ref()
+            .map(|c| c.snapshot())
+            .unwrap_or_default();
+        WireBytes {
+            sent: wire.retired.sent + current.sent,
+            received: wire.retired.received + current.received,
+        }
     }
 
     async fn close(&self) {
+        let (live, closing) = {
+            let mut io = self.io.lock().await;
+            io.closed = true;
+            (io.live.take(), std::mem::take(&mut io.closing))
+        };
         // TLS close_notify and FIN from our side, then the server's FIN.
-        let io = self.io.lock().await.take();
-        if let Some(mut io) = io {
-            let _ = tokio::time::timeout(Duration::from_secs(1), io.stream.shutdown()).await;
+        if let Some(Live {
+            mut stream, closer, ..
+        }) = live
+        {
+            let _ = tokio::time::timeout(CLOSE_BOUND, stream.shutdown()).await;
+            let bytes = stream.counters().snapshot();
+            {
+                let mut wire = self.wire.lock().expect("wire lock");
+                wire.add(bytes);
+                wire.current = None;
+            }
+            drop(stream);
+            closer.finish(CLOSE_BOUND).await;
         }
-        let closer = self.closer.lock().expect("closer lock").take();
-        if let Some(closer) = closer {
-            closer.finish(Duration::from_secs(1)).await;
+        for task in closing {
+            let _ = task.await;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn head_parsing_needs_a_complete_head_and_a_content_length() {
-        let full =
-            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 5\r\n\r\nhello";
-        let head = parse_head(full).unwrap().unwrap();
-        assert_eq!((head.status, head.content_length), (200, 5));
-        assert_eq!(&full[head.len..], b"hello");
-        assert!(parse_head(&full[..20]).unwrap().is_none());
-        let chunked = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n";
-        assert_eq!(
-            parse_head(chunked).err().unwrap().class,
-            FailureClass::BadBody
-        );
-        let unbounded = b"HTTP/1.1 200 OK\r\n\r\n";
-        assert_eq!(
-            parse_head(unbounded).err().unwrap().class,
-            FailureClass::BadBody
-        );
-        assert!(parse_head(b"HTTP/9 nonsense\r\n\r\n").is_err());
     }
 }

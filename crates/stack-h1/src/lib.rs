@@ -3,6 +3,7 @@
 
 pub mod client;
 pub mod library_client;
+pub mod response;
 pub mod server;
 
 use std::sync::Arc;
