@@ -56,6 +56,12 @@ pub struct Tuning {
     pub no_session_tickets: bool,
     /// Client: which implementation sends the requests (a stack that has one only uses it).
     pub client: ClientImplementation,
+    /// HTTP/1.1 lean client: the largest response head (with interim 1xx heads) accepted, in
+    /// bytes; `None` = the client's default (64 KiB).
+    pub response_head_max_bytes: Option<usize>,
+    /// HTTP/1.1 lean client: the most header lines in one response head; `None` = the
+    /// client's default (100).
+    pub response_headers_max: Option<usize>,
 }
 
 /// A stack's client implementation: the suite's lean protocol client, or the library an
@@ -138,6 +144,10 @@ pub struct Reply {
     pub total: Duration,
     /// Decoded body bytes (application payload, not wire bytes).
     pub body_bytes: u64,
+    /// A socket the client opened inside this request because the server had ended the
+    /// previous one (`Connection: close`, a close-delimited body, an idle close): its setup,
+    /// so that it is counted with the connections the runner opened.
+    pub reopened: Option<ConnectTiming>,
 }
 
 /// Cumulative bytes at the socket for one connection: TCP payload (including TLS records and

@@ -222,6 +222,7 @@ pub fn rest_reply(
     }
     validate_json_item(body, id, profile)?;
     Ok(crate::Reply {
+        reopened: None,
         ttfb,
         total,
         body_bytes: body.len() as u64,

@@ -104,6 +104,7 @@ pub async fn read_rest_item(
     }
     validate_json_item(&body, id, payload)?;
     Ok(Reply {
+        reopened: None,
         ttfb,
         total,
         body_bytes: body.len() as u64,

@@ -90,6 +90,7 @@ impl Connection for GrpcConnection {
         })?;
         validate_item(&view, id, self.payload)?;
         Ok(Reply {
+            reopened: None,
             ttfb: answer.ttfb,
             total: answer.total,
             body_bytes: message.len() as u64,

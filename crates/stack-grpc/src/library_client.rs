@@ -113,6 +113,7 @@ impl Connection for TonicConnection {
         };
         validate_item(&view, id, self.payload)?;
         Ok(Reply {
+            reopened: None,
             ttfb,
             total,
             body_bytes: item.encoded_len() as u64,

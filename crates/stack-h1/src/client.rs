@@ -52,8 +52,18 @@ pub struct H1Client {
 }
 
 impl H1Client {
+    /// A client bounded by the defaults, or by the limits `settings.tuning` sets.
     pub fn new(settings: &ClientSettings) -> anyhow::Result<Self> {
-        Self::with_limits(settings, ResponseLimits::default())
+        let defaults = ResponseLimits::default();
+        let tuning = &settings.tuning;
+        let limits = ResponseLimits {
+            max_head_bytes: tuning
+                .response_head_max_bytes
+                .unwrap_or(defaults.max_head_bytes),
+            max_headers: tuning.response_headers_max.unwrap_or(defaults.max_headers),
+            ..defaults
+        };
+        Self::with_limits(settings, limits)
     }
 
     /// A client whose responses are bounded by `limits` instead of the defaults.
@@ -176,8 +186,10 @@ impl Io {
             ));
         }
         self.check_idle(conn);
+        let mut reopened = None;
         if self.live.is_none() {
-            let (stream, _timing, closer) = conn.connector.connect().await?;
+            let (stream, timing, closer) = conn.connector.connect().await?;
+            reopened = Some(timing);
             conn.wire.lock().expect("wire lock").current = Some(stream.counters());
             self.live = Some(Live {
                 stream,
@@ -207,7 +219,8 @@ impl Io {
             conn.payload,
             read.ttfb,
             total,
-        );
+        )
+        .map(|reply| Reply { reopened, ..reply });
         self.buf.advance(read.len);
         if !self.buf.is_empty() {
             // Bytes after the response that no request asked for: the answer itself was

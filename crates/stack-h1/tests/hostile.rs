@@ -310,6 +310,58 @@ async fn body_longer_than_content_length_succeeds_and_drops_the_connection() {
     .await;
 }
 
+/// The limits are knobs (`response_head_max_bytes`, `response_headers_max` reach the client
+/// through its tuning): a head the default accepts fails under a lower limit, and passes
+/// again when the limit is raised.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn head_limits_come_from_the_settings() {
+    isolated(async {
+        let server = serve(|mut peer| async move {
+            while let Some((id, _)) = peer.next_request().await {
+                let extra: String = (0..12)
+                    .map(|i| format!("x-h{i}: {}\r\n", "v".repeat(300)))
+                    .collect();
+                if !peer.send(&answer(id, &extra)).await {
+                    return;
+                }
+            }
+        })
+        .await;
+        let limited = |headers: Option<usize>, head: Option<usize>| {
+            let mut s = settings(server.addr);
+            s.tuning.response_headers_max = headers;
+            s.tuning.response_head_max_bytes = head;
+            H1Client::new(&s).expect("client")
+        };
+        let tally = drive(&client(server.addr), 3, TIMEOUT, Duration::ZERO).await;
+        assert_eq!(
+            (tally.ok, tally.failures()),
+            (3, vec![]),
+            "defaults accept it"
+        );
+        let tally = drive(&limited(Some(8), None), 3, TIMEOUT, Duration::ZERO).await;
+        assert_eq!(
+            (tally.ok, tally.failures()),
+            (0, vec![(FailureClass::BadBody, 3)])
+        );
+        let tally = drive(&limited(None, Some(2048)), 3, TIMEOUT, Duration::ZERO).await;
+        assert_eq!(
+            (tally.ok, tally.failures()),
+            (0, vec![(FailureClass::BadBody, 3)])
+        );
+        assert!(tally
+            .example(FailureClass::BadBody)
+            .contains("head too long"));
+        let tally = drive(&limited(Some(20), Some(8192)), 3, TIMEOUT, Duration::ZERO).await;
+        assert_eq!(
+            (tally.ok, tally.failures()),
+            (3, vec![]),
+            "raised limits accept it"
+        );
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_mib_header_is_refused() {
     isolated(async {
@@ -385,6 +437,9 @@ async fn connection_close_after_each_answer_reopens_without_failures() {
         let tally = drive(&client(server.addr), 20, TIMEOUT, Duration::ZERO).await;
         assert_eq!((tally.ok, tally.failures()), (20, vec![]));
         assert_eq!(server.accepts.load(Ordering::SeqCst), 20);
+        // Every socket after the first was opened inside a request, and the reply says so
+        // (the runner counts its setup with the connections it opened).
+        assert_eq!(tally.reopened, 19);
         // Wire bytes add up over the connection's sockets.
         let body = item(1).len() as u64;
         assert!(tally.received >= 20 * body, "{} B received", tally.received);

@@ -540,7 +540,12 @@ fn record_outcome(
 ) {
     match outcome {
         Ok((reply, answered)) => {
-            record(shard, |m| m.record_ok(answered - issued, &reply));
+            record(shard, |m| {
+                if let Some(timing) = &reply.reopened {
+                    m.record_connect(timing);
+                }
+                m.record_ok(answered - issued, &reply)
+            });
             count(progress, false);
         }
         Err(f) => {

@@ -231,6 +231,7 @@ mod tests {
     fn failures_stay_out_of_latency_and_merge_adds_up() {
         let mut a = Measurements::default();
         let reply = Reply {
+            reopened: None,
             ttfb: Duration::from_micros(100),
             total: Duration::from_micros(150),
             body_bytes: 256,
@@ -261,6 +262,7 @@ mod tests {
     fn measurements_survive_the_trip_to_the_runner_exactly() {
         let mut m = Measurements::default();
         let reply = Reply {
+            reopened: None,
             ttfb: Duration::from_micros(90),
             total: Duration::from_micros(100),
             body_bytes: 300,

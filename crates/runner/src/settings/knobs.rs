@@ -196,6 +196,14 @@ knobs! {
     /// each row's `client` says which ran.
     #[arg(long, value_parser = super::parse_name::<ClientImplementation>, value_name = "lean|library")]
     client: cell<ClientImplementation> = ClientImplementation::Lean;
+    /// HTTP/1.1 lean client: the largest response head accepted, in bytes (interim 1xx heads
+    /// included); a longer one is bad_body (default: 64 KiB).
+    #[arg(long, value_name = "BYTES")]
+    response_head_max_bytes: cell_opt<usize> = None;
+    /// HTTP/1.1 lean client: the most header lines in one response head; more is bad_body
+    /// (default: 100).
+    #[arg(long, value_name = "N")]
+    response_headers_max: cell_opt<usize> = None;
     /// Reuse regime only: connections shared by all workers (0 = one per worker).
     #[arg(long)]
     connections: cell<u32> = 0;

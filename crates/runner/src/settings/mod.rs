@@ -135,6 +135,8 @@ impl Experiment {
             source_addresses: self.source_addresses,
             no_session_tickets: false,
             client: self.client,
+            response_head_max_bytes: self.response_head_max_bytes,
+            response_headers_max: self.response_headers_max,
         }
     }
 

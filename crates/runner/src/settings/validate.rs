@@ -226,6 +226,15 @@ impl Experiment {
                 ),
             );
         }
+        if self.response_head_max_bytes.is_some_and(|b| b < 64) {
+            return fail(
+                "response_head_max_bytes",
+                "must be at least 64 (a status line and a header)".into(),
+            );
+        }
+        if self.response_headers_max == Some(0) {
+            return fail("response_headers_max", "must be at least 1".into());
+        }
         if self.quic_initial_rtt_ms == Some(0) {
             return fail("quic_initial_rtt_ms", "must be at least 1".into());
         }

@@ -42,6 +42,8 @@ pub struct Tally {
     /// The last failure's detail per class.
     pub examples: BTreeMap<FailureClass, String>,
     pub slowest: Duration,
+    /// Successes whose reply says the client opened a socket for them (timed setup).
+    pub reopened: u64,
     /// Bytes the last connection received over all its sockets.
     pub received: u64,
 }
@@ -89,6 +91,7 @@ pub async fn drive(client: &dyn Client, requests: u64, timeout: Duration, gap: D
             Ok(reply) => {
                 assert!(reply.body_bytes > 0 && reply.total >= reply.ttfb);
                 tally.ok += 1;
+                tally.reopened += u64::from(reply.reopened.is_some());
             }
             Err(f) => {
                 *tally.failed.entry(f.class).or_default() += 1;
