@@ -379,16 +379,17 @@ impl Connection {
         }
         // The peer's limit is checked before anything enters the HPACK table: a head that is
         // not sent must leave the encoder as it was.
-        let list_size = self.head_list_size(head);
-        if self
-            .peer
-            .max_header_list_size
-            .is_some_and(|limit| list_size > limit)
-        {
-            return Err(Failure::new(
-                FailureClass::Other,
-                format!("request head of {list_size} B above the server's SETTINGS_MAX_HEADER_LIST_SIZE"),
-            ));
+        if let Some(limit) = self.peer.max_header_list_size {
+            let list_size = self.head_list_size(head);
+            if list_size > limit {
+                return Err(Failure::new(
+                    FailureClass::Other,
+                    format!(
+                        "request head of {list_size} B above the server's \
+                         SETTINGS_MAX_HEADER_LIST_SIZE ({limit} B)"
+                    ),
+                ));
+            }
         }
         let id = self.next_id;
         self.next_id += 2;
