@@ -676,7 +676,10 @@ impl Connection {
             kind::HEADERS => self.on_headers(h, payload),
             kind::CONTINUATION => self.on_continuation(h, payload),
             kind::PRIORITY => {
-                self.check_stream(h.stream_id, "PRIORITY")?;
+                // PRIORITY may name any stream, idle ones too (RFC 9113 §5.1), but not 0.
+                if h.stream_id == 0 {
+                    return Err(ConnError::protocol("PRIORITY on stream 0"));
+                }
                 if payload.len() != 5 {
                     if let Some(index) = self.open_slot(h.stream_id) {
                         self.stream_error(

@@ -699,6 +699,9 @@ fn unknown_frame_types_and_settings_are_ignored() {
     t.feed(&settings(&[(0x99, 7), (0xffff, 1)]));
     assert_eq!(t.sent().len(), 1, "just the ACK");
     t.feed(&frame(kind::PRIORITY, 0, id, &[0, 0, 0, 0, 1]));
+    // PRIORITY may name idle streams too.
+    t.feed(&frame(kind::PRIORITY, 0, 99, &[0, 0, 0, 0, 1]));
+    t.feed(&frame(kind::PRIORITY, 0, 98, &[0, 0, 0, 0, 1]));
     let head = t.headers(id, &[(":status", "200")], true);
     t.feed(&head);
     assert_eq!(t.ok(id).status, 200);
