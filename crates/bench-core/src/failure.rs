@@ -104,6 +104,7 @@ impl fmt::Display for FailureClass {
 pub struct Failure {
     pub class: FailureClass,
     pub detail: String,
+    unprocessed: bool,
 }
 
 impl Failure {
@@ -111,7 +112,25 @@ impl Failure {
         Failure {
             class,
             detail: detail.into(),
+            unprocessed: false,
         }
+    }
+
+    /// A request the server has not processed and will not (an HTTP/2 stream above the last
+    /// stream id of the server's GOAWAY, or one it refused with REFUSED_STREAM; RFC 9113
+    /// §8.7), so it may be sent again on a new connection. Its class is
+    /// [`FailureClass::ConnReset`]: the connection takes no new requests, and a caller that
+    /// does not retry counts it as before.
+    pub fn unprocessed(detail: impl Into<String>) -> Self {
+        Failure {
+            unprocessed: true,
+            ..Failure::new(FailureClass::ConnReset, detail)
+        }
+    }
+
+    /// Whether the server did not process the request (see [`Failure::unprocessed`]).
+    pub fn is_unprocessed(&self) -> bool {
+        self.unprocessed
     }
 }
 
@@ -287,6 +306,16 @@ mod tests {
             classify_error(Phase::Request, &e).class,
             FailureClass::MissingData
         );
+    }
+
+    #[test]
+    fn unprocessed_failures_are_conn_reset_and_marked() {
+        let f = Failure::unprocessed("above the GOAWAY's last stream id");
+        assert_eq!(f.class, FailureClass::ConnReset);
+        assert!(f.class.breaks_connection());
+        assert!(f.is_unprocessed());
+        assert!(f.clone().is_unprocessed());
+        assert!(!Failure::new(FailureClass::ConnReset, "reset").is_unprocessed());
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! HPACK (RFC 7541) for the HTTP/2 client: a complete decoder (static and dynamic tables,
-//! Huffman strings, size updates), because a server may use all of it, and the few encoder
-//! primitives the client's fixed request heads need (it never Huffman-codes).
+//! Huffman strings, size updates), because a server may use all of it, and an encoder with its
+//! own dynamic table (insertion, eviction, size updates when the peer's table size changes)
+//! that never Huffman-codes.
 
 use std::collections::VecDeque;
 use std::sync::OnceLock;
@@ -159,6 +160,12 @@ impl Decoder {
         Ok(())
     }
 
+    /// The table's invariant: its entries fit its maximum, which fits our limit.
+    #[cfg(test)]
+    pub(crate) fn size_within_limit(&self) -> bool {
+        self.size <= self.max_size && self.max_size <= self.limit
+    }
+
     fn entry(&self, index: usize) -> Result<(&[u8], &[u8]), HpackError> {
         match index {
             0 => Err(HpackError("index 0")),
@@ -192,6 +199,147 @@ impl Decoder {
             let (name, value) = self.table.pop_back().expect("size counts entries");
             self.size -= name.len() + value.len() + ENTRY_OVERHEAD;
         }
+    }
+}
+
+/// The size of a header list as SETTINGS_MAX_HEADER_LIST_SIZE counts it (RFC 9113 §6.5.2).
+pub fn field_size(name: &[u8], value: &[u8]) -> usize {
+    name.len() + value.len() + ENTRY_OVERHEAD
+}
+
+/// How a field may enter the peer's dynamic table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Indexing {
+    /// Added to the table when the table is in use and the entry fits (§6.2.1).
+    Incremental,
+    /// A literal without indexing (§6.2.2): for values that never repeat, like `:path`.
+    Without,
+}
+
+/// The encoder's view of the peer decoder's dynamic table. Every block it encodes must be
+/// sent, in order: the table changes as the block is written.
+pub struct Encoder {
+    table: VecDeque<Entry>,
+    size: usize,
+    /// The table size in use; never above `cap` nor the peer's SETTINGS_HEADER_TABLE_SIZE.
+    max_size: usize,
+    /// The most we use, whatever the peer allows.
+    cap: usize,
+    /// Whether the peer's table size is known (its SETTINGS arrived); before that nothing is
+    /// indexed.
+    active: bool,
+    /// The smallest table size since the last block, when a size update is due (§4.2).
+    pending_min: Option<usize>,
+}
+
+impl Encoder {
+    /// An encoder that uses at most `cap` bytes of the peer's table (HPACK's initial size is
+    /// 4,096, so `cap` above that only takes effect once the peer allows it).
+    pub fn new(cap: usize) -> Self {
+        Encoder {
+            table: VecDeque::new(),
+            size: 0,
+            max_size: cap.min(4096),
+            cap,
+            active: false,
+            pending_min: None,
+        }
+    }
+
+    /// The peer's SETTINGS_HEADER_TABLE_SIZE: the table size in use changes to the smaller of
+    /// it and our cap, and the next block starts with the size update(s).
+    pub fn set_peer_table_size(&mut self, size: usize) {
+        self.active = true;
+        let new = size.min(self.cap);
+        if new != self.max_size {
+            self.pending_min = Some(self.pending_min.map_or(new, |m| m.min(new)));
+            self.max_size = new;
+            self.evict_to(new);
+        }
+    }
+
+    /// Starts a block: the table size updates owed since the last one.
+    pub fn begin_block(&mut self, out: &mut Vec<u8>) {
+        if let Some(min) = self.pending_min.take() {
+            if min < self.max_size {
+                encode_int(out, 0x20, 5, min);
+            }
+            encode_int(out, 0x20, 5, self.max_size);
+        }
+    }
+
+    /// Appends one field: indexed when the table holds it, otherwise a literal whose name is
+    /// indexed when a table holds the name (`static_name`, if given, is its index in the
+    /// static table), added to the table per `indexing`.
+    pub fn field(
+        &mut self,
+        out: &mut Vec<u8>,
+        name: &[u8],
+        value: &[u8],
+        static_name: Option<usize>,
+        indexing: Indexing,
+    ) {
+        if let Some(pos) = self
+            .table
+            .iter()
+            .position(|(n, v)| &n[..] == name && &v[..] == value)
+        {
+            encode_int(out, 0x80, 7, 62 + pos);
+            return;
+        }
+        let name_index = static_name.or_else(|| {
+            self.table
+                .iter()
+                .position(|(n, _)| &n[..] == name)
+                .map(|pos| 62 + pos)
+        });
+        let index = indexing == Indexing::Incremental
+            && self.active
+            && field_size(name, value) <= self.max_size;
+        let (first, prefix) = if index { (0x40, 6) } else { (0x00, 4) };
+        match name_index {
+            Some(i) => encode_int(out, first, prefix, i),
+            None => {
+                out.push(first);
+                encode_str(out, name);
+            }
+        }
+        encode_str(out, value);
+        if index {
+            let size = field_size(name, value);
+            self.evict_to(self.max_size - size);
+            self.size += size;
+            self.table.push_front((name.into(), value.into()));
+        }
+    }
+
+    /// Any field, the static table searched for it: fully indexed when it holds the pair
+    /// (the client's own heads know their static indices; tests and fuzzing use this).
+    #[cfg(test)]
+    pub fn any_field(&mut self, out: &mut Vec<u8>, name: &[u8], value: &[u8], indexing: Indexing) {
+        let mut static_name = None;
+        for (i, (n, v)) in STATIC_TABLE.iter().enumerate() {
+            if n.as_bytes() == name {
+                if v.as_bytes() == value {
+                    encode_int(out, 0x80, 7, i + 1);
+                    return;
+                }
+                static_name.get_or_insert(i + 1);
+            }
+        }
+        self.field(out, name, value, static_name, indexing);
+    }
+
+    fn evict_to(&mut self, target: usize) {
+        while self.size > target {
+            let (name, value) = self.table.pop_back().expect("size counts entries");
+            self.size -= field_size(&name, &value);
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn table_size(&self) -> (usize, usize) {
+        (self.table.len(), self.size)
     }
 }
 
@@ -534,6 +682,178 @@ mod tests {
                 let mut buf = &out[..];
                 assert_eq!(decode_int(&mut buf, prefix).unwrap(), value);
                 assert!(buf.is_empty());
+            }
+        }
+    }
+
+    fn lists(v: &[&[(&str, &str)]]) -> Vec<Vec<(String, String)>> {
+        v.iter()
+            .map(|l| {
+                l.iter()
+                    .map(|(n, v)| (n.to_string(), v.to_string()))
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Encodes each list as the RFC's examples do (every field indexed), checks the bytes
+    /// against the RFC when given, decodes them back and checks both tables' sizes.
+    fn round_trip(table: usize, requests: &[Vec<(String, String)>], rfc: &[&str], sizes: &[usize]) {
+        let mut encoder = Encoder::new(table);
+        encoder.set_peer_table_size(table);
+        let mut decoder = Decoder::new(table);
+        for (i, list) in requests.iter().enumerate() {
+            let mut block = Vec::new();
+            encoder.begin_block(&mut block);
+            for (n, v) in list {
+                encoder.any_field(
+                    &mut block,
+                    n.as_bytes(),
+                    v.as_bytes(),
+                    Indexing::Incremental,
+                );
+            }
+            if let Some(hex_block) = rfc.get(i) {
+                assert_eq!(block, hex(hex_block), "block {i}");
+            }
+            let mut decoded = Vec::new();
+            decoder
+                .decode(&block, |n, v| {
+                    decoded.push((
+                        String::from_utf8_lossy(n).into_owned(),
+                        String::from_utf8_lossy(v).into_owned(),
+                    ))
+                })
+                .unwrap();
+            assert_eq!(&decoded, list, "block {i}");
+            assert_eq!(encoder.table_size().1, decoder.size, "block {i}");
+            assert_eq!(decoder.size, sizes[i], "block {i}");
+        }
+    }
+
+    const C3: [&[(&str, &str)]; 3] = [
+        &[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":path", "/"),
+            (":authority", "www.example.com"),
+        ],
+        &[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":path", "/"),
+            (":authority", "www.example.com"),
+            ("cache-control", "no-cache"),
+        ],
+        &[
+            (":method", "GET"),
+            (":scheme", "https"),
+            (":path", "/index.html"),
+            (":authority", "www.example.com"),
+            ("custom-key", "custom-value"),
+        ],
+    ];
+
+    const C5: [&[(&str, &str)]; 3] = [
+        &[
+            (":status", "302"),
+            ("cache-control", "private"),
+            ("date", "Mon, 21 Oct 2013 20:13:21 GMT"),
+            ("location", "https://www.example.com"),
+        ],
+        &[
+            (":status", "307"),
+            ("cache-control", "private"),
+            ("date", "Mon, 21 Oct 2013 20:13:21 GMT"),
+            ("location", "https://www.example.com"),
+        ],
+        &[
+            (":status", "200"),
+            ("cache-control", "private"),
+            ("date", "Mon, 21 Oct 2013 20:13:22 GMT"),
+            ("location", "https://www.example.com"),
+            ("content-encoding", "gzip"),
+            (
+                "set-cookie",
+                "foo=ASDJKHQKBZXOQWEOPIUAXQWEOIU; max-age=3600; version=1",
+            ),
+        ],
+    ];
+
+    /// RFC 7541 C.3 (requests) and C.5 (responses, 256-byte table with eviction): our
+    /// encoder writes the RFC's bytes and our decoder reads them back; the same lists are
+    /// C.4 and C.6 with Huffman coding, whose bytes the decoder tests above read.
+    #[test]
+    fn appendix_c_round_trips_byte_for_byte() {
+        round_trip(
+            4096,
+            &lists(&C3),
+            &[
+                "828684410f7777772e6578616d706c652e636f6d",
+                "828684be58086e6f2d6361636865",
+                "828785bf400a637573746f6d2d6b65790c637573746f6d2d76616c7565",
+            ],
+            &[57, 110, 164],
+        );
+        round_trip(
+            256,
+            &lists(&C5),
+            &[
+                "4803333032580770726976617465611d4d6f6e2c203231204f637420323031332032303a31333a323120474d546e1768747470733a2f2f7777772e6578616d706c652e636f6d",
+                "4803333037c1c0bf",
+                "88c1611d4d6f6e2c203231204f637420323031332032303a31333a323220474d54c05a04677a69707738666f6f3d4153444a4b48514b425a584f5157454f50495541585157454f49553b206d61782d6167653d333630303b2076657273696f6e3d31",
+            ],
+            &[222, 222, 215],
+        );
+    }
+
+    /// RFC 7541 C.4: the C.3 requests with Huffman coding.
+    #[test]
+    fn decodes_huffman_requests() {
+        let mut decoder = Decoder::new(4096);
+        let blocks = [
+            "828684418cf1e3c2e5f23a6ba0ab90f4ff",
+            "828684be5886a8eb10649cbf",
+            "828785bf408825a849e95ba97d7f8925a849e95bb8e8b4bf",
+        ];
+        for (i, block) in blocks.iter().enumerate() {
+            let decoded = decode_all(&mut decoder, block);
+            assert_eq!(decoded, lists(&C3)[i]);
+        }
+        assert_eq!(decoder.size, 164);
+    }
+
+    /// Random header lists through encoder and decoder, with the peer's table size changing
+    /// between blocks: what comes out is what went in, and both tables agree on their size.
+    #[test]
+    fn random_header_lists_round_trip() {
+        let mut rng = crate::fuzz::Rng::new(7);
+        for _ in 0..200 {
+            let mut encoder = Encoder::new(4096);
+            let mut decoder = Decoder::new(4096);
+            encoder.set_peer_table_size(4096);
+            for _ in 0..20 {
+                if rng.below(4) == 0 {
+                    encoder.set_peer_table_size(rng.below(5000) as usize);
+                }
+                let list = rng.header_list();
+                let mut block = Vec::new();
+                encoder.begin_block(&mut block);
+                for (n, v) in &list {
+                    let indexing = if rng.below(3) == 0 {
+                        Indexing::Without
+                    } else {
+                        Indexing::Incremental
+                    };
+                    encoder.any_field(&mut block, n, v, indexing);
+                }
+                let mut decoded = Vec::new();
+                decoder
+                    .decode(&block, |n, v| decoded.push((n.to_vec(), v.to_vec())))
+                    .unwrap();
+                assert_eq!(decoded, list);
+                assert_eq!(encoder.table_size(), (decoder.table.len(), decoder.size));
+                assert!(decoder.size <= decoder.max_size);
             }
         }
     }

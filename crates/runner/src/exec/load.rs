@@ -440,8 +440,14 @@ fn count(progress: &Progress, failed: bool) {
     }
 }
 
+/// A request the server did not process (see [`Failure::unprocessed`]) is sent again on a new
+/// connection at most this often; then it counts as the failure it was.
+const MAX_MOVES: u32 = 3;
+
 /// Sends every request on the slot's connection (opened before the phase), reconnecting only
-/// when it is missing or broken. A failed connect counts as that request's failure.
+/// when it is missing or broken. A failed connect counts as that request's failure. A request
+/// the server did not process (HTTP/2 GOAWAY, REFUSED_STREAM) moves to a new connection and
+/// is counted as moved, not failed; its latency still runs from when it was first issued.
 async fn reuse_worker(
     client: &dyn Client,
     slot: &Slot,
@@ -456,39 +462,16 @@ async fn reuse_worker(
             budget.steady.worker_active(progress);
         }
         let issued = ticket.start(shard, spec.pacing).await;
-        let conn = {
-            let mut guard = slot.lock().await;
-            match guard.as_ref() {
-                Some(open) => Ok(open.conn.clone()),
-                None => match connect(client, spec, shard).await {
-                    Ok(conn) => {
-                        // Opened inside this phase: all its bytes are this phase's.
-                        *guard = Some(Open {
-                            conn: conn.clone(),
-                            wire_at_phase_start: WireBytes::default(),
-                        });
-                        Ok(conn)
-                    }
-                    Err(f) => Err(f),
-                },
-            }
-        };
-        let outcome = match conn {
-            Ok(conn) => match request(&*conn, ticket.id, spec).await {
-                Err(f) if f.class.breaks_connection() => {
-                    let mut guard = slot.lock().await;
-                    if guard.as_ref().is_some_and(|o| Arc::ptr_eq(&o.conn, &conn)) {
-                        let open = guard.take().expect("checked above");
-                        let wire = open.wire_this_phase();
-                        record(shard, |m| m.add_wire(wire));
-                    }
-                    drop(guard);
-                    conn.close().await;
-                    Err(f)
+        let mut moves = 0;
+        let outcome = loop {
+            let outcome = reuse_attempt(client, slot, shard, spec, ticket.id).await;
+            match outcome {
+                Err(f) if f.is_unprocessed() && moves < MAX_MOVES => {
+                    moves += 1;
+                    record(shard, |m| m.moved += 1);
                 }
-                other => other,
-            },
-            Err(f) => Err(f),
+                other => break other,
+            }
         };
         let answered = Instant::now();
         record_outcome(
@@ -500,7 +483,64 @@ async fn reuse_worker(
     }
 }
 
-/// Every request on a connection of its own: connect (full handshake), request, close.
+/// One try of a request on the slot's connection, opening it if missing; a failure that
+/// breaks the connection takes it out of the slot and closes it.
+async fn reuse_attempt(
+    client: &dyn Client,
+    slot: &Slot,
+    shard: &Shard,
+    spec: &LoadSpec,
+    id: u64,
+) -> Result<bench_core::Reply, Failure> {
+    let conn = {
+        let mut guard = slot.lock().await;
+        match guard.as_ref() {
+            Some(open) => open.conn.clone(),
+            None => {
+                let conn = connect(client, spec, shard).await?;
+                // Opened inside this phase: all its bytes are this phase's.
+                *guard = Some(Open {
+                    conn: conn.clone(),
+                    wire_at_phase_start: WireBytes::default(),
+                });
+                conn
+            }
+        }
+    };
+    match request(&*conn, id, spec).await {
+        Err(f) if f.class.breaks_connection() => {
+            let mut guard = slot.lock().await;
+            if guard.as_ref().is_some_and(|o| Arc::ptr_eq(&o.conn, &conn)) {
+                let open = guard.take().expect("checked above");
+                let wire = open.wire_this_phase();
+                record(shard, |m| m.add_wire(wire));
+            }
+            drop(guard);
+            if f.is_unprocessed() {
+                // The server is going away gracefully: requests of other workers sharing the
+                // connection may still be answered on it, so it closes once they are done.
+                tokio::spawn(close_when_unused(conn, spec.request_timeout));
+            } else {
+                conn.close().await;
+            }
+            Err(f)
+        }
+        other => other,
+    }
+}
+
+/// Closes a connection once no other worker holds it (or after `bound`).
+async fn close_when_unused(conn: Arc<dyn Connection>, bound: Duration) {
+    let until = Instant::now() + bound;
+    while Arc::strong_count(&conn) > 1 && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    conn.close().await;
+}
+
+/// Every request on a connection of its own: connect (full handshake), request, close. A
+/// request the server did not process is sent again on another new connection (counted as
+/// moved).
 async fn new_conn_worker(
     client: &dyn Client,
     shard: &Shard,
@@ -514,17 +554,27 @@ async fn new_conn_worker(
             budget.steady.worker_active(progress);
         }
         let issued = ticket.start(shard, spec.pacing).await;
-        let outcome = match connect(client, spec, shard).await {
-            Ok(conn) => {
-                let result = request(&*conn, ticket.id, spec).await;
-                // Latency ends with the validated answer; the close is not part of it.
-                let answered = Instant::now();
-                conn.close().await;
-                let wire = conn.wire_bytes();
-                record(shard, |m| m.add_wire(wire));
-                result.map(|reply| (reply, answered))
+        let mut moves = 0;
+        let outcome = loop {
+            let outcome = match connect(client, spec, shard).await {
+                Ok(conn) => {
+                    let result = request(&*conn, ticket.id, spec).await;
+                    // Latency ends with the validated answer; the close is not part of it.
+                    let answered = Instant::now();
+                    conn.close().await;
+                    let wire = conn.wire_bytes();
+                    record(shard, |m| m.add_wire(wire));
+                    result.map(|reply| (reply, answered))
+                }
+                Err(f) => Err(f),
+            };
+            match outcome {
+                Err(f) if f.is_unprocessed() && moves < MAX_MOVES => {
+                    moves += 1;
+                    record(shard, |m| m.moved += 1);
+                }
+                other => break other,
             }
-            Err(f) => Err(f),
         };
         record_outcome(shard, progress, issued, outcome);
     }
@@ -552,5 +602,126 @@ fn record_outcome(
             record(shard, |m| m.record_failure(f));
             count(progress, true);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicU32;
+
+    use async_trait::async_trait;
+    use bench_core::{ConnectTiming, Connected, Reply};
+
+    use super::*;
+
+    /// Connections whose first `refused` requests in all the server did not process (as after
+    /// a GOAWAY), each on a connection of its own.
+    struct Refusing {
+        connects: AtomicU32,
+        refused: AtomicU32,
+    }
+
+    struct RefusingConn {
+        client: Arc<Refusing>,
+        dead: AtomicBool,
+    }
+
+    struct RefusingClient(Arc<Refusing>);
+
+    #[async_trait]
+    impl Client for RefusingClient {
+        async fn connect(&self) -> Result<Connected, Failure> {
+            self.0.connects.fetch_add(1, Ordering::SeqCst);
+            Ok(Connected {
+                conn: Arc::new(RefusingConn {
+                    client: self.0.clone(),
+                    dead: AtomicBool::new(false),
+                }),
+                timing: ConnectTiming::default(),
+            })
+        }
+    }
+
+    #[async_trait]
+    impl Connection for RefusingConn {
+        async fn request(&self, _id: u64) -> Result<Reply, Failure> {
+            assert!(
+                !self.dead.load(Ordering::SeqCst),
+                "request on a refusing connection"
+            );
+            let left = self.client.refused.load(Ordering::SeqCst);
+            if left > 0 {
+                self.client.refused.store(left - 1, Ordering::SeqCst);
+                self.dead.store(true, Ordering::SeqCst);
+                return Err(Failure::unprocessed("GOAWAY"));
+            }
+            Ok(Reply::default())
+        }
+        fn wire_bytes(&self) -> WireBytes {
+            WireBytes::default()
+        }
+        async fn close(&self) {}
+    }
+
+    fn spec(regime: Regime) -> LoadSpec {
+        LoadSpec {
+            regime,
+            concurrency: 1,
+            requests: 10,
+            connections: 0,
+            request_timeout: Duration::from_secs(5),
+            connect_bound: Duration::from_secs(5),
+            max_duration: Duration::from_secs(30),
+            ends_by_time: false,
+            min_duration: Duration::ZERO,
+            first_id: 0,
+            rate: None,
+            pacing: Pacing::Spin,
+        }
+    }
+
+    #[tokio::test]
+    async fn unprocessed_requests_move_to_a_new_connection_and_are_not_failures() {
+        for regime in [Regime::Reuse, Regime::NewConn] {
+            let client = Arc::new(Refusing {
+                connects: AtomicU32::new(0),
+                refused: AtomicU32::new(2),
+            });
+            let spec = spec(regime);
+            let result = run(
+                Arc::new(RefusingClient(client.clone())),
+                spec,
+                Pool::for_spec(&spec),
+                Arc::new(Progress::default()),
+            )
+            .await;
+            let m = &result.measurements;
+            assert_eq!((m.ok, m.failed(), m.moved), (10, 0, 2), "{regime:?}");
+            let connects = client.connects.load(Ordering::SeqCst);
+            match regime {
+                Regime::Reuse => assert_eq!(connects, 3),
+                Regime::NewConn => assert_eq!(connects, 12),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_request_refused_again_and_again_fails_in_the_end() {
+        let client = Arc::new(Refusing {
+            connects: AtomicU32::new(0),
+            refused: AtomicU32::new(100),
+        });
+        let mut spec = spec(Regime::Reuse);
+        spec.requests = 1;
+        let result = run(
+            Arc::new(RefusingClient(client.clone())),
+            spec,
+            Pool::for_spec(&spec),
+            Arc::new(Progress::default()),
+        )
+        .await;
+        let m = &result.measurements;
+        assert_eq!((m.ok, m.moved), (0, u64::from(MAX_MOVES)));
+        assert_eq!(m.failures[FailureClass::ConnReset.index()], 1);
     }
 }

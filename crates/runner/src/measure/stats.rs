@@ -55,6 +55,10 @@ pub struct Measurements {
     pub pacing_lag: Histogram<u64>,
     pub wire: WireBytes,
     pub body_bytes: u64,
+    /// Requests the server did not process (HTTP/2: above its GOAWAY's last stream id, or
+    /// REFUSED_STREAM) that were sent again on a new connection, each time: not failures.
+    #[serde(default)]
+    pub moved: u64,
 }
 
 impl Default for Measurements {
@@ -74,6 +78,7 @@ impl Default for Measurements {
             pacing_lag: histogram(),
             wire: WireBytes::default(),
             body_bytes: 0,
+            moved: 0,
         }
     }
 }
@@ -164,6 +169,7 @@ impl Measurements {
             .expect("auto-resizing histogram");
         self.add_wire(other.wire);
         self.body_bytes += other.body_bytes;
+        self.moved += other.moved;
     }
 }
 
