@@ -105,6 +105,7 @@ pub struct Failure {
     pub class: FailureClass,
     pub detail: String,
     unprocessed: bool,
+    stream_only: bool,
 }
 
 impl Failure {
@@ -113,7 +114,24 @@ impl Failure {
             class,
             detail: detail.into(),
             unprocessed: false,
+            stream_only: false,
         }
+    }
+
+    /// A failure of one stream of a multiplexed connection (the server reset it, or it broke
+    /// a stream-level rule, RFC 9113 §5.4.2): the request fails as `class`, and the connection
+    /// and the other requests on it go on.
+    pub fn stream(class: FailureClass, detail: impl Into<String>) -> Self {
+        Failure {
+            stream_only: true,
+            ..Failure::new(class, detail)
+        }
+    }
+
+    /// Whether the connection must be replaced after this failure: its class says so, unless
+    /// only the request's own stream failed.
+    pub fn breaks_connection(&self) -> bool {
+        self.class.breaks_connection() && !self.stream_only
     }
 
     /// A request the server has not processed and will not (an HTTP/2 stream above the last

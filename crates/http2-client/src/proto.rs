@@ -601,7 +601,7 @@ impl Connection {
         if !(remote_ended && slot.to_send.is_empty()) {
             frame::put_rst_stream(&mut self.tx, slot.id, error.code);
         }
-        self.fail(index, Failure::new(class, error.to_string()));
+        self.fail(index, Failure::stream(class, error.to_string()));
     }
 
     /// A connection error: GOAWAY with its code, and every stream fails.
@@ -969,7 +969,7 @@ impl Connection {
             let failure = if code == ErrorCode::RefusedStream as u32 {
                 Failure::unprocessed("stream refused by the server (REFUSED_STREAM)")
             } else {
-                Failure::new(
+                Failure::stream(
                     FailureClass::ConnReset,
                     format!("stream reset by the server ({})", code_name(code)),
                 )

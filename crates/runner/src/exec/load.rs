@@ -508,7 +508,7 @@ async fn reuse_attempt(
         }
     };
     match request(&*conn, id, spec).await {
-        Err(f) if f.class.breaks_connection() => {
+        Err(f) if f.breaks_connection() => {
             let mut guard = slot.lock().await;
             if guard.as_ref().is_some_and(|o| Arc::ptr_eq(&o.conn, &conn)) {
                 let open = guard.take().expect("checked above");

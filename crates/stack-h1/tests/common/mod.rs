@@ -96,7 +96,7 @@ pub async fn drive(client: &dyn Client, requests: u64, timeout: Duration, gap: D
             Err(f) => {
                 *tally.failed.entry(f.class).or_default() += 1;
                 tally.examples.insert(f.class, f.detail.clone());
-                if f.class.breaks_connection() {
+                if f.breaks_connection() {
                     if let Some(c) = conn.take() {
                         c.close().await;
                     }
