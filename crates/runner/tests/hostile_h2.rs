@@ -385,7 +385,7 @@ async fn reset_every_other_stream(
     while let Some(Ok((req, mut respond))) = conn.accept().await {
         bump(&stats.streams);
         n += 1;
-        if n % 2 == 0 {
+        if n.is_multiple_of(2) {
             respond.send_reset(h2::Reason::INTERNAL_ERROR);
             continue;
         }
