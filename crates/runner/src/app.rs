@@ -41,6 +41,16 @@ pub fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Some(Command::Stacks { .. }) => match serde_json::to_string(&output::registered_stacks()) {
+            Ok(json) => {
+                println!("{json}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Some(Command::Completions { shell }) => {
             let mut cmd = cli::command();
             clap_complete::generate(shell, &mut cmd, "runner", &mut std::io::stdout());

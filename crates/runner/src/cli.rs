@@ -83,6 +83,14 @@ pub enum Command {
     },
     /// Print the man page (roff) to stdout, e.g. `runner man > runner.1; man ./runner.1`.
     Man,
+    /// Internal: the registered stacks (name, label, encoding, ALPN) as the manifest lists
+    /// them, so scripts (compare-anchors) learn the stacks from the runner, not from a list.
+    #[command(hide = true)]
+    Stacks {
+        /// One JSON array (the only format; the flag keeps the output's form explicit).
+        #[arg(long, required = true)]
+        json: bool,
+    },
     /// Internal: one cell's load generator, started by the runner (job on stdin).
     #[command(hide = true)]
     Load {

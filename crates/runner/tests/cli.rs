@@ -167,3 +167,15 @@ fn readme_lists_every_knob_and_only_knobs() {
         "README's table lacks {missing:?}; lists keys that are not knobs: {unknown:?}"
     );
 }
+
+/// `runner stacks --json` is how scripts (compare-anchors) learn the stacks: the registry, in
+/// its order, with the fields the manifest records.
+#[test]
+fn stacks_json_lists_the_registry() {
+    let out = runner().args(["stacks", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", output_text(&out));
+    let listed: Vec<runner::output::StackInfo> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(listed, runner::output::registered_stacks());
+    let names: Vec<&str> = listed.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, runner::registry::names());
+}

@@ -4,7 +4,8 @@
 
 use std::fmt::Write;
 
-use super::{fval, show, show_tput, thousands, throughput_note, Run, View, FALLBACK_NOTE};
+use super::run::{fval, Run, View};
+use super::text::{show, show_tput, thousands, throughput_note, FALLBACK_NOTE};
 use crate::report::memory;
 use crate::report::{label, regimes};
 

@@ -1,0 +1,218 @@
+//! Where, on what and from which code each run came, and the check that refuses a paper
+//! mixing runs of different commits, machines or kernels (or of a dirty tree).
+
+use std::fmt::Write;
+
+use serde_json::Value;
+
+use super::run::Run;
+
+/// A JSON scalar as text (strings without quotes).
+pub(super) fn scalar(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The first non-null value under `key` anywhere in the manifest except the experiment (whose
+/// keys are settings, not the environment): new environment fields may be nested.
+pub(super) fn find_first(v: &Value, key: &str) -> Option<Value> {
+    find_all(v, key).into_iter().next().map(|(_, v)| v)
+}
+
+/// Every non-null value under `key`, with its JSON path, outside `experiment`.
+pub(super) fn find_all(v: &Value, key: &str) -> Vec<(String, Value)> {
+    fn walk(v: &Value, key: &str, path: &str, out: &mut Vec<(String, Value)>) {
+        match v {
+            Value::Object(map) => {
+                for (k, child) in map {
+                    let here = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
+                    if k == key && !child.is_null() && !child.is_object() {
+                        out.push((here, child.clone()));
+                    } else if k != "experiment" {
+                        walk(child, key, &here, out);
+                    }
+                }
+            }
+            Value::Array(items) => {
+                for (i, child) in items.iter().enumerate() {
+                    walk(child, key, &format!("{path}[{i}]"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(v, key, "", &mut out);
+    out
+}
+
+/// Where, on what and from which code one run came.
+pub(super) struct Provenance {
+    /// The experiment's name, for sentences.
+    pub(super) name: String,
+    /// Name and directory, for the table.
+    pub(super) run: String,
+    pub(super) cpu_model: String,
+    pub(super) cpu_model_name: Option<String>,
+    pub(super) hypervisor: Option<String>,
+    /// Memory size, when the manifest records it.
+    pub(super) ram: Option<String>,
+    pub(super) cores: String,
+    pub(super) kernel: String,
+    pub(super) commit: String,
+    pub(super) date: String,
+    pub(super) repetitions: String,
+    pub(super) throughput_col: &'static str,
+}
+
+impl Provenance {
+    /// The most precise CPU description the manifest has.
+    pub(super) fn cpu(&self) -> String {
+        match &self.cpu_model_name {
+            Some(name) if name != &self.cpu_model => format!("{name} ({})", self.cpu_model),
+            _ => self.cpu_model.clone(),
+        }
+    }
+}
+
+/// What differs between the runs, or makes one untraceable, one sentence each; empty when the
+/// runs share commit, CPU model and kernel and every commit is clean.
+pub(super) fn provenance_problems(provs: &[Provenance]) -> Vec<String> {
+    let mut problems = Vec::new();
+    type Field = (&'static str, fn(&Provenance) -> String);
+    let fields: [Field; 3] = [
+        ("commit", |p| short_commit(&p.commit)),
+        ("CPU model", |p| p.cpu()),
+        ("kernel", |p| p.kernel.clone()),
+    ];
+    for (what, get) in fields {
+        let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
+        for p in provs {
+            let value = get(p);
+            match groups.iter_mut().find(|g| g.0 == value) {
+                Some(g) => g.1.push(&p.name),
+                None => groups.push((value, vec![&p.name])),
+            }
+        }
+        if groups.len() > 1 {
+            let parts: Vec<String> = groups
+                .iter()
+                .map(|(v, runs)| format!("`{v}` for {}", runs.join(", ")))
+                .collect();
+            problems.push(format!("the runs differ in {what}: {}", parts.join("; ")));
+        }
+    }
+    for p in provs {
+        if p.commit.ends_with("-dirty") {
+            problems.push(format!(
+                "{} ran on a dirty tree (`{}`): its code is in no commit",
+                p.name,
+                short_commit(&p.commit)
+            ));
+        } else if p.commit == "unknown" {
+            problems.push(format!("{} has no recorded commit", p.name));
+        }
+    }
+    problems
+}
+
+/// A commit as `git log --oneline` shows it, keeping a `-dirty` mark.
+pub(super) fn short_commit(commit: &str) -> String {
+    match commit.strip_suffix("-dirty") {
+        Some(c) => format!("{}-dirty", &c[..c.len().min(9)]),
+        None if commit.len() > 9 && commit.chars().all(|c| c.is_ascii_hexdigit()) => {
+            commit[..9].to_string()
+        }
+        None => commit.to_string(),
+    }
+}
+
+impl Run {
+    pub(super) fn provenance(&self) -> Provenance {
+        let m = &self.results.manifest;
+        let text = |key: &str| find_first(m, key).map(|v| scalar(&v));
+        Provenance {
+            name: self.name(),
+            run: format!("{} (`{}`)", self.name(), self.dir.display()),
+            cpu_model: text("cpu_model").unwrap_or_else(|| "unknown".into()),
+            cpu_model_name: text("cpu_model_name"),
+            hypervisor: text("hypervisor"),
+            ram: find_first(m, "ram_bytes")
+                .and_then(|v| v.as_f64())
+                .map(|b| format!("{:.1} GB RAM", b / 1e9)),
+            cores: text("cores").unwrap_or_else(|| "?".into()),
+            kernel: text("kernel").unwrap_or_else(|| "unknown".into()),
+            commit: text("git_commit").unwrap_or_else(|| "unknown".into()),
+            date: text("started_utc")
+                .map(|d| d.chars().take(16).collect::<String>().replace('T', " "))
+                .unwrap_or_else(|| "?".into()),
+            repetitions: self.repetitions(),
+            throughput_col: self.throughput_col,
+        }
+    }
+}
+/// The paper's "Setup" section: the reference machine, software and workload, then the
+/// provenance table of every run.
+pub(super) fn setup(out: &mut String, reference: &Run, provs: &[Provenance]) {
+    let m = &reference.results.manifest;
+    let _ = writeln!(out, "## Setup\n");
+    let rp = &provs[0];
+    let _ = writeln!(
+        out,
+        "- Reference machine: {}, {} cores, Linux {}{}; client and server on the same host (loopback), pinning: {}.",
+        rp.cpu(),
+        rp.cores,
+        rp.kernel,
+        rp.hypervisor
+            .as_ref()
+            .map_or(String::new(), |h| format!(", hypervisor {h}")),
+        m["pinning"].as_str().unwrap_or("none")
+    );
+    let versions: Vec<String> = m["crate_versions"]
+        .as_object()
+        .map(|o| {
+            o.iter()
+                .map(|(k, v)| format!("{k} {}", v.as_str().unwrap_or("?")))
+                .collect()
+        })
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "- Software: {}; {}; commit `{}`.",
+        m["rustc"].as_str().unwrap_or("?"),
+        versions.join(", "),
+        rp.commit
+    );
+    let e = &m["experiment"];
+    let _ = writeln!(out, "- Workload: `GET /items/{{id}}` (JSON) and unary `GetItem` (protobuf), payload `{}`, TLS 1.3 with ECDSA P-256; closed loop; {} requests per reuse cell and {} per new-connection cell, {} % warm-up; {} repetition(s) in the reference run.\n", e["payload"].as_str().unwrap_or("?"), e["requests_reuse"], e["requests_new_conn"], e["warmup_fraction"].as_f64().unwrap_or(0.0) * 100.0, e["repetitions"]);
+
+    let _ = writeln!(out, "### Provenance\n");
+    let _ = writeln!(
+        out,
+        "| run | machine (CPU, cores) | hypervisor | kernel | commit | started (UTC) | repetitions | throughput column |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|---:|---|");
+    for p in provs {
+        let _ = writeln!(
+            out,
+            "| {} | {}, {} cores{} | {} | {} | `{}` | {} | {} | `{}` |",
+            p.run,
+            p.cpu(),
+            p.cores,
+            p.ram.as_ref().map_or(String::new(), |r| format!(", {r}")),
+            p.hypervisor.as_deref().unwrap_or("not recorded"),
+            p.kernel,
+            p.commit,
+            p.date,
+            p.repetitions,
+            p.throughput_col
+        );
+    }
+    out.push('\n');
+}

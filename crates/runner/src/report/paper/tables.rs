@@ -1,0 +1,107 @@
+//! The reference sweep's tables (one per regime): every stack and level with its latency,
+//! throughput, failures, memory and CPU, means with intervals over repetitions.
+
+use std::fmt::Write;
+use std::path::Path;
+
+use crate::output::summary::Interval;
+use crate::report::{label, levels, ms, regimes, stack_order};
+
+use super::run::{fval, Run};
+use super::text::{show, show_tput, throughput_note, FALLBACK_NOTE};
+use super::Row;
+
+/// One regime's table of the reference sweep.
+fn stress_table(out: &mut String, run: &Run, rows: &[&Row], regime: &str) {
+    let start = out.len();
+    let has = |col: &str| rows.iter().any(|r| fval(r, col).is_some());
+    let hwm = has("server_rss_hwm_bytes");
+    let _ = writeln!(
+        out,
+        "| users | stack | median (ms) | p95 (ms) | p99 (ms) | req/s | failed % | server RSS peak (MB) |{} server CPU (%) | client CPU (%) | client CPU ms / 1k | cell (s) |",
+        if hwm { " server VmHWM (MB) |" } else { "" }
+    );
+    let _ = writeln!(
+        out,
+        "|---:|---|---:|---:|---:|---:|---:|---:|{}---:|---:|---:|---:|",
+        if hwm { "---:|" } else { "" }
+    );
+    let opt = |iv: Option<Interval>, f: &dyn Fn(&Interval) -> String| {
+        iv.map_or_else(|| "—".to_string(), |iv| f(&iv))
+    };
+    for c in levels(rows, regime) {
+        for s in stack_order(rows) {
+            let st = |col: &str| run.stat(None, &s, regime, c, col);
+            let Some(ok) = st("success_rate") else {
+                continue;
+            };
+            let lat = |iv: &Interval| show(iv, 1e-3, 3);
+            let mut line = format!(
+                "| {c} | {} | {} | {} | {} | {} | {:.2} | {} |",
+                label(&s),
+                opt(st("latency_p50_us"), &|iv| ms(iv.mean)),
+                opt(st("latency_p95_us"), &lat),
+                opt(st("latency_p99_us"), &lat),
+                run.tput(None, &s, regime, c)
+                    .map_or_else(|| "—".to_string(), |t| show_tput(&t)),
+                (1.0 - ok.mean) * 100.0,
+                opt(st("server_rss_peak_bytes"), &|iv| show(iv, 1e-6, 1)),
+            );
+            if hwm {
+                let _ = write!(
+                    line,
+                    " {} |",
+                    opt(st("server_rss_hwm_bytes"), &|iv| show(iv, 1e-6, 1))
+                );
+            }
+            let _ = write!(
+                line,
+                " {} | {} | {} | {} |",
+                opt(st("server_cpu_pct_mean"), &|iv| format!("{:.0}", iv.mean)),
+                opt(st("client_cpu_pct_mean"), &|iv| format!("{:.0}", iv.mean)),
+                opt(st("client_cpu_ms_per_1k_ok"), &|iv| format!(
+                    "{:.0}",
+                    iv.mean
+                )),
+                opt(st("elapsed_s"), &|iv| format!("{:.2}", iv.mean)),
+            );
+            let _ = writeln!(out, "{line}");
+        }
+    }
+    if out[start..].contains(" †") {
+        let _ = writeln!(out, "\n{FALLBACK_NOTE}");
+    }
+    out.push('\n');
+}
+
+/// The "Reference sweep" section: a table per regime, then the figures `plot.py` draws
+/// into `out_dir/figures`.
+pub(super) fn reference_sweep(out: &mut String, reference: &Run, out_dir: &Path) {
+    let _ = writeln!(out, "## Reference sweep\n");
+    let _ = writeln!(
+        out,
+        "Means over repetitions; with two or more repetitions, p95, p99, req/s and RSS carry the 95 % confidence interval of the mean in brackets (Student t, as in `summary.csv`). req/s is {}. Client CPU is the load generator's.\n",
+        throughput_note(reference.throughput_col)
+    );
+    let stress = reference.stress();
+    for regime in regimes(&stress) {
+        let _ = writeln!(out, "### {regime}\n");
+        stress_table(out, reference, &stress, &regime);
+    }
+    let _ = writeln!(
+        out,
+        "Figures (from `python3 scripts/plot.py {} --out {}/figures`):\n",
+        reference.dir.display(),
+        out_dir.display()
+    );
+    for (file, caption) in [
+        ("throughput.png", "Throughput vs concurrency"),
+        ("latency_p95.png", "p95 latency vs concurrency"),
+        ("success_rate.png", "Success rate vs concurrency"),
+        ("server_resources.png", "Server RSS and CPU"),
+        ("latency_cdf.png", "Latency CDF at the highest concurrency"),
+        ("new_conn_breakdown.png", "New-connection latency by phase"),
+    ] {
+        let _ = writeln!(out, "![{caption}](figures/{file})\n");
+    }
+}

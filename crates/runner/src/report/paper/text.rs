@@ -1,0 +1,97 @@
+//! Number and sentence formats of the paper: one definition each, so every section writes a
+//! figure, an interval or a throughput note alike.
+
+use crate::output::summary::Interval;
+
+use super::run::STEADY_RPS;
+
+/// `12345.6` → `12,346`.
+pub(super) fn thousands(x: f64) -> String {
+    let n = x.round() as i64;
+    let digits = n.unsigned_abs().to_string();
+    let mut out = String::new();
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    if n < 0 {
+        format!("-{out}")
+    } else {
+        out
+    }
+}
+
+/// Mean with its 95 % interval when there are repetitions: `12.4 [11.9, 12.9]`.
+pub(super) fn show(iv: &Interval, scale: f64, decimals: usize) -> String {
+    match iv.ci {
+        Some((lo, hi)) => format!(
+            "{:.d$} [{:.d$}, {:.d$}]",
+            iv.mean * scale,
+            lo * scale,
+            hi * scale,
+            d = decimals
+        ),
+        None => format!("{:.d$}", iv.mean * scale, d = decimals),
+    }
+}
+
+pub(super) fn show_rps(iv: &Interval) -> String {
+    match iv.ci {
+        Some((lo, hi)) => format!(
+            "{} [{}, {}]",
+            thousands(iv.mean),
+            thousands(lo),
+            thousands(hi)
+        ),
+        None => thousands(iv.mean),
+    }
+}
+
+/// Throughput with its interval; `†` marks a cell measured as `ok / elapsed_s` because it had
+/// no steady window.
+pub(super) fn show_tput((iv, fallback): &(Interval, bool)) -> String {
+    format!("{}{}", show_rps(iv), if *fallback { " †" } else { "" })
+}
+
+/// Footnote for `†`.
+pub(super) const FALLBACK_NOTE: &str =
+    "† no steady window in this cell (too few requests after ramp-up): `ok / elapsed_s` instead.";
+
+/// A claimed figure as the study wrote it: up to six decimals, trailing zeros dropped
+/// (`25.0` → `25`, a 0.0006 rate × 100 → `0.06`).
+pub(super) fn plain(x: f64) -> String {
+    let s = format!("{x:.6}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+pub(super) fn pct(x: f64) -> String {
+    format!("{:.3} %", x * 100.0)
+}
+
+pub(super) fn throughput_note(col: &str) -> &'static str {
+    if col == STEADY_RPS {
+        "steady-state req/s (`throughput_steady_rps`: the window in which all workers are active)"
+    } else {
+        "req/s as `ok / elapsed_s` (`throughput_rps`, ramp-up and drain included: this run has no steady-state column)"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thousands_groups_digits() {
+        assert_eq!(thousands(1234567.4), "1,234,567");
+        assert_eq!(thousands(999.0), "999");
+    }
+
+    #[test]
+    fn plain_drops_trailing_zeros() {
+        assert_eq!(plain(25.0), "25");
+        assert_eq!(plain(0.0006 * 100.0), "0.06");
+        assert_eq!(plain(0.01 * 100.0), "1");
+    }
+}

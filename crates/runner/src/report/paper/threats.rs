@@ -1,0 +1,212 @@
+//! The generated "Threats to validity" section: each point is computed from the runs (machine,
+//! loopback vs emulated cells, shared cores, repetitions, throughput definition, provenance).
+
+use std::fmt::Write;
+
+use crate::report::labels::is_cell;
+use crate::report::{levels, regimes, stack_order};
+
+use super::provenance::Provenance;
+use super::run::{fval, Run, ELAPSED_RPS, STEADY_RPS};
+use super::stats::cv;
+use super::Row;
+
+/// Min and max of server + client CPU % over stress cells that have both figures, and how
+/// many cells had none (short cells may leave CPU empty as unreliable).
+pub(super) fn cpu_sum_range(rows: &[&Row]) -> (Option<(f64, f64)>, usize) {
+    let mut range: Option<(f64, f64)> = None;
+    let mut missing = 0;
+    for r in rows {
+        match (
+            fval(r, "server_cpu_pct_mean"),
+            fval(r, "client_cpu_pct_mean"),
+        ) {
+            (Some(s), Some(c)) => {
+                let sum = s + c;
+                range = Some(range.map_or((sum, sum), |(lo, hi)| (lo.min(sum), hi.max(sum))));
+            }
+            _ => missing += 1,
+        }
+    }
+    (range, missing)
+}
+
+/// How much the reference run's throughput moved between repetitions of the same cell
+/// (median and largest coefficient of variation), or nothing with one repetition.
+pub(super) fn rep_spread(run: &Run) -> String {
+    let rows = run.stress();
+    let mut cvs: Vec<f64> = Vec::new();
+    for regime in regimes(&rows) {
+        for c in levels(&rows, &regime) {
+            for stack in stack_order(&rows) {
+                let values: Vec<f64> = rows
+                    .iter()
+                    .filter(|r| is_cell(r, &stack, &regime, c))
+                    .filter_map(|r| fval(r, run.throughput_col))
+                    .collect();
+                cvs.extend(cv(&values));
+            }
+        }
+    }
+    if cvs.is_empty() {
+        return String::new();
+    }
+    cvs.sort_by(f64::total_cmp);
+    format!(
+        "Across repetitions of the same reference cell, throughput varies with a coefficient of variation of {:.1} % (median over {} cells) up to {:.1} %.",
+        cvs[cvs.len() / 2] * 100.0,
+        cvs.len(),
+        cvs[cvs.len() - 1] * 100.0
+    )
+}
+
+pub(super) fn threats(out: &mut String, runs: &[&Run], provs: &[Provenance], problems: &[String]) {
+    let _ = writeln!(out, "## Threats to validity\n");
+    let _ = writeln!(
+        out,
+        "_Generated from the runs above; each point says what in the data it rests on._\n"
+    );
+    let mut machines: Vec<String> = provs
+        .iter()
+        .map(|p| format!("{}, {} cores, Linux {}", p.cpu(), p.cores, p.kernel))
+        .collect();
+    machines.sort();
+    machines.dedup();
+    let _ = writeln!(
+        out,
+        "- **One machine.** Every run used {} machine configuration(s): {}. Server and load generator ran on the same host, so nothing here measures a network card, a switch or a second kernel; the study's numbers came from another setup (see [study.md](study.md)) and absolute values are not comparable, only orders of magnitude and shapes.",
+        machines.len(),
+        machines.join("; ")
+    );
+    let all: Vec<&Row> = runs.iter().flat_map(|r| r.stress()).collect();
+    let most = |col: &str| {
+        all.iter()
+            .filter_map(|r| fval(r, col))
+            .fold(None, |a: Option<f64>, b| Some(a.map_or(b, |a| a.max(b))))
+    };
+    if let (Some(steal), Some(load)) = (most("steal_pct"), most("loadavg1_before")) {
+        let _ = writeln!(
+            out,
+            "- **Machine state.** Steal time (CPU taken by the hypervisor) was at most {steal:.1} % in any cell, and the 1-minute load average before a cell at most {load:.2}; a cell with high steal or load is a candidate outlier."
+        );
+    }
+    let emulated = all
+        .iter()
+        .filter(|r| r.netem.as_deref().is_some_and(|n| !n.trim().is_empty()))
+        .count();
+    let _ = writeln!(
+        out,
+        "- **Loopback.** {} of {} stress cells ran on plain loopback, where a round trip costs no time and a handshake costs only CPU{}. Loopback hides exactly the round trips in which the protocols' handshakes differ.",
+        all.len() - emulated,
+        all.len(),
+        if emulated > 0 {
+            format!("; the other {emulated} ran with emulated delay/loss (below)")
+        } else {
+            String::new()
+        }
+    );
+    let pinning: Vec<String> = runs
+        .iter()
+        .map(|r| {
+            r.results.manifest["pinning"]
+                .as_str()
+                .unwrap_or("none")
+                .to_string()
+        })
+        .collect();
+    let cores = provs.first().map_or("?".to_string(), |p| p.cores.clone());
+    let (ref_range, ref_missing) = cpu_sum_range(&runs[0].stress());
+    let (all_range, all_missing) = cpu_sum_range(&all);
+    let fmt_range = |r: Option<(f64, f64)>| {
+        r.map_or("no cell with both CPU figures".to_string(), |(lo, hi)| {
+            format!("{lo:.0}–{hi:.0} %")
+        })
+    };
+    let _ = writeln!(
+        out,
+        "- **Shared cores.** Server and load generator share {cores} cores (pinning: {}). Server + client CPU per stress cell sums to {} in the reference run{} (100 % = one core){}. Where the sum approaches the cores available, a protocol whose client costs more CPU takes CPU from its own server: client cost is part of every throughput figure.",
+        {
+            let mut p = pinning.clone();
+            p.sort();
+            p.dedup();
+            p.join(", ")
+        },
+        fmt_range(ref_range),
+        if runs.len() > 1 {
+            format!(" and {} over all runs", fmt_range(all_range))
+        } else {
+            String::new()
+        },
+        if all_missing > 0 {
+            format!(
+                "; {all_missing} cell(s) ({ref_missing} in the reference) have no reliable CPU figure and are left out"
+            )
+        } else {
+            String::new()
+        }
+    );
+    let _ = writeln!(
+        out,
+        "- **Client implementations differ.** HTTP/1.1, HTTP/2 and gRPC are driven by lean clients of our own (the HTTP/2 and gRPC ones share a minimal HTTP/2 implementation), HTTP/3 by the general-purpose quinn + h3 libraries. Part of any HTTP/3 gap is therefore client cost, not protocol cost; the servers are general-purpose libraries for every stack."
+    );
+    let reps: Vec<String> = provs
+        .iter()
+        .map(|p| format!("{} {}", p.name, p.repetitions))
+        .collect();
+    let single = provs.iter().filter(|p| p.repetitions == "1").count();
+    let elapsed = |rows: &[&Row]| {
+        let (lo, hi) = rows
+            .iter()
+            .filter_map(|r| fval(r, "elapsed_s"))
+            .fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(x), hi.max(x)));
+        if lo <= hi {
+            format!("{lo:.2}–{hi:.2} s")
+        } else {
+            "an unknown time".into()
+        }
+    };
+    let _ = writeln!(
+        out,
+        "- **Repetitions and cell length.** Repetitions per run: {}. {}{} Measured phases last {} in the reference run{}; short cells make throughput and peak RSS depend on timing and sampling.",
+        reps.join(", "),
+        if single > 0 {
+            format!("{single} run(s) have one repetition: their figures have no confidence interval and their run-to-run variation is unknown.")
+        } else {
+            "Intervals are 95 % Student-t intervals of the mean over repetitions.".to_string()
+        },
+        match rep_spread(runs[0]) {
+            s if s.is_empty() => s,
+            s => format!(" {s}"),
+        },
+        elapsed(&runs[0].stress()),
+        if runs.len() > 1 {
+            format!(" ({} over all runs)", elapsed(&all))
+        } else {
+            String::new()
+        }
+    );
+    let tput: Vec<&str> = runs.iter().map(|r| r.throughput_col).collect();
+    let _ = writeln!(
+        out,
+        "- **Throughput definition.** {}",
+        if tput.iter().all(|c| *c == STEADY_RPS) {
+            "Every run's throughput is the steady-state figure (all workers active)."
+        } else if tput.iter().all(|c| *c == ELAPSED_RPS) {
+            "No run has the steady-state column, so throughput is `ok / elapsed_s`, which includes ramp-up and drain and understates the steady rate of short cells."
+        } else {
+            "Runs differ: some report steady-state throughput, others only `ok / elapsed_s` (see the provenance table); the two are not directly comparable."
+        }
+    );
+    let _ = writeln!(
+        out,
+        "- **Emulator limits.** Delay and loss are applied by a user-space emulator thread in the runner: it shares the same cores as server and client (so emulated runs have less CPU for the protocols), it drops a GSO super-packet as one unit (one loss event can remove several QUIC datagrams at once, unlike a wire), and it draws loss and jitter from one fixed seed, so each emulated cell is one sample of the loss pattern, not an average over patterns."
+    );
+    if !problems.is_empty() {
+        let _ = writeln!(
+            out,
+            "- **Mixed provenance.** The runs were accepted with `--allow-mixed` although they are not from one commit on one machine ({} problem(s), listed at the top).",
+            problems.len()
+        );
+    }
+    out.push('\n');
+}

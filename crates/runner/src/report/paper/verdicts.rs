@@ -1,0 +1,679 @@
+//! The claim verdicts: for each kind of claim in [`claims`](super::claims), the function that
+//! judges one variant of a claim run against the claimed figures, and the paper's claims section
+//! (a summary table, then one section per claim with every variant's outcome). Every stack,
+//! level and figure comes from the claim table; nothing here names a protocol.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use crate::output::summary::Interval;
+use crate::report::label;
+
+use super::claims::{
+    At, Ceiling, Check, Claim, Collapse, FailureRateBelow, MemoryRatio, Throughput, CLAIMS,
+};
+use super::provenance::{find_first, scalar};
+use super::run::{fval, Run, View};
+use super::stats::{clopper_pearson_95, cv, requests_to_bound};
+use super::text::{pct, plain, show, show_tput, thousands, throughput_note, FALLBACK_NOTE};
+use super::{scale, Row};
+
+/// A claim's outcome on one variant: a short verdict for the summary table and the numbers.
+struct Outcome {
+    verdict: String,
+    evidence: String,
+}
+
+/// Judges one variant (or the reference) against one claim; `None` when it lacks the cells
+/// the claim needs.
+fn check(claim: &Claim, v: &View) -> Option<Outcome> {
+    match &claim.check {
+        Check::Throughput(c) => throughput(v, c),
+        Check::Collapse(c) => collapse(v, c),
+        Check::FailureRateBelow(c) => failure_rate_below(v, c),
+        Check::Ceiling(c) => ceiling(v, c),
+        Check::MemoryRatio(c) => memory_ratio(v, c),
+    }
+}
+
+/// The level a claim is judged at in this view: the named one when the run has it, else the
+/// highest.
+fn level(v: &View, regime: &str, at: At) -> Option<u64> {
+    let levels = v.levels(regime);
+    match at {
+        At::Workers(c) if levels.contains(&c) => Some(c),
+        _ => levels.last().copied(),
+    }
+}
+
+/// The claims section: a summary table (default conditions and every variant per claim),
+/// then each claim's method and per-variant outcomes from its run, or from the reference when
+/// no claim run was given.
+pub(super) fn section(out: &mut String, reference: &Run, claim_runs: &[Run]) {
+    let _ = writeln!(out, "## The study's claims\n");
+    let _ = writeln!(
+        out,
+        "Each claim is checked under default conditions and under every variant of its experiment; every variant's outcome is listed, whether or not the default holds.\n"
+    );
+    let _ = writeln!(out, "| claim | default conditions | every variant |");
+    let _ = writeln!(out, "|---|---|---|");
+    let mut sections = String::new();
+    for claim in &CLAIMS {
+        let (id, text, method) = (claim.id, claim.statement, claim.method);
+        let run = claim_runs
+            .iter()
+            .find(|r| r.name().starts_with(claim.run_prefix));
+        let start = sections.len();
+        let _ = writeln!(sections, "### {id}: {text}\n");
+        let _ = writeln!(sections, "_How it is checked:_ {method}\n");
+        let mut default_verdict = "—".to_string();
+        let mut variant_verdicts = Vec::new();
+        match run {
+            None => {
+                let _ = writeln!(
+                    sections,
+                    "No claim run was given; checked on the reference sweep only.\n"
+                );
+                match check(claim, &View::new(reference, None)) {
+                    Some(o) => {
+                        let _ = writeln!(sections, "{}\n\n{}\n", o.verdict, o.evidence);
+                        default_verdict = o.verdict;
+                    }
+                    None => {
+                        let _ = writeln!(
+                            sections,
+                            "The reference sweep has no cells this claim can be checked on.\n"
+                        );
+                    }
+                }
+            }
+            Some(run) => {
+                let _ = writeln!(
+                    sections,
+                    "From `{}` (experiment `{}`, {}):\n",
+                    run.dir.display(),
+                    run.name(),
+                    throughput_note(run.throughput_col)
+                );
+                let _ = writeln!(sections, "| variant | outcome | numbers |");
+                let _ = writeln!(sections, "|---|---|---|");
+                for variant in run.variants() {
+                    let Some(o) = check(claim, &View::new(run, Some(&variant))) else {
+                        let _ = writeln!(
+                            sections,
+                            "| {variant} | cannot be checked | the variant lacks the cells this claim needs |"
+                        );
+                        variant_verdicts.push(format!("{variant}: cannot be checked"));
+                        continue;
+                    };
+                    let _ = writeln!(sections, "| {variant} | {} | {} |", o.verdict, o.evidence);
+                    if variant == "default" {
+                        default_verdict = o.verdict;
+                    } else {
+                        variant_verdicts.push(format!("{variant}: {}", o.verdict));
+                    }
+                }
+                if sections[start..].contains(" †") {
+                    let _ = writeln!(sections, "\n{FALLBACK_NOTE}");
+                }
+                sections.push('\n');
+            }
+        }
+        if let Some(regime) = claim.memory_fits {
+            // The slope carries to any scale; the claim's one point does not.
+            scale::memory_table(&mut sections, reference, Some(regime));
+            if let Some(run) = run {
+                scale::memory_table(&mut sections, run, Some(regime));
+            }
+        }
+        let _ = writeln!(
+            out,
+            "| {id}: {text} | {default_verdict} | {} |",
+            if variant_verdicts.is_empty() {
+                "—".to_string()
+            } else {
+                variant_verdicts.join("<br>")
+            }
+        );
+    }
+    out.push('\n');
+    out.push_str(&sections);
+}
+
+/// C1's kind: see [`Throughput`].
+fn throughput(v: &View, claim: &Throughput) -> Option<Outcome> {
+    let Throughput {
+        stack,
+        regime,
+        at,
+        claimed_rps,
+        p95_max_ms,
+        match_fraction,
+        stable_cv,
+    } = *claim;
+    let top = level(v, regime, at)?;
+    let (rps, rps_fallback) = v.tput(stack, regime, top)?;
+    let p95_ms = v.stat(stack, regime, top, "latency_p95_us")?.mean / 1000.0;
+    let ratio = rps.mean / claimed_rps;
+    let level = if (ratio - 1.0).abs() <= match_fraction {
+        "matched"
+    } else if ratio > 1.0 {
+        "exceeded"
+    } else {
+        "not reached"
+    };
+    let by_level: Vec<(u64, f64)> = v
+        .levels(regime)
+        .into_iter()
+        .filter_map(|c| Some((c, v.tput(stack, regime, c)?.0.mean)))
+        .collect();
+    let means: Vec<f64> = by_level.iter().map(|x| x.1).collect();
+    let across_levels = cv(&means);
+    let across_reps = rps.sd.filter(|_| rps.mean != 0.0).map(|sd| sd / rps.mean);
+    let stable =
+        across_levels.is_none_or(|x| x <= stable_cv) && across_reps.is_none_or(|x| x <= stable_cv);
+    let stability = format!(
+        "throughput CV across {} levels {}{}",
+        by_level.len(),
+        across_levels.map_or("n/a (one level)".into(), |x| format!("{:.1} %", x * 100.0)),
+        match across_reps {
+            Some(x) => format!(
+                ", across {} repetitions at {top} workers {:.1} %",
+                rps.n,
+                x * 100.0
+            ),
+            None => format!(
+                ", {} repetition(s) at {top} workers: no spread across repetitions",
+                rps.n
+            ),
+        }
+    );
+    let p95_ok = p95_ms <= p95_max_ms;
+    let list: Vec<String> = by_level
+        .iter()
+        .map(|(c, r)| format!("{c}: {}", thousands(*r)))
+        .collect();
+    Some(Outcome {
+        verdict: format!(
+            "{level} ({} vs ≈ {} req/s, {ratio:.2}×); p95 {p95_ms:.2} ms {}; {}",
+            thousands(rps.mean),
+            thousands(claimed_rps),
+            if p95_ok {
+                format!("≤ {} ms", plain(p95_max_ms))
+            } else {
+                format!("> {} ms: bound violated", plain(p95_max_ms))
+            },
+            if stable { "stable" } else { "not stable" }
+        ),
+        evidence: format!(
+            "{} at {top} workers: {} req/s, p95 {p95_ms:.2} ms; req/s by workers: {}; {stability} (stable = CV ≤ {:.0} %)",
+            label(stack),
+            show_tput(&(rps, rps_fallback)),
+            list.join(", "),
+            stable_cv * 100.0
+        ),
+    })
+}
+
+/// C2's kind: see [`Collapse`].
+fn collapse(v: &View, claim: &Collapse) -> Option<Outcome> {
+    let Collapse {
+        regime,
+        at: claimed_at,
+        claimed,
+        like_claimed,
+        collapse_below,
+        contrast,
+    } = *claim;
+    let levels = v.levels(regime);
+    let at = level(v, regime, claimed_at)?;
+    // The level the claim names (its text says "at 200"), whether or not the run has it.
+    let named = match claimed_at {
+        At::Workers(c) => c,
+        At::Highest => at,
+    };
+    let success = |stack: &str, c: u64| {
+        let sent = v.sum(stack, regime, c, "sent");
+        (sent > 0.0).then(|| v.sum(stack, regime, c, "ok") / sent)
+    };
+    let measured: Vec<f64> = claimed
+        .iter()
+        .map(|(s, _)| success(s, at))
+        .collect::<Option<_>>()?;
+    let verdict = if measured.iter().all(|x| *x <= like_claimed) {
+        format!(
+            "matched: collapse to ≤ {} % success",
+            plain(like_claimed * 100.0)
+        )
+    } else if measured.iter().all(|x| *x < collapse_below) {
+        "collapse, but milder than claimed".to_string()
+    } else {
+        "no collapse".to_string()
+    };
+    let mut parts = Vec::new();
+    for stack in v.stacks() {
+        let by_level: Vec<String> = levels
+            .iter()
+            .filter_map(|c| Some(format!("{c}: {}", pct(success(&stack, *c)?))))
+            .collect();
+        let claimed = claimed
+            .iter()
+            .find(|x| x.0 == stack)
+            .map_or(String::new(), |x| {
+                format!(" (claimed at {named}: {})", pct(x.1))
+            });
+        parts.push(format!(
+            "{} success by workers {}{claimed}",
+            label(&stack),
+            by_level.join(", ")
+        ));
+    }
+    if !v.has(contrast, regime) {
+        parts.push(format!("{} was not run in this variant", label(contrast)));
+    }
+    // A collapse below the named level is a budget running out, not a threshold there.
+    let onset = levels.iter().copied().find(|c| {
+        claimed
+            .iter()
+            .all(|(s, _)| success(s, *c).is_some_and(|x| x < collapse_below))
+    });
+    let mut onset_note = String::new();
+    if let Some(c) = onset.filter(|c| *c < named) {
+        let _ = write!(
+            onset_note,
+            "; collapses already at {c} workers: a budget, not a threshold at {named}"
+        );
+        // The port budget, told for the first claimed stack.
+        let first = claimed.first()?.0;
+        if let Some(ports) = v
+            .cells(first, regime, c)
+            .first()
+            .and_then(|r| ports_in(r.port_range.as_deref()?))
+        {
+            let used = v.sum(first, regime, c, "ok") + v.sum(first, regime, c, "warmup_ok");
+            let _ = write!(
+                onset_note,
+                " ({} local ports; {} completed {} connections in warm-up and measured phase together, each port then held in TIME_WAIT)",
+                thousands(ports as f64),
+                label(first),
+                thousands(used)
+            );
+        }
+    }
+    let classes = failure_summary(
+        v.rows
+            .iter()
+            .filter(|r| r.regime == regime && r.concurrency as u64 == at)
+            .copied(),
+    );
+    Some(Outcome {
+        verdict: format!(
+            "{verdict} (at {at} workers {} vs claimed {}){onset_note}",
+            claimed
+                .iter()
+                .zip(&measured)
+                .map(|((s, _), x)| format!("{} {}", label(s), pct(*x)))
+                .collect::<Vec<_>>()
+                .join(", "),
+            claimed
+                .iter()
+                .map(|(_, x)| pct(*x))
+                .collect::<Vec<_>>()
+                .join(" / ")
+        ),
+        evidence: format!("{}{classes}", parts.join("; ")),
+    })
+}
+
+/// C3's kind: see [`FailureRateBelow`].
+fn failure_rate_below(v: &View, claim: &FailureRateBelow) -> Option<Outcome> {
+    let FailureRateBelow {
+        stack: claimed_stack,
+        regime,
+        max_failure_rate,
+    } = *claim;
+    let bound = format!("{} %", plain(max_failure_rate * 100.0));
+    let levels = v.levels(regime);
+    if !v.has(claimed_stack, regime) {
+        return None;
+    }
+    let mut evidence = Vec::new();
+    let mut claim_verdict = String::new();
+    for stack in v.stacks() {
+        let mut per_level = Vec::new();
+        let (mut k_all, mut n_all) = (0u64, 0u64);
+        let mut worst_observed = 0.0_f64;
+        let mut all_bounds_below = true;
+        for c in &levels {
+            let n = v.sum(&stack, regime, *c, "sent") as u64;
+            let k = v.sum(&stack, regime, *c, "failed") as u64;
+            if n == 0 {
+                continue;
+            }
+            let (_, hi) = clopper_pearson_95(k, n);
+            all_bounds_below &= hi < max_failure_rate;
+            worst_observed = worst_observed.max(k as f64 / n as f64);
+            per_level.push(format!(
+                "{c}: {k} in {} (≤ {})",
+                thousands(n as f64),
+                pct(hi)
+            ));
+            k_all += k;
+            n_all += n;
+        }
+        if n_all == 0 {
+            continue;
+        }
+        let (_, pooled_hi) = clopper_pearson_95(k_all, n_all);
+        evidence.push(format!(
+            "{}: failures by workers {}; pooled {k_all} in {} (≤ {})",
+            label(&stack),
+            per_level.join(", "),
+            thousands(n_all as f64),
+            pct(pooled_hi)
+        ));
+        if stack == claimed_stack {
+            claim_verdict = if worst_observed >= max_failure_rate {
+                format!(
+                    "not reproduced: observed failure rate {} ≥ {bound} at some level",
+                    pct(worst_observed)
+                )
+            } else if all_bounds_below {
+                format!("confirmed: the 95 % upper bound is below {bound} at every level")
+            } else {
+                format!(
+                    "consistent but not shown: {}, yet the 95 % upper bound of a level is not below {bound} (≥ {} requests per level with no failure would be needed)",
+                    if worst_observed == 0.0 {
+                        "no failure at any level".to_string()
+                    } else {
+                        format!("observed failure rate at most {}", pct(worst_observed))
+                    },
+                    thousands(requests_to_bound(max_failure_rate) as f64)
+                )
+            };
+        }
+    }
+    let others_also: Vec<String> = v
+        .stacks()
+        .into_iter()
+        .filter(|s| s != claimed_stack)
+        .filter(|s| {
+            levels.iter().all(|c| {
+                let n = v.sum(s, regime, *c, "sent");
+                n > 0.0 && v.sum(s, regime, *c, "failed") / n < max_failure_rate
+            })
+        })
+        .map(|s| label(&s))
+        .collect();
+    let others = if others_also.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; {} also stayed below {bound} failures under the same conditions",
+            others_also.join(", ")
+        )
+    };
+    Some(Outcome {
+        verdict: format!("{claim_verdict}{others}"),
+        evidence: format!(
+            "{} (k failures in n requests, two-sided 95 % Clopper–Pearson upper bound)",
+            evidence.join("; ")
+        ),
+    })
+}
+
+/// C4's kind: see [`Ceiling`].
+fn ceiling(v: &View, claim: &Ceiling) -> Option<Outcome> {
+    let Ceiling {
+        stack,
+        regime,
+        low_rps,
+        high_rps,
+        match_fraction,
+    } = *claim;
+    let rps: Vec<(u64, (Interval, bool))> = v
+        .levels(regime)
+        .into_iter()
+        .filter_map(|c| Some((c, v.tput(stack, regime, c)?)))
+        .collect();
+    if rps.is_empty() {
+        return None;
+    }
+    let max = rps.iter().map(|r| r.1 .0.mean).fold(f64::MIN, f64::max);
+    let verdict = if max > high_rps * (1.0 + match_fraction) {
+        format!(
+            "not reproduced: up to {} req/s ({:.0}× the ceiling)",
+            thousands(max),
+            max / high_rps
+        )
+    } else if max < low_rps * (1.0 - match_fraction) {
+        format!("not reproduced: at most {max:.0} req/s, below the claimed ceiling")
+    } else {
+        format!(
+            "matched: at most {max:.0} req/s vs {}–{}",
+            plain(low_rps),
+            plain(high_rps)
+        )
+    };
+    let list: Vec<String> = rps
+        .iter()
+        .map(|(c, r)| {
+            let bound = v
+                .cells(stack, regime, *c)
+                .first()
+                .and_then(|r| rtt_s(r.netem.as_deref()?))
+                .map_or(String::new(), |rtt| {
+                    format!(" (c / (2·RTT) = {})", thousands(*c as f64 / (2.0 * rtt)))
+                });
+            format!("{c}: {}{bound}", show_tput(r))
+        })
+        .collect();
+    Some(Outcome {
+        verdict,
+        evidence: format!(
+            "{} {regime} req/s by workers: {}",
+            label(stack),
+            list.join(", ")
+        ),
+    })
+}
+
+/// C5's kind: see [`MemoryRatio`].
+fn memory_ratio(v: &View, claim: &MemoryRatio) -> Option<Outcome> {
+    let MemoryRatio {
+        stack: claimed_stack,
+        versus,
+        regime,
+        at,
+        claimed_mb,
+        versus_mb,
+        match_within,
+    } = *claim;
+    let claim_ratio = claimed_mb / versus_mb;
+    let top = level(v, regime, at)?;
+    let hwm = v
+        .stat(claimed_stack, regime, top, "server_rss_hwm_bytes")
+        .is_some()
+        && v.stat(versus, regime, top, "server_rss_hwm_bytes")
+            .is_some();
+    let col = if hwm {
+        "server_rss_hwm_bytes"
+    } else {
+        "server_rss_peak_bytes"
+    };
+    let mb = v.stat(claimed_stack, regime, top, col)?.mean / 1e6;
+    let versus_measured_mb = v.stat(versus, regime, top, col)?.mean / 1e6;
+    let ratio = mb / versus_measured_mb;
+    let verdict = if (ratio / claim_ratio - 1.0).abs() <= match_within {
+        format!("matched: {ratio:.1}× vs {claim_ratio:.0}×")
+    } else {
+        format!(
+            "not reproduced: {ratio:.1}× ({mb:.1} MB vs {versus_measured_mb:.1} MB), not {claim_ratio:.0}× ({} MB vs {} MB)",
+            plain(claimed_mb),
+            plain(versus_mb)
+        )
+    };
+    let mut parts = Vec::new();
+    for stack in [claimed_stack, versus] {
+        for c in v.levels(regime) {
+            let Some(peak) = v.stat(stack, regime, c, "server_rss_peak_bytes") else {
+                continue;
+            };
+            let mut s = format!(
+                "{} at {c}: server sampled peak {} MB",
+                label(stack),
+                show(&peak, 1e-6, 1)
+            );
+            if let Some(h) = v.stat(stack, regime, c, "server_rss_hwm_bytes") {
+                let _ = write!(s, ", VmHWM {} MB", show(&h, 1e-6, 1));
+            }
+            if let Some(cl) = v.stat(stack, regime, c, "client_rss_peak_bytes") {
+                let _ = write!(s, "; client sampled peak {} MB", show(&cl, 1e-6, 1));
+            }
+            if let Some(h) = v.stat(stack, regime, c, "client_rss_hwm_bytes") {
+                let _ = write!(s, ", VmHWM {} MB", show(&h, 1e-6, 1));
+            }
+            // Peak vs cell length: a series still rising at its last sample has not peaked.
+            if let Some(cell) = v.cells(stack, regime, c).first() {
+                let elapsed = fval(cell, "elapsed_s").unwrap_or(f64::NAN);
+                if let Some(series) = v.run.rss_samples(&cell.cell_key, "server") {
+                    let rising = series.last_bytes >= series.max_bytes
+                        && series.last_bytes > series.first_bytes * 1.05;
+                    let _ = write!(
+                        s,
+                        "; cell {elapsed:.2} s, {} server samples, {:.1} → {:.1} MB{}",
+                        series.samples,
+                        series.first_bytes / 1e6,
+                        series.last_bytes / 1e6,
+                        if rising {
+                            " (still rising at the last sample: the peak depends on cell length)"
+                        } else {
+                            ""
+                        }
+                    );
+                } else {
+                    let _ = write!(s, "; cell {elapsed:.2} s, no resource samples");
+                }
+            }
+            parts.push(s);
+        }
+    }
+    parts.push(udp_buffers(v));
+    Some(Outcome {
+        verdict: format!(
+            "{verdict} ({} at {top} workers)",
+            if hwm {
+                "VmHWM"
+            } else {
+                "sampled peak; no VmHWM column"
+            }
+        ),
+        evidence: parts.join("; "),
+    })
+}
+
+/// The number of local ports in a `port_range` cell ("40000 41023" → 1,024).
+fn ports_in(range: &str) -> Option<u64> {
+    let mut it = range.split_whitespace().map(|p| p.parse::<u64>().ok());
+    let (lo, hi) = (it.next()??, it.next()??);
+    (hi >= lo).then(|| hi - lo + 1)
+}
+
+/// Round-trip time in seconds from a `netem` cell ("rtt=100ms,…" or "delay=50ms" = RTT 100 ms).
+fn rtt_s(netem: &str) -> Option<f64> {
+    netem.split(',').find_map(|part| {
+        let (key, value) = part.trim().split_once('=')?;
+        let ms: f64 = value.trim().strip_suffix("ms")?.parse().ok()?;
+        match key.trim() {
+            "rtt" => Some(ms / 1000.0),
+            "delay" => Some(2.0 * ms / 1000.0),
+            _ => None,
+        }
+    })
+}
+
+/// The UDP receive buffer QUIC sockets really got: the manifest's `getsockopt` reading for
+/// the server's default request and, for a variant that asks for more, the kernel's cap
+/// (Linux sets at most `net.core.rmem_max` for SO_RCVBUF, whatever is asked, and reports twice
+/// what it set).
+fn udp_buffers(v: &View) -> String {
+    let m = &v.run.results.manifest;
+    let number = |key: &str| {
+        find_first(m, key).and_then(|x| x.as_f64().or_else(|| scalar(&x).trim().parse().ok()))
+    };
+    let effective = number("udp_rcvbuf_effective_bytes");
+    let requested = number("udp_buffer_requested_bytes");
+    let rmem_max = number("net.core.rmem_max");
+    let mut s = match (requested, effective) {
+        (Some(r), Some(e)) => format!(
+            "UDP SO_RCVBUF: server default {} B requested, {} B set (getsockopt reads {} B: Linux reports twice what it sets, the rest is its bookkeeping)",
+            thousands(r),
+            thousands(e / 2.0),
+            thousands(e)
+        ),
+        (None, Some(e)) => format!(
+            "UDP SO_RCVBUF set: {} B (getsockopt reads twice that, {} B)",
+            thousands(e / 2.0),
+            thousands(e)
+        ),
+        _ => "effective UDP SO_RCVBUF: not recorded by this run".to_string(),
+    };
+    if let Some(max) = rmem_max {
+        let _ = write!(s, ", net.core.rmem_max {} B", thousands(max));
+        let asked = v
+            .rows
+            .iter()
+            .filter_map(|r| fval(r, "udp_buffer_bytes"))
+            .fold(None, |a: Option<f64>, b| Some(a.map_or(b, |a| a.max(b))));
+        if let Some(asked) = asked {
+            let granted = asked.min(max);
+            let _ = write!(
+                s,
+                "; this variant asks {} B, so the kernel sets {} B{}",
+                thousands(asked),
+                thousands(granted),
+                if asked > max {
+                    " (capped by rmem_max: the knob did not take full effect)"
+                } else {
+                    ""
+                }
+            );
+        }
+    } else {
+        s.push_str(" (the kernel caps any request at net.core.rmem_max, not recorded here)");
+    }
+    s
+}
+
+fn failure_summary<'a>(rows: impl Iterator<Item = &'a Row>) -> String {
+    let mut by_class: BTreeMap<String, f64> = BTreeMap::new();
+    for r in rows {
+        for class in bench_core::FailureClass::ALL {
+            let n = r.failures(class) as f64;
+            if n > 0.0 {
+                *by_class.entry(class.as_str().to_string()).or_default() += n;
+            }
+        }
+    }
+    if by_class.is_empty() {
+        return String::new();
+    }
+    let parts: Vec<String> = by_class
+        .iter()
+        .map(|(k, v)| format!("{k} {v:.0}"))
+        .collect();
+    format!("; failures: {}", parts.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_and_rtt_from_cells() {
+        assert_eq!(ports_in("40000 41023"), Some(1024));
+        assert_eq!(rtt_s("rtt=100ms"), Some(0.1));
+        assert_eq!(rtt_s("loss=1%,delay=10ms"), Some(0.02));
+        assert_eq!(rtt_s("loss=1%"), None);
+    }
+}
