@@ -4,12 +4,13 @@
 //! the lean clients, so that the two implementations differ in the client alone.
 #![forbid(unsafe_code)]
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bench_core::failure::{classify_error, error_chain_text, timeout_class};
-use bench_core::net::{Closer, ConnDriver, Stream};
+use bench_core::net::{ConnDriver, TcpConnector, WireCounters};
 use bench_core::workload::validate_json_item;
-use bench_core::{Failure, FailureClass, PayloadProfile, Phase, Reply};
+use bench_core::{ConnectTiming, Failure, FailureClass, PayloadProfile, Phase, Reply};
 use http_body_util::BodyExt;
 use hyper::body::{Body, Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -17,17 +18,27 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 /// How long closing waits for hyper's connection task and the server's FIN.
 const CLOSE_WITHIN: Duration = Duration::from_secs(1);
 
-/// An HTTP/1.1 client connection on `stream`; its task ends with the suite's close (FIN first,
-/// then the server's FIN), as the lean client's does.
+/// A hyper client connection the suite opened: the sender, the task driving the connection,
+/// the socket's byte counters and how long the setup took.
+pub struct Opened<S> {
+    pub send: S,
+    pub driver: ConnDriver,
+    pub counters: Arc<WireCounters>,
+    pub timing: ConnectTiming,
+}
+
+/// Opens a TCP (+TLS) connection and an HTTP/1.1 client connection on it; its task ends with
+/// the suite's close (FIN first, then the server's FIN), as the lean client's does.
 pub async fn http1<B>(
-    stream: Stream,
-    closer: Closer,
-) -> Result<(hyper::client::conn::http1::SendRequest<B>, ConnDriver), Failure>
+    connector: &TcpConnector,
+) -> Result<Opened<hyper::client::conn::http1::SendRequest<B>>, Failure>
 where
     B: Body + Send + 'static,
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    let (stream, timing, closer) = connector.connect().await?;
+    let counters = stream.counters();
     let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| classify_hyper(Phase::Handshake, &e))?;
@@ -35,22 +46,28 @@ where
         let _ = conn.await;
         closer.finish(CLOSE_WITHIN).await;
     });
-    Ok((send, driver))
+    Ok(Opened {
+        send,
+        driver,
+        counters,
+        timing,
+    })
 }
 
-/// An HTTP/2 client connection on `stream` with the given initial windows (the servers'
-/// windows, so both directions match as with the lean client).
+/// Opens a TCP (+TLS) connection and an HTTP/2 client connection on it with the given initial
+/// windows (the servers' windows, so both directions match as with the lean client).
 pub async fn http2<B>(
-    stream: Stream,
-    closer: Closer,
+    connector: &TcpConnector,
     stream_window: u32,
     connection_window: u32,
-) -> Result<(hyper::client::conn::http2::SendRequest<B>, ConnDriver), Failure>
+) -> Result<Opened<hyper::client::conn::http2::SendRequest<B>>, Failure>
 where
     B: Body + Send + Unpin + 'static,
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    let (stream, timing, closer) = connector.connect().await?;
+    let counters = stream.counters();
     let (send, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
         .initial_stream_window_size(stream_window)
         .initial_connection_window_size(connection_window)
@@ -61,7 +78,12 @@ where
         let _ = conn.await;
         closer.finish(CLOSE_WITHIN).await;
     });
-    Ok((send, driver))
+    Ok(Opened {
+        send,
+        driver,
+        counters,
+        timing,
+    })
 }
 
 /// Maps a hyper error: its own notion of timeouts and early closes first, the rest by cause.

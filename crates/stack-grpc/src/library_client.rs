@@ -53,11 +53,13 @@ impl TonicClient {
 #[async_trait]
 impl Client for TonicClient {
     async fn connect(&self) -> Result<Connected, Failure> {
-        let (stream, timing, closer) = self.connector.connect().await?;
-        let counters = stream.counters();
-        let (send, driver) = hyper_client::http2(
-            stream,
-            closer,
+        let hyper_client::Opened {
+            send,
+            driver,
+            counters,
+            timing,
+        } = hyper_client::http2(
+            &self.connector,
             crate::server::STREAM_WINDOW,
             crate::server::CONNECTION_WINDOW,
         )

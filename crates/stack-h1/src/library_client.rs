@@ -37,9 +37,12 @@ impl HyperH1Client {
 #[async_trait]
 impl Client for HyperH1Client {
     async fn connect(&self) -> Result<Connected, Failure> {
-        let (stream, timing, closer) = self.connector.connect().await?;
-        let counters = stream.counters();
-        let (send, driver) = hyper_client::http1(stream, closer).await?;
+        let hyper_client::Opened {
+            send,
+            driver,
+            counters,
+            timing,
+        } = hyper_client::http1(&self.connector).await?;
         Ok(Connected {
             conn: Arc::new(HyperH1Connection {
                 send: Mutex::new(Some(send)),
