@@ -178,6 +178,11 @@ pub trait Stack: Send + Sync + 'static {
     }
     /// How the item is encoded on the wire ("JSON", "protobuf"), for reports.
     fn encoding(&self) -> &'static str;
+    /// The crates (as named in Cargo.lock) that implement this stack's protocol, so that the
+    /// manifest records their versions.
+    fn libraries(&self) -> &'static [&'static str] {
+        &[]
+    }
     /// The server settings that matter for a fair comparison (written into the manifest), as
     /// a knowledgeable operator would state them.
     fn server_settings(&self) -> Vec<(&'static str, String)> {

@@ -232,6 +232,9 @@ impl Stack for WithClient {
     fn alpn(&self) -> &'static [u8] {
         self.0.alpn()
     }
+    fn libraries(&self) -> &'static [&'static str] {
+        self.0.libraries()
+    }
     fn supports_plaintext(&self) -> bool {
         self.0.supports_plaintext()
     }

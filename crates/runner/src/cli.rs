@@ -232,7 +232,7 @@ pub fn command() -> clap::Command {
 fn with_defaults(mut cmd: clap::Command) -> clap::Command {
     let defaults = serde_json::to_value(Experiment::default()).expect("settings serialize");
     for key in crate::settings::KEYS {
-        let Some(value) = defaults.get(*key).and_then(default_text) else {
+        let Some(value) = defaults.get(*key).and_then(crate::settings::value_text) else {
             continue;
         };
         cmd = cmd.mut_arg(*key, |a| {
@@ -241,23 +241,6 @@ fn with_defaults(mut cmd: clap::Command) -> clap::Command {
         });
     }
     cmd
-}
-
-/// A default as the command line would write it; `None` for knobs without a value.
-fn default_text(value: &serde_json::Value) -> Option<String> {
-    match value {
-        serde_json::Value::Null => None,
-        serde_json::Value::String(s) => Some(s.clone()),
-        serde_json::Value::Array(items) if items.is_empty() => None,
-        serde_json::Value::Array(items) => Some(
-            items
-                .iter()
-                .filter_map(default_text)
-                .collect::<Vec<_>>()
-                .join(","),
-        ),
-        other => Some(other.to_string()),
-    }
 }
 
 /// Parses the command line (with [`command`]'s help).

@@ -39,6 +39,9 @@ impl Stack for H1Copy {
     fn alpn(&self) -> &'static [u8] {
         H1.alpn()
     }
+    fn libraries(&self) -> &'static [&'static str] {
+        H1.libraries()
+    }
     fn supports_plaintext(&self) -> bool {
         H1.supports_plaintext()
     }

@@ -45,6 +45,9 @@ impl Stack for Grpc {
     fn encoding(&self) -> &'static str {
         "protobuf"
     }
+    fn libraries(&self) -> &'static [&'static str] {
+        &["tonic", "prost", "hyper", "h2"]
+    }
     fn alpn(&self) -> &'static [u8] {
         ALPN
     }
@@ -53,7 +56,7 @@ impl Stack for Grpc {
     }
     fn server_settings(&self) -> Vec<(&'static str, String)> {
         vec![
-            ("grpc", "tonic generated service (prost), served by hyper http2 on our TLS 1.3 streams; client: unary calls in gRPC wire format on our lean HTTP/2 client (http2-client)".into()),
+            ("grpc", "tonic generated service (prost), served by hyper http2 on our TLS 1.3 streams; client: lean = unary calls in gRPC wire format on our HTTP/2 client (http2-client), library = tonic's generated client on hyper http2 (the row's `client` says which ran)".into()),
             ("http", format!("max_concurrent_streams {}, initial stream window {} B, connection window {} B (client the same), max message 1 MiB", server::MAX_CONCURRENT_STREAMS, server::STREAM_WINDOW, server::CONNECTION_WINDOW)),
             ("tcp", "TCP_NODELAY on both sides; accept in one task, TLS handshake per connection task".into()),
             ("tls", bench_core::tls::tls_settings()),

@@ -33,6 +33,9 @@ impl Stack for Http1 {
     fn encoding(&self) -> &'static str {
         "JSON"
     }
+    fn libraries(&self) -> &'static [&'static str] {
+        &["hyper"]
+    }
     fn alpn(&self) -> &'static [u8] {
         ALPN
     }

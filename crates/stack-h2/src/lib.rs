@@ -33,6 +33,9 @@ impl Stack for Http2 {
     fn encoding(&self) -> &'static str {
         "JSON"
     }
+    fn libraries(&self) -> &'static [&'static str] {
+        &["hyper", "h2"]
+    }
     fn alpn(&self) -> &'static [u8] {
         ALPN
     }

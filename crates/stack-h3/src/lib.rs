@@ -34,6 +34,9 @@ impl Stack for Http3 {
     fn supports_zero_rtt(&self) -> bool {
         true
     }
+    fn libraries(&self) -> &'static [&'static str] {
+        &["quinn", "quinn-proto", "h3", "h3-quinn"]
+    }
     fn alpn(&self) -> &'static [u8] {
         ALPN
     }

@@ -282,28 +282,25 @@ impl Manifest {
     }
 }
 
-/// Versions of the crates that implement the stacks, read from the committed Cargo.lock.
+/// Versions of the crates that implement the registered stacks (each stack names its own,
+/// [`bench_core::Stack::libraries`]) and of the runtime and TLS every stack shares, read from
+/// the committed Cargo.lock.
 pub fn crate_versions() -> std::collections::BTreeMap<String, String> {
     const LOCK: &str = include_str!("../../../../Cargo.lock");
-    const WANTED: [&str; 10] = [
-        "tokio",
-        "hyper",
-        "h2",
-        "quinn",
-        "quinn-proto",
-        "h3",
-        "h3-quinn",
-        "tonic",
-        "prost",
-        "rustls",
-    ];
+    /// The async runtime and the TLS library under every stack.
+    const SHARED: [&str; 2] = ["tokio", "rustls"];
+    let stacks = crate::registry::stacks();
+    let wanted: Vec<&str> = SHARED
+        .into_iter()
+        .chain(stacks.iter().flat_map(|s| s.libraries().iter().copied()))
+        .collect();
     let mut out = std::collections::BTreeMap::new();
     let mut name: Option<&str> = None;
     for line in LOCK.lines() {
         if let Some(n) = line.strip_prefix("name = ") {
             name = Some(n.trim_matches('"'));
         } else if let (Some(n), Some(v)) = (name, line.strip_prefix("version = ")) {
-            if WANTED.contains(&n) {
+            if wanted.contains(&n) {
                 out.insert(n.to_string(), v.trim_matches('"').to_string());
             }
             name = None;
@@ -351,114 +348,40 @@ pub fn cpu_model() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// The knobs of `e` that differ from the defaults (the study's conditions), as `key value`,
-/// so that a table from an emulated or constrained run cannot pass for a default one.
+/// The knobs of `e` that differ from the defaults (the study's conditions), as `key value`
+/// in definition order, so that a table from an emulated or constrained run cannot pass for a
+/// default one. Every knob counts except those that shape the plan itself (the table shows
+/// those), so a new knob is listed without being named here.
 pub fn conditions(e: &Experiment) -> Vec<String> {
-    fn s<T: ToString>(v: Option<T>) -> String {
-        v.map(|v| v.to_string()).unwrap_or_default()
-    }
-    let d = Experiment::default();
-    let knobs = [
-        ("netem", s(e.netem.as_ref()), s(d.netem.as_ref())),
-        (
-            "port_range",
-            s(e.port_range.as_ref()),
-            s(d.port_range.as_ref()),
-        ),
-        ("tcp_tw_reuse", s(e.tcp_tw_reuse), s(d.tcp_tw_reuse)),
-        ("somaxconn", s(e.somaxconn), s(d.somaxconn)),
-        ("client_nofile", s(e.client_nofile), s(d.client_nofile)),
-        ("backlog", s(Some(e.backlog)), s(Some(d.backlog))),
-        (
-            "request_timeout_ms",
-            s(Some(e.request_timeout_ms)),
-            s(Some(d.request_timeout_ms)),
-        ),
-        (
-            "connect_timeout_ms",
-            s(Some(e.connect_timeout_ms)),
-            s(Some(d.connect_timeout_ms)),
-        ),
-        (
-            "handshake_timeout_ms",
-            s(Some(e.handshake_timeout_ms)),
-            s(Some(d.handshake_timeout_ms)),
-        ),
-        (
-            "quic_initial_rtt_ms",
-            s(e.quic_initial_rtt_ms),
-            s(d.quic_initial_rtt_ms),
-        ),
-        (
-            "udp_buffer_bytes",
-            s(e.udp_buffer_bytes),
-            s(d.udp_buffer_bytes),
-        ),
-        (
-            "quic_receive_window",
-            s(e.quic_receive_window),
-            s(d.quic_receive_window),
-        ),
-        (
-            "linger_zero",
-            s(Some(e.linger_zero)),
-            s(Some(d.linger_zero)),
-        ),
-        (
-            "source_addresses",
-            s(Some(e.source_addresses)),
-            s(Some(d.source_addresses)),
-        ),
-        ("payload", s(Some(e.payload)), s(Some(d.payload))),
-        ("plaintext", s(Some(e.plaintext)), s(Some(d.plaintext))),
-        (
-            "handshake",
-            s(Some(e.handshake.as_str())),
-            s(Some(d.handshake.as_str())),
-        ),
-        (
-            "connections",
-            s(Some(e.connections)),
-            s(Some(d.connections)),
-        ),
-        ("rate_rps", s(e.rate), s(d.rate)),
-        (
-            "server_fault",
-            s(e.server_fault.as_ref()),
-            s(d.server_fault.as_ref()),
-        ),
-        (
-            "service_time",
-            s(e.service_time.as_ref()),
-            s(d.service_time.as_ref()),
-        ),
-        (
-            "service_time_seed",
-            s(Some(e.service_time_seed)),
-            s(Some(d.service_time_seed)),
-        ),
-        (
-            "service_cpu_us",
-            s(Some(e.service_cpu_us)),
-            s(Some(d.service_cpu_us)),
-        ),
-        (
-            "server_threads",
-            s(Some(e.server_threads)),
-            s(Some(d.server_threads)),
-        ),
-        (
-            "client_threads",
-            s(Some(e.client_threads)),
-            s(Some(d.client_threads)),
-        ),
-        ("pin", s(Some(e.pin)), s(Some(d.pin))),
-        ("busy_poll", s(Some(e.busy_poll)), s(Some(d.busy_poll))),
+    /// Knobs the table's rows and columns already show, or that do not change a cell.
+    const PLAN_SHAPE: [&str; 14] = [
+        "name",
+        "stacks",
+        "regimes",
+        "concurrency",
+        "repetitions",
+        "requests_reuse",
+        "requests_new_conn",
+        "warmup_fraction",
+        "baseline_seconds",
+        "max_cell_seconds",
+        "cell_pause_ms",
+        "out",
+        "variants",
+        "thresholds",
     ];
-    knobs
-        .into_iter()
-        .filter(|(_, value, default)| value != default)
-        .map(|(key, value, _)| format!("{key} {value}"))
+    let value = serde_json::to_value(e).expect("settings serialize");
+    let default = serde_json::to_value(Experiment::default()).expect("settings serialize");
+    crate::settings::KEYS
+        .iter()
+        .filter(|key| !PLAN_SHAPE.contains(key) && value.get(**key) != default.get(**key))
+        .map(|key| {
+            let text = value
+                .get(*key)
+                .and_then(crate::settings::value_text)
+                .unwrap_or_else(|| "none".into());
+            format!("{key} {text}")
+        })
         .collect()
 }
 
@@ -633,9 +556,9 @@ mod tests {
         assert_eq!(
             conditions(&e),
             [
+                "backlog 64",
                 "netem rtt=20ms,loss=1%",
-                "port_range 40000 40999",
-                "backlog 64"
+                "port_range 40000 40999"
             ]
         );
     }

@@ -278,7 +278,8 @@ knobs! {
     /// QUIC initial RTT estimate in ms (default: quinn's, 333).
     #[arg(long)]
     quic_initial_rtt_ms: cell_opt<u64> = None;
-    /// SO_RCVBUF/SO_SNDBUF of QUIC sockets in bytes (default: the kernel's).
+    /// SO_RCVBUF/SO_SNDBUF of QUIC sockets in bytes (default: 4 MiB on the server's socket,
+    /// bench_core's DEFAULT_SERVER_UDP_BUFFER_BYTES; the kernel's on client sockets).
     #[arg(long)]
     udp_buffer_bytes: cell_opt<usize> = None;
     /// QUIC connection receive window in bytes (default: quinn's).

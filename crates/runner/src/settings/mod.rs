@@ -89,6 +89,24 @@ pub fn parse_duration_s(text: &str) -> Result<u64, String> {
     Ok(n * factor)
 }
 
+/// A knob's value as the command line would write it (lists comma-separated); `None` for a
+/// knob without a value.
+pub fn value_text(value: &serde_json::Value) -> Option<String> {
+    match value {
+        serde_json::Value::Null => None,
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Array(items) if items.is_empty() => None,
+        serde_json::Value::Array(items) => Some(
+            items
+                .iter()
+                .filter_map(value_text)
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
+        other => Some(other.to_string()),
+    }
+}
+
 /// The one place layers are merged: the defaults, then the file, then the flags; each
 /// variant is kept without the keys the flags set, so that a variant's cells get
 /// defaults < file < variant < flags.

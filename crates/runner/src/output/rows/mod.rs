@@ -23,6 +23,7 @@ pub trait Row: Serialize + DeserializeOwned {
     /// The header, in file order.
     const COLUMNS: &'static [&'static str];
     /// The column as a finite number; `None` when empty, not numeric or not a column.
+    /// Panics in debug builds when `column` is not one of [`Row::COLUMNS`].
     fn number(&self, column: &str) -> Option<f64>;
     /// The column as text (numbers as written, empty when absent); `None` if not a column.
     fn text(&self, column: &str) -> Option<String>;
@@ -101,13 +102,21 @@ macro_rules! row_type {
             fn number(&self, column: &str) -> Option<f64> {
                 match column {
                     $(stringify!($field) => $crate::output::rows::Field::number(&self.$field),)*
-                    _ => None,
+                    // Columns are named in strings by the report and paper: a misspelt or
+                    // renamed one fails every test that reaches it instead of showing "—".
+                    _ => {
+                        debug_assert!(false, "{} has no column '{column}'", stringify!($name));
+                        None
+                    }
                 }
             }
             fn text(&self, column: &str) -> Option<String> {
                 match column {
                     $(stringify!($field) => Some($crate::output::rows::Field::text(&self.$field)),)*
-                    _ => None,
+                    _ => {
+                        debug_assert!(false, "{} has no column '{column}'", stringify!($name));
+                        None
+                    }
                 }
             }
             fn numeric(column: &str) -> Option<bool> {
