@@ -62,6 +62,9 @@ pub struct Tuning {
     /// HTTP/1.1 lean client: the most header lines in one response head; `None` = the
     /// client's default (100).
     pub response_headers_max: Option<usize>,
+    /// HTTP/1.1 lean client: the largest response body accepted, in bytes (each worker may
+    /// hold one that large); `None` = the client's default (4 MiB).
+    pub response_body_max_bytes: Option<u64>,
 }
 
 /// A stack's client implementation: the suite's lean protocol client, or the library an

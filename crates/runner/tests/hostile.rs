@@ -181,3 +181,186 @@ fn a_quic_server_that_never_answers_times_out_each_handshake() {
         "{elapsed} s for {requests} handshakes timing out at {timeout_s} s on 2 workers"
     );
 }
+
+/// How a test HTTP/1.1 server frames each answer.
+#[derive(Clone, Copy, Debug)]
+enum H1Framing {
+    /// `Transfer-Encoding: chunked`, the body in three chunks with an extension, and a trailer.
+    Chunked,
+    /// Content-Length, then `Connection: close` and the server closes.
+    CloseAfterEach,
+    /// A head without length or chunking and a body that never ends.
+    Endless,
+}
+
+/// A plaintext HTTP/1.1 server on 127.0.0.1 (a std thread per connection) answering the workload's item with
+/// `framing`; bounded: 200 connections, 2 s per connection, and it stops with the test.
+fn h1_server(framing: H1Framing) -> (String, Arc<AtomicBool>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = stop.clone();
+    listener.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        let workload = Arc::new(bench_core::workload::ServerWorkload::new(
+            bench_core::PayloadProfile::Small,
+            None,
+            bench_core::ServiceSpec::default(),
+        ));
+        let mut accepted = 0;
+        while !done.load(Ordering::Relaxed) && accepted < 200 {
+            let Ok((mut tcp, _)) = listener.accept() else {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+                continue;
+            };
+            accepted += 1;
+            let workload = workload.clone();
+            std::thread::spawn(move || {
+                tcp.set_nonblocking(false).unwrap();
+                tcp.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+                    .unwrap();
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                loop {
+                    while !head.ends_with(b"\r\n\r\n") {
+                        match tcp.read(&mut byte) {
+                            Ok(1) => head.push(byte[0]),
+                            _ => break,
+                        }
+                    }
+                    if !head.ends_with(b"\r\n\r\n") {
+                        break;
+                    }
+                    let line = String::from_utf8_lossy(&head);
+                    let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
+                    head.clear();
+                    let body = workload.rest("GET", &path).body;
+                    let ok = match framing {
+                        H1Framing::Chunked => {
+                            let (a, rest) = body.split_at(body.len() / 3);
+                            let (b, c) = rest.split_at(rest.len() / 2);
+                            let mut out = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
+                            for part in [a, b, c] {
+                                out.extend(format!("{:x};ext=1\r\n", part.len()).bytes());
+                                out.extend(part);
+                                out.extend(b"\r\n");
+                            }
+                            out.extend(b"0\r\nx-trailer: done\r\n\r\n");
+                            tcp.write_all(&out).is_ok()
+                        }
+                        H1Framing::CloseAfterEach => {
+                            let mut out = format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", body.len()).into_bytes();
+                            out.extend(&body[..]);
+                            let _ = tcp.write_all(&out);
+                            false
+                        }
+                        H1Framing::Endless => {
+                            let _ = tcp.write_all(
+                                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n",
+                            );
+                            let chunk = [b' '; 16 * 1024];
+                            let until =
+                                std::time::Instant::now() + std::time::Duration::from_secs(2);
+                            while std::time::Instant::now() < until && tcp.write_all(&chunk).is_ok()
+                            {
+                            }
+                            false
+                        }
+                    };
+                    if !ok {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    (addr, stop)
+}
+
+/// One plaintext HTTP/1.1 cell against `addr` (reuse, 2 workers, 1 s timeout).
+fn measure_h1(addr: &str, requests: u32) -> std::collections::HashMap<String, String> {
+    let out = tempfile::tempdir().unwrap();
+    let certs = tempfile::tempdir().unwrap();
+    let h1 = runner::registry::stacks()
+        .into_iter()
+        .find(|s| s.alpn() == b"http/1.1")
+        .expect("an HTTP/1.1 stack")
+        .name();
+    let output = runner()
+        .args([
+            "--target",
+            addr,
+            "--stacks",
+            h1,
+            "--plaintext",
+            "--regime",
+            "reuse",
+        ])
+        .args([
+            "--concurrency",
+            "2",
+            "--baseline-seconds",
+            "0",
+            "--warmup-fraction",
+            "0",
+        ])
+        .args(["--requests", &requests.to_string(), "--timeout", "1"])
+        .arg("--certs")
+        .arg(certs.path())
+        .arg("--out")
+        .arg(out.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", output_text(&output));
+    read_csv(&results_dir(out.path()).join("cells.csv"))
+        .into_iter()
+        .next()
+        .unwrap()
+}
+
+/// The HTTP/1.1 framings real servers send, measured as cells: chunked answers and
+/// `Connection: close` after every answer succeed (the closed sockets are reopened and counted
+/// with the cell's connections, not as failures); an endless body is `bad_body` at the body
+/// limit, within the timeout bound, with the load generator under 64 MB.
+#[test]
+fn http1_framings_of_real_servers_measured_as_cells() {
+    let requests = 20;
+    let (addr, stop) = h1_server(H1Framing::Chunked);
+    let row = measure_h1(&addr, requests);
+    stop.store(true, Ordering::Relaxed);
+    assert_eq!(
+        (num(&row, "ok"), num(&row, "failed")),
+        (20.0, 0.0),
+        "chunked"
+    );
+    assert_eq!(
+        num(&row, "connections_opened"),
+        2.0,
+        "chunked keeps the connections"
+    );
+
+    let (addr, stop) = h1_server(H1Framing::CloseAfterEach);
+    let row = measure_h1(&addr, requests);
+    stop.store(true, Ordering::Relaxed);
+    assert_eq!((num(&row, "ok"), num(&row, "failed")), (20.0, 0.0), "close");
+    // Two pooled connections opened before the clock, one reopen per answer after the first on
+    // each: every socket is counted.
+    assert!(
+        num(&row, "connections_opened") >= 18.0,
+        "reopened sockets are counted: {}",
+        row["connections_opened"]
+    );
+
+    let (addr, stop) = h1_server(H1Framing::Endless);
+    let row = measure_h1(&addr, 4);
+    stop.store(true, Ordering::Relaxed);
+    assert_eq!(num(&row, "ok"), 0.0);
+    assert_eq!(
+        num(&row, "fail_bad_body") + num(&row, "fail_request_timeout"),
+        4.0,
+        "an endless body fails at the body limit or the timeout: {row:?}"
+    );
+    assert!(num(&row, "elapsed_s") < 4.0 / 2.0 * 1.0 + 3.0);
+    assert!(num(&row, "client_rss_peak_bytes") < CLIENT_RSS_BOUND_BYTES);
+}

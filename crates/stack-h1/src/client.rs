@@ -61,7 +61,9 @@ impl H1Client {
                 .response_head_max_bytes
                 .unwrap_or(defaults.max_head_bytes),
             max_headers: tuning.response_headers_max.unwrap_or(defaults.max_headers),
-            ..defaults
+            max_body_bytes: tuning
+                .response_body_max_bytes
+                .unwrap_or(defaults.max_body_bytes),
         };
         Self::with_limits(settings, limits)
     }

@@ -16,7 +16,7 @@ pub const DEFAULT_MAX_HEAD_BYTES: usize = 64 * 1024;
 /// `Set-Cookie`), so the 32 the client used to allow was too close.
 pub const DEFAULT_MAX_HEADERS: usize = 100;
 /// Default bound on a decoded body, so an endless or lying server costs bounded memory.
-pub const DEFAULT_MAX_BODY_BYTES: u64 = 16 * 1024 * 1024;
+pub const DEFAULT_MAX_BODY_BYTES: u64 = 4 * 1024 * 1024;
 /// Chunk extensions are skipped, not stored; this bounds the time spent skipping them
 /// (hyper's limit).
 const MAX_CHUNK_EXT_BYTES: usize = 16 * 1024;

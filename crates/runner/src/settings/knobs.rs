@@ -204,6 +204,11 @@ knobs! {
     /// (default: 100).
     #[arg(long, value_name = "N")]
     response_headers_max: cell_opt<usize> = None;
+    /// HTTP/1.1 lean client: the largest response body accepted, in bytes; each worker may hold
+    /// one that large, so it bounds the load generator's memory against an endless body
+    /// (default: 4 MiB).
+    #[arg(long, value_name = "BYTES")]
+    response_body_max_bytes: cell_opt<u64> = None;
     /// Reuse regime only: connections shared by all workers (0 = one per worker).
     #[arg(long)]
     connections: cell<u32> = 0;

@@ -155,6 +155,7 @@ impl Experiment {
             client: self.client,
             response_head_max_bytes: self.response_head_max_bytes,
             response_headers_max: self.response_headers_max,
+            response_body_max_bytes: self.response_body_max_bytes,
         }
     }
 

@@ -232,6 +232,9 @@ impl Experiment {
                 "must be at least 64 (a status line and a header)".into(),
             );
         }
+        if self.response_body_max_bytes.is_some_and(|b| b < 1024) {
+            return fail("response_body_max_bytes", "must be at least 1024".into());
+        }
         if self.response_headers_max == Some(0) {
             return fail("response_headers_max", "must be at least 1".into());
         }
