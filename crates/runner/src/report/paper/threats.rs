@@ -147,7 +147,7 @@ pub(super) fn threats(out: &mut String, runs: &[&Run], provs: &[Provenance], pro
     );
     let _ = writeln!(
         out,
-        "- **Client implementations differ.** HTTP/1.1, HTTP/2 and gRPC are driven by lean clients of our own (the HTTP/2 and gRPC ones share a minimal HTTP/2 implementation), HTTP/3 by the general-purpose quinn + h3 libraries. Part of any HTTP/3 gap is therefore client cost, not protocol cost; the servers are general-purpose libraries for every stack."
+        "- **Client implementations differ.** HTTP/1.1, HTTP/2 and gRPC are driven by lean clients of our own (the HTTP/2 and gRPC ones share a minimal HTTP/2 implementation), HTTP/3 by the general-purpose quinn + h3 libraries. Part of any HTTP/3 gap is therefore client cost, not protocol cost; the servers are general-purpose libraries for every stack. The library clients an application would run (hyper, tonic's generated client) are measured as an alternative (`client = \"library\"`, README \"Client implementations\"): pinned on one core they reach 0.35–0.87 of the lean clients' throughput at 1.2–4.6× their CPU per request, so a library-client comparison would measure the clients."
     );
     let reps: Vec<String> = provs
         .iter()
@@ -199,7 +199,7 @@ pub(super) fn threats(out: &mut String, runs: &[&Run], provs: &[Provenance], pro
     );
     let _ = writeln!(
         out,
-        "- **Emulator limits.** Delay and loss are applied by a user-space emulator thread in the runner: it shares the same cores as server and client (so emulated runs have less CPU for the protocols), it drops a GSO super-packet as one unit (one loss event can remove several QUIC datagrams at once, unlike a wire), and it draws loss and jitter from one fixed seed, so each emulated cell is one sample of the loss pattern, not an average over patterns."
+        "- **Emulator limits.** Where the kernel has no `sch_netem` (this machine), delay and loss are applied by a user-space emulator thread in the runner (the `emulator` column says which ran): it shares the same cores as server and client (so emulated runs have less CPU for the protocols), it drops a GSO super-packet as one unit (one loss event can remove several QUIC datagrams at once, unlike a wire), and it draws loss and jitter from one fixed seed, so each emulated cell is one sample of the loss pattern, not an average over patterns."
     );
     if !problems.is_empty() {
         let _ = writeln!(
