@@ -3,14 +3,11 @@
 //! finishes, and written to `thresholds.csv`. Evaluation is a pure function of a cell's
 //! [`CellRow`], so the live check and the file read back agree.
 
-use std::collections::BTreeMap;
 use std::path::Path;
-
-use serde::{Deserialize, Serialize};
 
 use crate::output::rows::{self, CellRow, Row, ThresholdRow};
 use crate::output::CellResult;
-use crate::settings::{Experiment, Regime};
+use crate::settings::Experiment;
 
 /// Exit status of a run in which a threshold failed (k6's code).
 pub const EXIT_THRESHOLD_FAILED: u8 = 99;
@@ -33,27 +30,7 @@ pub const ALIASES: &[(&str, &str, f64)] = &[
     ("client_rss_peak_mb", "client_rss_peak_bytes", 1e-6),
 ];
 
-/// One `[[thresholds]]` table as written: optional selectors (absent = every cell), an
-/// optional name, and any number of `column = { min = …, max = … }` bounds.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Threshold {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stacks: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub regimes: Option<Vec<Regime>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub concurrency: Option<Vec<u32>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub variants: Option<Vec<String>>,
-    /// `stress` (default) or `baseline`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stage: Option<String>,
-    /// Kept raw so that a malformed bound gets a message naming its key, not serde's.
-    #[serde(flatten)]
-    pub bounds: BTreeMap<String, toml::Value>,
-}
+pub use crate::settings::Threshold;
 
 /// A threshold that failed validation: which one (1-based), the key at fault, and why.
 #[derive(Debug, Clone, PartialEq)]
@@ -574,6 +551,8 @@ pub fn summary_block(outcomes: &[Outcome]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::settings::Regime;
+    use serde::Deserialize;
 
     fn threshold(toml_text: &str) -> Threshold {
         #[derive(Deserialize)]

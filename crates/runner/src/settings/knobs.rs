@@ -8,9 +8,7 @@ use std::path::PathBuf;
 use bench_core::{ClientImplementation, HandshakeVariant, PayloadProfile};
 use serde::{Deserialize, Serialize};
 
-use super::Regime;
-use crate::exec::load::Pacing;
-use crate::output::thresholds::Threshold;
+use super::{Pacing, Regime, Threshold};
 
 /// Whether a knob may differ between the variants of one run (`cell`) or is the run's alone
 /// (`run`), and whether it has a value by default (`…_opt`: none by default).

@@ -10,10 +10,12 @@ use serde::{Deserialize, Serialize};
 pub mod file;
 mod knobs;
 mod netem_spec;
+mod types;
 mod validate;
 
 pub use knobs::{Experiment, Knobs, KEYS};
 pub use netem_spec::Netem;
+pub use types::{Pacing, Threshold};
 
 /// When a worker opens connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -1,0 +1,55 @@
+//! Setting types that are more than a value: the open-loop pacing method and a threshold
+//! table as the experiment file writes it. They live with the settings (the runner's lowest
+//! layer) so that the model depends on nothing above it.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::Regime;
+
+/// How an open-loop worker waits until a request is due. tokio's timer wheel has 1 ms
+/// slots and fires on the first tick after the deadline, so a plain timer sends ≈ 0.5–1 ms
+/// late, and that lateness would count as the server's latency.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Pacing {
+    /// Sleep on the timer until 2 ms (`SPIN_BEFORE_DUE`) before the due time, then yield in a loop
+    /// (other workers keep running) until it: microsecond precision for the CPU of one
+    /// polling worker at a time, which shows in the client's CPU.
+    #[default]
+    Spin,
+    /// The timer alone (1 ms granularity): kept to show what precise pacing removes.
+    Timer,
+}
+
+impl Pacing {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Pacing::Spin => "spin",
+            Pacing::Timer => "timer",
+        }
+    }
+}
+
+/// One `[[thresholds]]` table as written: optional selectors (absent = every cell), an
+/// optional name, and any number of `column = { min = …, max = … }` bounds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Threshold {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stacks: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regimes: Option<Vec<Regime>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<Vec<u32>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variants: Option<Vec<String>>,
+    /// `stress` (default) or `baseline`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<String>,
+    /// Kept raw so that a malformed bound gets a message naming its key, not serde's.
+    #[serde(flatten)]
+    pub bounds: BTreeMap<String, toml::Value>,
+}
