@@ -104,6 +104,9 @@ impl fmt::Display for FailureClass {
 pub struct Failure {
     pub class: FailureClass,
     pub detail: String,
+    /// What kind of failure within its class, when the answer names one (the HTTP status,
+    /// the gRPC status code's name, the missing JSON pointer): `failures.csv` counts each.
+    pub code: Option<String>,
     unprocessed: bool,
     stream_only: bool,
 }
@@ -113,8 +116,17 @@ impl Failure {
         Failure {
             class,
             detail: detail.into(),
+            code: None,
             unprocessed: false,
             stream_only: false,
+        }
+    }
+
+    /// This failure with its kind within the class (see [`Failure::code`]).
+    pub fn with_code(self, code: impl Into<String>) -> Self {
+        Failure {
+            code: Some(code.into()),
+            ..self
         }
     }
 

@@ -206,7 +206,7 @@ impl TcpConnector {
         let tls = match &settings.tls {
             None => None,
             Some(tls) => {
-                let config = crate::tls::client_config(&tls.ca, alpn, tls.variant)?;
+                let config = crate::tls::client_config(tls, alpn)?;
                 let name = rustls_pki_types::ServerName::try_from(settings.server_name.clone())?;
                 Some((TlsConnector::from(config), name))
             }

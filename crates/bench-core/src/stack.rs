@@ -8,8 +8,10 @@ use async_trait::async_trait;
 use futures::future::BoxFuture;
 use rustls_pki_types::CertificateDer;
 
+use crate::call::Call;
 use crate::failure::Failure;
 use crate::service::ServiceSpec;
+use crate::target::{Api, Calls};
 use crate::tls::{HandshakeVariant, ServerIdentity};
 use crate::workload::{FaultSpec, PayloadProfile};
 
@@ -97,11 +99,30 @@ impl std::fmt::Display for ClientImplementation {
     }
 }
 
-/// Client-side TLS: the CA to verify against and the handshake variant.
-#[derive(Clone, Debug)]
+/// Client-side TLS: what to verify the server against, and the handshake variant.
+#[derive(Clone, Debug, Default)]
 pub struct ClientTls {
+    /// CA certificates to trust (the suite's CA for our servers, a user's private CA).
     pub ca: Vec<CertificateDer<'static>>,
+    /// Trust the system's certificate store as well (a user's service with a public
+    /// certificate).
+    pub system_roots: bool,
     pub variant: HandshakeVariant,
+    /// mTLS: the certificate chain and key the client presents.
+    pub identity: Option<Arc<ServerIdentity>>,
+    /// Accept any certificate (signatures are still checked): a first look at a service only.
+    pub insecure: bool,
+}
+
+impl ClientTls {
+    /// Trusting the suite's CA only, as clients of our own servers do.
+    pub fn suite(ca: Vec<CertificateDer<'static>>, variant: HandshakeVariant) -> Self {
+        ClientTls {
+            ca,
+            variant,
+            ..ClientTls::default()
+        }
+    }
 }
 
 /// What a client needs to reach and check a server.
@@ -117,6 +138,8 @@ pub struct ClientSettings {
     /// The profile the server uses, so the client can check the padding size.
     pub payload: PayloadProfile,
     pub tuning: Tuning,
+    /// What each request is: our server's item, or a target's templated calls.
+    pub calls: Calls,
 }
 
 /// A bound, not yet running server: its address is known before it serves, so a ready line
@@ -179,6 +202,11 @@ pub trait Stack: Send + Sync + 'static {
     fn supports_zero_rtt(&self) -> bool {
         false
     }
+    /// Which of an experiment's targets this stack's client sends to (`[targets.rest]` or
+    /// `[targets.grpc]`).
+    fn api(&self) -> Api {
+        Api::Rest
+    }
     /// How the item is encoded on the wire ("JSON", "protobuf"), for reports.
     fn encoding(&self) -> &'static str;
     /// The crates (as named in Cargo.lock) that implement this stack's protocol, so that the
@@ -234,8 +262,9 @@ pub struct Connected {
 /// requests at once from different workers; HTTP/1.1 serialises them.
 #[async_trait]
 pub trait Connection: Send + Sync {
-    /// Sends the workload's request for `id` and validates the answer.
-    async fn request(&self, id: u64) -> Result<Reply, Failure>;
+    /// Sends the request for `call` (the item, or the target's rendered request) and
+    /// validates the answer.
+    async fn request(&self, call: Call) -> Result<Reply, Failure>;
     /// Bytes at the socket so far.
     fn wire_bytes(&self) -> WireBytes;
     /// Closes the connection (client closes first, as the study's clients did).

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::call::Call;
 use crate::failure::FailureClass;
 use crate::stack::{ClientSettings, ClientTls, ServerSettings, Stack};
 use crate::tls::{ensure_certs, load_ca, HandshakeVariant, ServerIdentity, SERVER_NAME};
@@ -67,14 +68,17 @@ pub fn client_settings(
     ClientSettings {
         target: addr,
         server_name: SERVER_NAME.to_string(),
-        tls: (!plaintext).then(|| ClientTls {
-            ca: load_ca(&paths.ca_cert()).expect("CA"),
-            variant: HandshakeVariant::Full,
+        tls: (!plaintext).then(|| {
+            ClientTls::suite(
+                load_ca(&paths.ca_cert()).expect("CA"),
+                HandshakeVariant::Full,
+            )
         }),
         connect_timeout: Duration::from_secs(5),
         handshake_timeout: Duration::from_secs(5),
         payload,
         tuning: Default::default(),
+        calls: Default::default(),
     }
 }
 
@@ -89,7 +93,7 @@ pub async fn reuse_validates(stack: &dyn Stack, cert_dir: &Path, plaintext: bool
         for id in 0..n {
             let reply = connected
                 .conn
-                .request(id * 7919)
+                .request(Call::item(id * 7919))
                 .await
                 .unwrap_or_else(|f| panic!("{} request {id}: {f}", stack.name()));
             assert!(reply.total >= reply.ttfb);
@@ -120,7 +124,11 @@ pub async fn new_conn_validates(stack: &dyn Stack, cert_dir: &Path, plaintext: b
             assert!(connected.timing.handshake > Duration::ZERO);
             assert!(!connected.timing.resumed, "full handshake expected");
         }
-        connected.conn.request(id).await.expect("request");
+        connected
+            .conn
+            .request(Call::item(id))
+            .await
+            .expect("request");
         connected.conn.close().await;
     }
 }
@@ -141,7 +149,7 @@ pub async fn faults_are_classified(stack: &dyn Stack, cert_dir: &Path) {
         for id in 0..3 {
             let failure = connected
                 .conn
-                .request(id)
+                .request(Call::item(id))
                 .await
                 .expect_err("fault must fail the request");
             assert_eq!(failure.class, class, "{} {fault}: {failure}", stack.name());
@@ -153,7 +161,11 @@ pub async fn faults_are_classified(stack: &dyn Stack, cert_dir: &Path) {
         .client(&client_settings(server.addr, cert_dir, false, payload))
         .unwrap();
     let connected = client.connect().await.expect("connect");
-    let reply = connected.conn.request(1).await.expect("delayed request");
+    let reply = connected
+        .conn
+        .request(Call::item(1))
+        .await
+        .expect("delayed request");
     assert!(reply.ttfb >= delay, "{}: {:?}", stack.name(), reply.ttfb);
 }
 
@@ -171,7 +183,11 @@ pub async fn wrong_ca_is_tls_failure(stack: &dyn Stack, cert_dir: &Path, other_c
         .unwrap();
     let failure = match client.connect().await {
         Err(f) => f,
-        Ok(c) => c.conn.request(1).await.expect_err("wrong CA must fail"),
+        Ok(c) => c
+            .conn
+            .request(Call::item(1))
+            .await
+            .expect_err("wrong CA must fail"),
     };
     assert_eq!(
         failure.class,
@@ -197,7 +213,11 @@ pub async fn not_listening_is_refused(stack: &dyn Stack, cert_dir: &Path) {
         .unwrap();
     let failure = match client.connect().await {
         Err(f) => f,
-        Ok(c) => c.conn.request(1).await.expect_err("nothing listens"),
+        Ok(c) => c
+            .conn
+            .request(Call::item(1))
+            .await
+            .expect_err("nothing listens"),
     };
     assert_eq!(
         failure.class,

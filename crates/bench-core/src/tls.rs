@@ -14,6 +14,8 @@ use rcgen::{
     KeyUsagePurpose, SanType,
 };
 use rustls::client::Resumption;
+
+use crate::stack::ClientTls;
 use rustls_pki_types::pem::PemObject;
 pub use rustls_pki_types::CertificateDer;
 use rustls_pki_types::PrivateKeyDer;
@@ -156,13 +158,32 @@ fn write_file(path: &Path, contents: &[u8], mode: u32) -> anyhow::Result<()> {
 }
 
 /// The server's certificate chain and private key, loaded once per server process.
-#[derive(Debug)]
 pub struct ServerIdentity {
     pub chain: Vec<CertificateDer<'static>>,
     pub key: PrivateKeyDer<'static>,
 }
 
+impl std::fmt::Debug for ServerIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Identity({} certificates, key hidden)", self.chain.len())
+    }
+}
+
 impl ServerIdentity {
+    /// A certificate chain and its key from PEM files (a client's mTLS identity).
+    pub fn from_files(cert: &Path, key: &Path) -> anyhow::Result<Self> {
+        let chain = CertificateDer::pem_file_iter(cert)
+            .with_context(|| format!("cannot read certificate {}", cert.display()))?
+            .collect::<Result<Vec<_>, _>>()
+            .with_context(|| format!("bad PEM in {}", cert.display()))?;
+        if chain.is_empty() {
+            bail!("no certificate in {}", cert.display());
+        }
+        let key = PrivateKeyDer::from_pem_file(key)
+            .with_context(|| format!("cannot read key {}", key.display()))?;
+        Ok(ServerIdentity { chain, key })
+    }
+
     pub fn load(paths: &CertPaths) -> anyhow::Result<Self> {
         let chain = CertificateDer::pem_file_iter(paths.server_cert())
             .with_context(|| format!("cannot read {}", paths.server_cert().display()))?
@@ -239,23 +260,41 @@ pub fn server_config(
     Ok(Arc::new(config))
 }
 
-/// TLS 1.3-only client config that verifies the server against `ca` only.
-pub fn client_config(
-    ca: &[CertificateDer<'static>],
-    alpn: &[u8],
-    variant: HandshakeVariant,
-) -> anyhow::Result<Arc<rustls::ClientConfig>> {
+/// TLS 1.3-only client config: verifies the server against `tls.ca` (and the system's
+/// store when asked), presents the mTLS identity if one is given.
+pub fn client_config(tls: &ClientTls, alpn: &[u8]) -> anyhow::Result<Arc<rustls::ClientConfig>> {
     install_crypto_provider();
     let mut roots = rustls::RootCertStore::empty();
-    for cert in ca {
+    for cert in &tls.ca {
         roots.add(cert.clone()).context("invalid CA certificate")?;
     }
-    let mut config =
-        rustls::ClientConfig::builder_with_protocol_versions(&[&rustls::version::TLS13])
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+    if tls.system_roots {
+        let native = rustls_native_certs::load_native_certs();
+        let (added, _ignored) = roots.add_parsable_certificates(native.certs);
+        if added == 0 && tls.ca.is_empty() && !tls.insecure {
+            bail!(
+                "no certificate in the system's trust store ({} errors); give a CA file (ca = \"…\")",
+                native.errors.len()
+            );
+        }
+    }
+    let builder = rustls::ClientConfig::builder_with_protocol_versions(&[&rustls::version::TLS13])
+        .with_root_certificates(roots);
+    let mut config = match &tls.identity {
+        None => builder.with_no_client_auth(),
+        Some(id) => builder
+            .with_client_auth_cert(id.chain.clone(), id.key.clone_key())
+            .context("client certificate and key do not match")?,
+    };
+    if tls.insecure {
+        config
+            .dangerous()
+            .set_certificate_verifier(Arc::new(AnyCertificate(
+                rustls::crypto::ring::default_provider().signature_verification_algorithms,
+            )));
+    }
     config.alpn_protocols = vec![alpn.to_vec()];
-    config.resumption = match variant {
+    config.resumption = match tls.variant {
         HandshakeVariant::Full => Resumption::disabled(),
         HandshakeVariant::Resumed | HandshakeVariant::ZeroRtt => {
             Resumption::in_memory_sessions(4096)
@@ -264,8 +303,48 @@ pub fn client_config(
     // Tickets must allow early data for quinn to report a cached session (into_0rtt); the
     // resumed variant still sends nothing before the handshake completes, and tokio-rustls
     // sends TCP early data only when asked to, which it never is here.
-    config.enable_early_data = variant != HandshakeVariant::Full;
+    config.enable_early_data = tls.variant != HandshakeVariant::Full;
     Ok(Arc::new(config))
+}
+
+/// The `insecure` switch: any certificate chain and name is accepted, the handshake's
+/// signature is still checked (the connection is encrypted, but to whom is not known).
+#[derive(Debug)]
+struct AnyCertificate(rustls::crypto::WebPkiSupportedAlgorithms);
+
+impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &rustls_pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls_pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.supported_schemes()
+    }
 }
 
 #[cfg(test)]
@@ -285,7 +364,7 @@ mod tests {
         let identity = ServerIdentity::load(&paths).unwrap();
         server_config(&identity, b"h2", true).unwrap();
         let ca = load_ca(&paths.ca_cert()).unwrap();
-        client_config(&ca, b"h2", HandshakeVariant::Full).unwrap();
+        client_config(&ClientTls::suite(ca, HandshakeVariant::Full), b"h2").unwrap();
     }
 
     /// One in-memory TLS 1.3 handshake (with the tickets that follow it); whether it resumed.
@@ -326,7 +405,11 @@ mod tests {
         let ca = load_ca(&paths.ca_cert()).unwrap();
         for (tickets, resumes) in [(true, true), (false, false)] {
             let server = server_config(&identity, b"h2", tickets).unwrap();
-            let client = client_config(&ca, b"h2", HandshakeVariant::Resumed).unwrap();
+            let client = client_config(
+                &ClientTls::suite(ca.clone(), HandshakeVariant::Resumed),
+                b"h2",
+            )
+            .unwrap();
             assert!(!handshake_resumed(&server, &client));
             assert_eq!(
                 handshake_resumed(&server, &client),

@@ -51,7 +51,11 @@ async fn every_stack_serves_as_a_process_and_stops_on_sigterm() {
             .unwrap();
         let connected = client.connect().await.unwrap();
         for id in 0..5 {
-            connected.conn.request(id).await.unwrap();
+            connected
+                .conn
+                .request(bench_core::Call::item(id))
+                .await
+                .unwrap();
         }
         connected.conn.close().await;
 

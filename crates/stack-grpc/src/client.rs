@@ -78,7 +78,8 @@ struct GrpcConnection {
 
 #[async_trait]
 impl Connection for GrpcConnection {
-    async fn request(&self, id: u64) -> Result<Reply, Failure> {
+    async fn request(&self, call: bench_core::Call) -> Result<Reply, Failure> {
+        let id = call.id;
         let answer = self
             .conn
             .exchange(&CALL, Some(frame(&GetItemRequest { id })), Instant::now())

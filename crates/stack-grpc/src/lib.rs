@@ -42,6 +42,9 @@ impl Stack for Grpc {
     fn label(&self) -> &'static str {
         "gRPC"
     }
+    fn api(&self) -> bench_core::Api {
+        bench_core::Api::Grpc
+    }
     fn encoding(&self) -> &'static str {
         "protobuf"
     }

@@ -87,7 +87,8 @@ struct TonicConnection {
 
 #[async_trait]
 impl Connection for TonicConnection {
-    async fn request(&self, id: u64) -> Result<Reply, Failure> {
+    async fn request(&self, call: bench_core::Call) -> Result<Reply, Failure> {
+        let id = call.id;
         let send = self
             .send
             .lock()

@@ -385,7 +385,8 @@ fn make_room(buf: &mut BytesMut, want: usize) {
 
 #[async_trait]
 impl Connection for H1Connection {
-    async fn request(&self, id: u64) -> Result<Reply, Failure> {
+    async fn request(&self, call: bench_core::Call) -> Result<Reply, Failure> {
+        let id = call.id;
         let mut io = self.io.lock().await;
         let started = Instant::now();
         io.exchange(self, id, started).await

@@ -66,7 +66,8 @@ struct HyperH1Connection {
 
 #[async_trait]
 impl Connection for HyperH1Connection {
-    async fn request(&self, id: u64) -> Result<Reply, Failure> {
+    async fn request(&self, call: bench_core::Call) -> Result<Reply, Failure> {
+        let id = call.id;
         let mut guard = self.send.lock().await;
         let send = guard
             .as_mut()

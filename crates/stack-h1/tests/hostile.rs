@@ -536,7 +536,10 @@ async fn a_framing_error_counts_once_and_closes_the_connection() {
         .await;
         let client = client(server.addr);
         let conn = client.connect().await.expect("connect").conn;
-        let failure = conn.request(0).await.expect_err("unreadable answer");
+        let failure = conn
+            .request(bench_core::Call::item(0))
+            .await
+            .expect_err("unreadable answer");
         assert_eq!(failure.class, FailureClass::BadBody, "{failure}");
         // bad_body keeps the connection in the runner, so this one must stay usable.
         assert!(!failure.class.breaks_connection());
@@ -544,7 +547,9 @@ async fn a_framing_error_counts_once_and_closes_the_connection() {
             .await
             .expect("the out-of-step socket is closed right away");
         for id in 1..10 {
-            conn.request(id).await.expect("later answers are fine");
+            conn.request(bench_core::Call::item(id))
+                .await
+                .expect("later answers are fine");
         }
         conn.close().await;
         assert_eq!(server.accepts.load(Ordering::SeqCst), 2);
@@ -588,15 +593,25 @@ async fn an_abandoned_request_does_not_fail_the_next_one() {
         .await;
         let client = client(server.addr);
         let conn = client.connect().await.expect("connect").conn;
-        let timed_out = tokio::time::timeout(Duration::from_millis(100), conn.request(0)).await;
+        let timed_out = tokio::time::timeout(
+            Duration::from_millis(100),
+            conn.request(bench_core::Call::item(0)),
+        )
+        .await;
         assert!(timed_out.is_err(), "the first answer is late");
         // Another worker sharing the connection: its request is not failed for the
         // abandoned one, whose answer may still be on the way.
-        let reply = conn.request(1).await.expect("next request");
+        let reply = conn
+            .request(bench_core::Call::item(1))
+            .await
+            .expect("next request");
         assert!(reply.body_bytes > 0);
         assert_eq!(server.accepts.load(Ordering::SeqCst), 2);
         conn.close().await;
-        let after_close = conn.request(2).await.expect_err("closed");
+        let after_close = conn
+            .request(bench_core::Call::item(2))
+            .await
+            .expect_err("closed");
         assert_eq!(after_close.class, FailureClass::ConnReset);
     })
     .await;

@@ -63,7 +63,8 @@ struct H2Connection {
 
 #[async_trait]
 impl Connection for H2Connection {
-    async fn request(&self, id: u64) -> Result<Reply, Failure> {
+    async fn request(&self, call: bench_core::Call) -> Result<Reply, Failure> {
+        let id = call.id;
         let path = item_path(id);
         let head = RequestHead {
             post: false,

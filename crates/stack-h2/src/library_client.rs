@@ -80,7 +80,8 @@ struct HyperH2Connection {
 
 #[async_trait]
 impl Connection for HyperH2Connection {
-    async fn request(&self, id: u64) -> Result<Reply, Failure> {
+    async fn request(&self, call: bench_core::Call) -> Result<Reply, Failure> {
+        let id = call.id;
         let mut send = self
             .send
             .lock()

@@ -23,7 +23,7 @@ async fn one_connection_carries_more_streams_than_the_server_allows_at_once() {
         let requests: Vec<_> = (0..concurrent)
             .map(|id| {
                 let conn = conn.clone();
-                tokio::spawn(async move { conn.request(id).await })
+                tokio::spawn(async move { conn.request(bench_core::Call::item(id)).await })
             })
             .collect();
         for (id, request) in requests.into_iter().enumerate() {
@@ -54,17 +54,24 @@ async fn an_abandoned_request_leaves_the_connection_usable() {
         .unwrap();
     let conn = client.connect().await.expect("connect").conn;
     for id in 0..3 {
-        let abandoned = tokio::time::timeout(Duration::from_millis(10), conn.request(id)).await;
+        let abandoned = tokio::time::timeout(
+            Duration::from_millis(10),
+            conn.request(bench_core::Call::item(id)),
+        )
+        .await;
         assert!(abandoned.is_err(), "the delayed answer cannot be in time");
     }
     // The cancelled streams no longer count against the server's limit, and their late
     // answers (if the server still sends them) do not disturb the next one.
     let reply = conn
-        .request(42)
+        .request(bench_core::Call::item(42))
         .await
         .expect("request after abandoned ones");
     assert!(reply.ttfb >= Duration::from_millis(100));
-    let again = conn.request(43).await.expect("second request");
+    let again = conn
+        .request(bench_core::Call::item(43))
+        .await
+        .expect("second request");
     assert!(again.total >= again.ttfb);
     conn.close().await;
 }

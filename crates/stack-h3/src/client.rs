@@ -49,7 +49,7 @@ impl H3Client {
         let Some(tls) = settings.tls.as_ref() else {
             anyhow::bail!("HTTP/3 has no plaintext form: QUIC always runs TLS 1.3");
         };
-        let rustls = bench_core::tls::client_config(&tls.ca, crate::ALPN, tls.variant)?;
+        let rustls = bench_core::tls::client_config(tls, crate::ALPN)?;
         let crypto = QuicClientConfig::try_from((*rustls).clone())?;
         Ok(H3Client {
             target: settings.target,
@@ -249,7 +249,8 @@ impl H3Connection {
 
 #[async_trait]
 impl Connection for H3Connection {
-    async fn request(&self, id: u64) -> Result<Reply, Failure> {
+    async fn request(&self, call: bench_core::Call) -> Result<Reply, Failure> {
+        let id = call.id;
         let started = Instant::now();
         let (ttfb, status, body) = self.exchange(id, started).await?;
         let total = started.elapsed();

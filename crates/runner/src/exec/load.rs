@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bench_core::{Client, Connection, Failure, FailureClass, WireBytes};
+use bench_core::{Call, Client, Connection, Failure, FailureClass, WireBytes};
 use tokio::sync::Mutex;
 
 use crate::measure::stats::Measurements;
@@ -38,6 +38,10 @@ pub struct LoadSpec {
     /// Open loop: how a free worker waits for a request's due time.
     #[serde(default)]
     pub pacing: Pacing,
+    /// A target's id range: request `seq` of the phase asks for `ids.id(seq)`; `None` =
+    /// our server's item, whose id is `first_id + seq`.
+    #[serde(default)]
+    pub ids: Option<bench_core::target::IdRange>,
 }
 
 pub use crate::settings::Pacing;
@@ -161,6 +165,16 @@ impl Budget {
 }
 
 impl Ticket {
+    /// The call this ticket makes from `worker`.
+    fn call(&self, spec: &LoadSpec, worker: u32) -> Call {
+        let seq = self.id - spec.first_id;
+        Call {
+            id: spec.ids.map_or(self.id, |ids| ids.id(seq)),
+            seq,
+            worker,
+        }
+    }
+
     /// Waits until the request is due and returns the instant its latency counts from: the
     /// scheduled start in open loop (so a stall shows in the tail), now in closed loop. A
     /// worker that was free before the due time records how late it actually sent (the
@@ -340,10 +354,10 @@ pub async fn run(
             match spec.regime {
                 Regime::Reuse => {
                     let slot = &pool.slots[w % pool.slots.len()];
-                    reuse_worker(&*client, slot, shard, &budget, &spec, &progress).await
+                    reuse_worker(&*client, slot, shard, &budget, &spec, &progress, w as u32).await
                 }
                 Regime::NewConn => {
-                    new_conn_worker(&*client, shard, &budget, &spec, &progress).await
+                    new_conn_worker(&*client, shard, &budget, &spec, &progress, w as u32).await
                 }
             }
             budget.steady.worker_done(&progress);
@@ -388,10 +402,10 @@ async fn connect(
 
 async fn request(
     conn: &dyn Connection,
-    id: u64,
+    call: Call,
     spec: &LoadSpec,
 ) -> Result<bench_core::Reply, Failure> {
-    tokio::time::timeout(spec.request_timeout, conn.request(id))
+    tokio::time::timeout(spec.request_timeout, conn.request(call))
         .await
         .map_err(|_| {
             Failure::new(
@@ -423,6 +437,7 @@ async fn reuse_worker(
     budget: &Budget,
     spec: &LoadSpec,
     progress: &Progress,
+    worker: u32,
 ) {
     let mut first = true;
     while let Some(ticket) = budget.take() {
@@ -432,7 +447,7 @@ async fn reuse_worker(
         let issued = ticket.start(shard, spec.pacing).await;
         let mut moves = 0;
         let outcome = loop {
-            let outcome = reuse_attempt(client, slot, shard, spec, ticket.id).await;
+            let outcome = reuse_attempt(client, slot, shard, spec, ticket.call(spec, worker)).await;
             match outcome {
                 Err(f) if f.is_unprocessed() && moves < MAX_MOVES => {
                     moves += 1;
@@ -458,7 +473,7 @@ async fn reuse_attempt(
     slot: &Slot,
     shard: &Shard,
     spec: &LoadSpec,
-    id: u64,
+    call: Call,
 ) -> Result<bench_core::Reply, Failure> {
     let conn = {
         let mut guard = slot.lock().await;
@@ -475,7 +490,7 @@ async fn reuse_attempt(
             }
         }
     };
-    match request(&*conn, id, spec).await {
+    match request(&*conn, call, spec).await {
         Err(f) if f.breaks_connection() => {
             let mut guard = slot.lock().await;
             if guard.as_ref().is_some_and(|o| Arc::ptr_eq(&o.conn, &conn)) {
@@ -515,6 +530,7 @@ async fn new_conn_worker(
     budget: &Budget,
     spec: &LoadSpec,
     progress: &Progress,
+    worker: u32,
 ) {
     let mut first = true;
     while let Some(ticket) = budget.take() {
@@ -526,7 +542,7 @@ async fn new_conn_worker(
         let outcome = loop {
             let outcome = match connect(client, spec, shard).await {
                 Ok(conn) => {
-                    let result = request(&*conn, ticket.id, spec).await;
+                    let result = request(&*conn, ticket.call(spec, worker), spec).await;
                     // Latency ends with the validated answer; the close is not part of it.
                     let answered = Instant::now();
                     conn.close().await;
@@ -612,7 +628,7 @@ mod tests {
 
     #[async_trait]
     impl Connection for RefusingConn {
-        async fn request(&self, _id: u64) -> Result<Reply, Failure> {
+        async fn request(&self, _call: bench_core::Call) -> Result<Reply, Failure> {
             assert!(
                 !self.dead.load(Ordering::SeqCst),
                 "request on a refusing connection"
@@ -645,6 +661,7 @@ mod tests {
             first_id: 0,
             rate: None,
             pacing: Pacing::Spin,
+            ids: None,
         }
     }
 

@@ -105,10 +105,10 @@ pub fn child_main(certs_dir: &Path) -> anyhow::Result<()> {
     let tls = match job.tls {
         Some(variant) => {
             let certs = bench_core::tls::ensure_certs(certs_dir)?;
-            Some(ClientTls {
-                ca: bench_core::tls::load_ca(&certs.ca_cert())?,
+            Some(ClientTls::suite(
+                bench_core::tls::load_ca(&certs.ca_cert())?,
                 variant,
-            })
+            ))
         }
         None => None,
     };
@@ -120,6 +120,7 @@ pub fn child_main(certs_dir: &Path) -> anyhow::Result<()> {
         handshake_timeout: Duration::from_millis(job.handshake_timeout_ms),
         payload: job.payload,
         tuning: job.tuning.clone(),
+        calls: Default::default(),
     };
     // One thread: tokio's current-thread scheduler, which spends no atomics or wake-ups on
     // handing tasks between workers.

@@ -300,6 +300,7 @@ async fn run_cell(
         first_id: 1_000_000,
         rate: cell.rate(),
         pacing: exp.pacing,
+        ids: None,
     };
     let job = LoadJob {
         stack: cell.stack.clone(),

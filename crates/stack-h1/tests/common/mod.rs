@@ -21,6 +21,7 @@ pub fn settings(addr: SocketAddr) -> ClientSettings {
         handshake_timeout: Duration::from_secs(2),
         payload: PayloadProfile::Small,
         tuning: Default::default(),
+        calls: Default::default(),
     }
 }
 
@@ -74,7 +75,7 @@ pub async fn drive(client: &dyn Client, requests: u64, timeout: Duration, gap: D
                     c
                 }
             };
-            tokio::time::timeout(timeout, c.request(id))
+            tokio::time::timeout(timeout, c.request(bench_core::Call::item(id)))
                 .await
                 .unwrap_or_else(|_| {
                     Err(Failure::new(
