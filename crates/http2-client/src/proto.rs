@@ -55,11 +55,11 @@ const NO_PEER_STREAMS: u32 = 0;
 
 /// A request apart from the connection's scheme and authority.
 pub struct RequestHead<'a> {
-    /// POST (with a body) or GET.
-    pub post: bool,
+    /// Upper-case method (GET and POST are encoded from HPACK's static table).
+    pub method: &'a str,
     pub path: &'a str,
     /// Further fields, lower-case names.
-    pub fields: &'a [(&'static str, &'static str)],
+    pub fields: &'a [(&'a str, &'a str)],
     /// Response fields the caller reads (head or trailers); others are only decoded.
     pub keep: &'static [&'static str],
 }
@@ -490,7 +490,7 @@ impl Connection {
 
     /// The request head's size as SETTINGS_MAX_HEADER_LIST_SIZE counts it.
     fn head_list_size(&self, head: &RequestHead<'_>) -> usize {
-        let method: &[u8] = if head.post { b"POST" } else { b"GET" };
+        let method = head.method.as_bytes();
         let scheme: &[u8] = if self.https { b"https" } else { b"http" };
         hpack::field_size(b":method", method)
             + hpack::field_size(b":scheme", scheme)
@@ -510,7 +510,17 @@ impl Connection {
         let block = &mut self.block;
         block.clear();
         self.encoder.begin_block(block);
-        block.push(if head.post { 0x83 } else { 0x82 });
+        match head.method {
+            "GET" => block.push(0x82),
+            "POST" => block.push(0x83),
+            other => self.encoder.field(
+                block,
+                b":method",
+                other.as_bytes(),
+                Some(2),
+                hpack::Indexing::Incremental,
+            ),
+        }
         block.push(if self.https { 0x87 } else { 0x86 });
         if head.path == "/" {
             block.push(0x84);

@@ -15,14 +15,14 @@ use crate::proto::{
 };
 
 const GET: RequestHead<'static> = RequestHead {
-    post: false,
+    method: "GET",
     path: "/items/1",
     fields: &[],
     keep: &[],
 };
 
 const CALL: RequestHead<'static> = RequestHead {
-    post: true,
+    method: "POST",
     path: "/bench.v1.ItemService/GetItem",
     fields: &[("content-type", "application/grpc"), ("te", "trailers")],
     keep: &["content-type", "grpc-status"],
@@ -941,7 +941,7 @@ fn long_request_heads_go_out_in_continuation_frames_and_keep_the_tables_in_step(
     let mut t = Test::new();
     let path: &'static str = Box::leak(format!("/{}", "p".repeat(40_000)).into_boxed_str());
     let head = RequestHead {
-        post: true,
+        method: "POST",
         path,
         fields: &[("content-type", "application/grpc")],
         keep: &[],
@@ -970,7 +970,7 @@ fn a_request_above_the_servers_header_list_limit_fails_before_touching_the_table
     let mut t = Test::with_settings(&[(setting::MAX_HEADER_LIST_SIZE, 400)]);
     let path: &'static str = Box::leak(format!("/{}", "p".repeat(400)).into_boxed_str());
     let head = RequestHead {
-        post: false,
+        method: "GET",
         path,
         fields: &[("content-type", "application/grpc")],
         keep: &[],

@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 const GET: RequestHead<'static> = RequestHead {
-    post: false,
+    method: "GET",
     path: "/items/1",
     fields: &[],
     keep: &[],

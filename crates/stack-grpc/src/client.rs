@@ -40,7 +40,7 @@ impl GrpcClient {
 
 /// A unary call's request head: the method's path and gRPC's two required fields.
 const CALL: RequestHead<'static> = RequestHead {
-    post: true,
+    method: "POST",
     path: crate::GET_ITEM_PATH,
     fields: &[("content-type", "application/grpc"), ("te", "trailers")],
     keep: &["content-type", "grpc-status", "grpc-message"],

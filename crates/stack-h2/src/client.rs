@@ -67,7 +67,7 @@ impl Connection for H2Connection {
         let id = call.id;
         let path = item_path(id);
         let head = RequestHead {
-            post: false,
+            method: "GET",
             path: &path,
             fields: &[],
             keep: &[],
