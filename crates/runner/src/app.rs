@@ -111,8 +111,14 @@ pub fn main() -> ExitCode {
                 experiment: Some(file.clone()),
                 ..run.or(cli.run)
             };
-            match validated(&args) {
-                Ok(exp) => {
+            match validated(&args).and_then(|exp| {
+                let service = service_targets(&exp)?;
+                Ok((exp, service))
+            }) {
+                Ok((exp, service)) => {
+                    if let Some(service) = &service {
+                        print!("{}", service.describe(&exp));
+                    }
                     let cells = plan::plan(&exp);
                     println!(
                         "{}: ok ({} cells; {})",
@@ -137,7 +143,14 @@ pub fn main() -> ExitCode {
                     return ExitCode::from(EXIT_INVALID);
                 }
             };
-            match run_sweep(exp, &cli.run, Some(dir)) {
+            let service = match service_targets(&exp) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(EXIT_INVALID);
+                }
+            };
+            match run_sweep(exp, service, &cli.run, Some(dir)) {
                 Ok(code) => code,
                 Err(e) => {
                     eprintln!("error: {e:#}");
@@ -153,7 +166,20 @@ pub fn main() -> ExitCode {
                     return ExitCode::from(EXIT_INVALID);
                 }
             };
-            match run_sweep(exp, &cli.run, None) {
+            let service = match service_targets(&exp).and_then(|service| {
+                if let Some(s) = &service {
+                    eprint!("{}", s.describe(&exp));
+                    s.confirm(&exp, cli.run.yes)?;
+                }
+                Ok(service)
+            }) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(EXIT_INVALID);
+                }
+            };
+            match run_sweep(exp, service, &cli.run, None) {
                 Ok(code) => code,
                 Err(e) => {
                     eprintln!("error: {e:#}");
@@ -241,6 +267,14 @@ fn validated(args: &cli::RunArgs) -> Result<settings::Experiment, String> {
             return Err(format!("experiment '{}': {why}", exp.name));
         }
     }
+    if !exp.targets.is_empty() {
+        if args.target.is_some() {
+            return Err("--target measures a running `runner serve`; the experiment's [targets] name your service: give one or the other".into());
+        }
+        crate::exec::target::check_files(&exp.targets)?;
+    } else if args.target_pid.is_some() && args.target.is_none() {
+        return Err("--target-pid names the process of --target or of the [targets] service; neither is given".into());
+    }
     if let Some(target) = args.target {
         if !target.ip().is_loopback() {
             return Err(format!(
@@ -273,11 +307,29 @@ fn resumed(args: &cli::RunArgs, dir: &std::path::Path) -> Result<settings::Exper
     }
     let manifest = output::Manifest::read(dir).map_err(|e| format!("{e:#}"))?;
     manifest.experiment.validate(&registry::names())?;
+    if serde_json::to_string(&manifest.experiment.targets).is_ok_and(|t| t.contains("<redacted>")) {
+        return Err("this run's targets had a literal credential, which results never record: resume is not possible; give credentials as {{env.NAME}}".into());
+    }
     Ok(manifest.experiment)
+}
+
+/// The experiment's targets resolved and every stack's client built once (`None` without
+/// targets): a target that cannot be reached by name, or whose templates, files or
+/// descriptors are wrong, stops the run before any request.
+fn service_targets(
+    exp: &settings::Experiment,
+) -> Result<Option<crate::exec::target::ServiceTargets>, String> {
+    let Some(service) = crate::exec::target::ServiceTargets::resolve(exp)? else {
+        return Ok(None);
+    };
+    bench_core::tls::install_crypto_provider();
+    service.preflight(exp)?;
+    Ok(Some(service))
 }
 
 fn run_sweep(
     exp: settings::Experiment,
+    service: Option<crate::exec::target::ServiceTargets>,
     args: &cli::RunArgs,
     resume: Option<std::path::PathBuf>,
 ) -> anyhow::Result<ExitCode> {
@@ -308,6 +360,8 @@ fn run_sweep(
         pinning,
         server_cpu,
         target: args.target.map(|addr| (addr, args.target_pid)),
+        service: service.map(std::sync::Arc::new),
+        service_pid: args.target_pid,
         argv: std::env::args().collect(),
     };
     bench_core::tls::install_crypto_provider();

@@ -131,9 +131,35 @@ pub struct RunArgs {
     /// a server per cell (one stack; for comparisons with other load tools) (default: none).
     #[arg(long)]
     pub target: Option<std::net::SocketAddr>,
-    /// The pid of the --target server, so its RSS and CPU are sampled (default: not sampled).
-    #[arg(long, requires = "target")]
+    /// The pid of the server measured (--target, or your service of [targets] when it runs on
+    /// this machine), so its RSS and CPU are sampled (default: not sampled).
+    #[arg(long)]
     pub target_pid: Option<u32>,
+    /// Your REST service: sets targets.rest.url (`https://host:port/path/{{id}}`; `http://` is
+    /// plaintext) (default: none).
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// Your gRPC service: sets targets.grpc.address (`https://host:port`; `http://` is h2c)
+    /// (default: none).
+    #[arg(long, value_name = "ADDRESS")]
+    pub grpc: Option<String>,
+    /// Sets targets.grpc.method (`package.Service/Method`) (default: none).
+    #[arg(long, value_name = "PKG.SERVICE/METHOD")]
+    pub grpc_method: Option<String>,
+    /// Sets targets.grpc.proto: the .proto files describing the method (repeat for several)
+    /// (default: none).
+    #[arg(long, value_name = "FILE")]
+    pub proto: Vec<PathBuf>,
+    /// Sets targets.grpc.reflection: ask the server for the descriptors (default: off).
+    #[arg(long)]
+    pub reflection: bool,
+    /// Sets targets.grpc.request: the request message as a JSON template (default: `{}`).
+    #[arg(long, value_name = "JSON")]
+    pub grpc_request: Option<String>,
+    /// Start a run of more than 10,000 requests to a service that is not on loopback without
+    /// asking (default: ask on a terminal, refuse otherwise).
+    #[arg(long)]
+    pub yes: bool,
     /// Exit 0 even when a threshold of the experiment failed (default: exit 99); the results
     /// and thresholds.csv are written either way.
     #[arg(long)]
@@ -153,6 +179,17 @@ impl RunArgs {
             certs: self.certs.or(other.certs),
             target: self.target.or(other.target),
             target_pid: self.target_pid.or(other.target_pid),
+            url: self.url.or(other.url),
+            grpc: self.grpc.or(other.grpc),
+            grpc_method: self.grpc_method.or(other.grpc_method),
+            proto: if self.proto.is_empty() {
+                other.proto
+            } else {
+                self.proto
+            },
+            reflection: self.reflection || other.reflection,
+            grpc_request: self.grpc_request.or(other.grpc_request),
+            yes: self.yes || other.yes,
             no_thresholds_exit: self.no_thresholds_exit || other.no_thresholds_exit,
         }
     }
@@ -211,13 +248,64 @@ impl RunArgs {
             .transpose()
     }
 
-    /// The resolved settings: defaults, then the file, then the flags.
+    /// The resolved settings: defaults, then the file, then the flags (the target flags set
+    /// parts of the file's targets, or make them).
     pub fn experiment(&self) -> Result<Experiment, String> {
         let file = self.file()?;
-        Ok(crate::settings::resolve(
-            file.as_ref().map(|(_, k)| k),
-            &self.layer()?,
-        ))
+        let mut exp = crate::settings::resolve(file.as_ref().map(|(_, k)| k), &self.layer()?);
+        self.apply_targets(&mut exp.targets)?;
+        let stacks_given =
+            self.knobs.stacks.is_some() || file.as_ref().is_some_and(|(_, k)| k.stacks.is_some());
+        if !stacks_given {
+            crate::settings::default_stacks_for_targets(&mut exp);
+        }
+        Ok(exp)
+    }
+
+    /// Lays `--url` and the `--grpc*` flags over `targets`.
+    fn apply_targets(&self, targets: &mut bench_core::target::Targets) -> Result<(), String> {
+        use bench_core::target::{GrpcTarget, RestTarget};
+        if let Some(url) = &self.url {
+            match &mut targets.rest {
+                Some(rest) => rest.url = url.clone(),
+                None => targets.rest = Some(RestTarget::at(url)),
+            }
+        }
+        let any_grpc = self.grpc.is_some()
+            || self.grpc_method.is_some()
+            || !self.proto.is_empty()
+            || self.reflection
+            || self.grpc_request.is_some();
+        if !any_grpc {
+            return Ok(());
+        }
+        let grpc = match (&mut targets.grpc, &self.grpc, &self.grpc_method) {
+            (Some(grpc), _, _) => grpc,
+            (None, Some(address), Some(method)) => {
+                targets.grpc.insert(GrpcTarget::at(address, method))
+            }
+            (None, _, _) => {
+                return Err("--grpc and --grpc-method go together (or complete a [targets.grpc] of the experiment file)".into())
+            }
+        };
+        if let Some(address) = &self.grpc {
+            grpc.address = address.clone();
+        }
+        if let Some(method) = &self.grpc_method {
+            grpc.method = method.clone();
+        }
+        if !self.proto.is_empty() {
+            grpc.proto = self.proto.clone();
+            grpc.reflection = false;
+        }
+        if self.reflection {
+            grpc.reflection = true;
+            grpc.proto.clear();
+        }
+        if let Some(request) = &self.grpc_request {
+            grpc.request = request.clone();
+        }
+        Ok(())
     }
 }
 

@@ -292,6 +292,11 @@ impl Endpoint {
 }
 
 impl RestTarget {
+    /// `GET url` expecting 200, every other setting at its default.
+    pub fn at(url: &str) -> RestTarget {
+        serde_json::from_value(serde_json::json!({ "url": url })).expect("defaults")
+    }
+
     pub fn tls(&self) -> TargetTls {
         TargetTls {
             ca: self.ca.clone(),
@@ -307,6 +312,12 @@ impl RestTarget {
 }
 
 impl GrpcTarget {
+    /// A call of `method` at `address`, every other setting at its default.
+    pub fn at(address: &str, method: &str) -> GrpcTarget {
+        serde_json::from_value(serde_json::json!({ "address": address, "method": method }))
+            .expect("defaults")
+    }
+
     pub fn tls(&self) -> TargetTls {
         TargetTls {
             ca: self.ca.clone(),
@@ -352,6 +363,35 @@ impl TargetRef<'_> {
 }
 
 impl Targets {
+    /// Makes every relative path (protos, imports, data, body and TLS files) relative to
+    /// `dir`, the experiment file's folder, so a run does not depend on where it started.
+    pub fn rebase(&mut self, dir: &std::path::Path) {
+        let fix = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = dir.join(&*p);
+            }
+        };
+        let fix_opt = |p: &mut Option<PathBuf>| {
+            if let Some(p) = p {
+                fix(p)
+            }
+        };
+        fix_opt(&mut self.data);
+        if let Some(r) = &mut self.rest {
+            fix_opt(&mut r.body_file);
+            fix_opt(&mut r.ca);
+            fix_opt(&mut r.client_cert);
+            fix_opt(&mut r.client_key);
+        }
+        if let Some(g) = &mut self.grpc {
+            g.proto.iter_mut().for_each(fix);
+            g.import_paths.iter_mut().for_each(fix);
+            fix_opt(&mut g.ca);
+            fix_opt(&mut g.client_cert);
+            fix_opt(&mut g.client_key);
+        }
+    }
+
     /// The target for stacks of `api`, if the file gives one.
     pub fn for_api(&self, api: Api) -> Option<TargetRef<'_>> {
         match api {

@@ -47,9 +47,25 @@ pub struct LoadJob {
     /// Poll for I/O instead of sleeping during the measured phase ([`crate::settings::Experiment::busy_poll`]).
     #[serde(default)]
     pub busy_poll: bool,
+    /// The user's service (`[targets]`): the requests are its calls, TLS is the target's;
+    /// `None` = our server's item workload.
+    #[serde(default)]
+    pub service: Option<bench_core::target::Targets>,
     /// Warm-up phase (not measured), run first when `Some`.
     pub warmup: Option<LoadSpec>,
     pub measured: LoadSpec,
+}
+
+impl crate::exec::target::Timeouts for LoadJob {
+    fn connect_ms(&self) -> u64 {
+        self.connect_timeout_ms
+    }
+    fn handshake_ms(&self) -> u64 {
+        self.handshake_timeout_ms
+    }
+    fn tuning(&self) -> Tuning {
+        self.tuning.clone()
+    }
 }
 
 impl LoadJob {
@@ -102,25 +118,44 @@ pub fn child_main(certs_dir: &Path) -> anyhow::Result<()> {
     let stack = registry::find(&job.stack)
         .ok_or_else(|| anyhow!("unknown stack '{}' in the load job", job.stack))?;
     bench_core::tls::install_crypto_provider();
-    let tls = match job.tls {
-        Some(variant) => {
-            let certs = bench_core::tls::ensure_certs(certs_dir)?;
-            Some(ClientTls::suite(
-                bench_core::tls::load_ca(&certs.ca_cert())?,
-                variant,
-            ))
+    let settings = match &job.service {
+        Some(targets) => {
+            let api = stack.api();
+            let target_tls = targets
+                .for_api(api)
+                .map(|t| t.tls())
+                .context("the load job has no target for this stack")?;
+            crate::exec::target::client_settings(
+                targets,
+                api,
+                job.target,
+                &job.server_name,
+                job.tls.map(|variant| (&target_tls, variant)),
+                &job,
+            )?
         }
-        None => None,
-    };
-    let settings = ClientSettings {
-        target: job.target,
-        server_name: job.server_name.clone(),
-        tls,
-        connect_timeout: Duration::from_millis(job.connect_timeout_ms),
-        handshake_timeout: Duration::from_millis(job.handshake_timeout_ms),
-        payload: job.payload,
-        tuning: job.tuning.clone(),
-        calls: Default::default(),
+        None => {
+            let tls = match job.tls {
+                Some(variant) => {
+                    let certs = bench_core::tls::ensure_certs(certs_dir)?;
+                    Some(ClientTls::suite(
+                        bench_core::tls::load_ca(&certs.ca_cert())?,
+                        variant,
+                    ))
+                }
+                None => None,
+            };
+            ClientSettings {
+                target: job.target,
+                server_name: job.server_name.clone(),
+                tls,
+                connect_timeout: Duration::from_millis(job.connect_timeout_ms),
+                handshake_timeout: Duration::from_millis(job.handshake_timeout_ms),
+                payload: job.payload,
+                tuning: job.tuning.clone(),
+                calls: Default::default(),
+            }
+        }
     };
     // One thread: tokio's current-thread scheduler, which spends no atomics or wake-ups on
     // handing tasks between workers.

@@ -6,3 +6,4 @@ pub mod loadgen;
 pub mod pin;
 pub mod run;
 pub mod serve;
+pub mod target;

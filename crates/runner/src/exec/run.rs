@@ -28,6 +28,10 @@ pub struct RunContext {
     pub server_cpu: Option<usize>,
     /// An already running server to measure instead of starting one per cell.
     pub target: Option<(std::net::SocketAddr, Option<u32>)>,
+    /// The user's service (`[targets]`), resolved: measured instead of our servers.
+    pub service: Option<Arc<crate::exec::target::ServiceTargets>>,
+    /// The pid of the user's service when it runs here, so its RSS and CPU are sampled.
+    pub service_pid: Option<u32>,
     pub argv: Vec<String>,
 }
 
@@ -86,7 +90,7 @@ pub async fn run(
         .collect();
     let mut writer = ResultsWriter::open(&dir)?;
     let mut manifest = Manifest {
-        experiment: exp.clone(),
+        experiment: exp.for_record(),
         started_utc,
         finished_utc: None,
         status: "running".into(),
@@ -109,13 +113,25 @@ pub async fn run(
             .iter()
             .filter_map(|s| registry::find(s))
             .map(|s| {
+                // With targets the server is the user's: our servers' settings do not apply.
+                let server = match &ctx.service {
+                    Some(service) => vec![(
+                        "server",
+                        format!(
+                            "your service at {}",
+                            service.for_stack(s.name()).endpoint.authority
+                        ),
+                    )],
+                    None => s.server_settings(),
+                };
                 let settings = std::iter::once(("stack", s.description().to_string()))
-                    .chain(s.server_settings())
+                    .chain(server)
                     .map(|(k, v)| (k.to_string(), v))
                     .collect();
                 (s.name().to_string(), settings)
             })
             .collect(),
+        service: ctx.service.as_ref().map(|s| s.record(&exp)),
         environment: Some(crate::measure::environment::Environment::read(
             exp.udp_buffer_bytes
                 .unwrap_or(bench_core::stack::DEFAULT_SERVER_UDP_BUFFER_BYTES),
@@ -275,9 +291,14 @@ async fn run_cell(
             ..exp.tuning()
         }),
     };
-    let mut server = match ctx.target {
-        Some((addr, pid)) => ServerHandle::External { addr, pid },
-        None => match ServerProcess::start(&serve).await {
+    let service = ctx.service.as_ref().map(|s| s.for_stack(&cell.stack));
+    let mut server = match (service, ctx.target) {
+        (Some(target), _) => ServerHandle::External {
+            addr: target.addr,
+            pid: ctx.service_pid,
+        },
+        (None, Some((addr, pid))) => ServerHandle::External { addr, pid },
+        (None, None) => match ServerProcess::start(&serve).await {
             Ok(s) => ServerHandle::Child(s),
             Err(e) => return Some(failed_cell(cell, format!("server did not start: {e:#}"))),
         },
@@ -300,13 +321,17 @@ async fn run_cell(
         first_id: 1_000_000,
         rate: cell.rate(),
         pacing: exp.pacing,
-        ids: None,
+        ids: ctx.service.as_ref().map(|s| s.targets.ids),
     };
     let job = LoadJob {
         stack: cell.stack.clone(),
         target: server.addr(),
-        server_name: SERVER_NAME.to_string(),
-        tls: (!cell.plaintext()).then_some(cell.handshake()),
+        server_name: service.map_or(SERVER_NAME.to_string(), |t| t.server_name.clone()),
+        tls: match service {
+            Some(target) => target.tls.is_some().then_some(cell.handshake()),
+            None => (!cell.plaintext()).then_some(cell.handshake()),
+        },
+        service: ctx.service.as_ref().map(|s| s.targets.clone()),
         connect_timeout_ms: exp.connect_timeout_ms,
         handshake_timeout_ms: exp.handshake_timeout_ms,
         payload: cell.payload(),

@@ -62,6 +62,9 @@ pub struct ResourceSummary {
     pub cpu_s: f64,
     /// The phase spanned fewer than [`MIN_INTERVALS_PER_PHASE`] sampling intervals.
     pub short_phase: bool,
+    /// The process was read at both ends of the phase; `false` for a server the runner has
+    /// no pid of (a service measured by `[targets]`): its columns are then empty, not zero.
+    pub sampled: bool,
 }
 
 pub struct Sampler {
@@ -271,6 +274,7 @@ impl Track {
             cpu_pct_mean,
             cpu_s,
             short_phase,
+            sampled: true,
         }
     }
 }

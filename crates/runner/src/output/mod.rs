@@ -240,6 +240,40 @@ pub struct Manifest {
     /// in manifests written before it was recorded.
     #[serde(default)]
     pub environment: Option<crate::measure::environment::Environment>,
+    /// The user's service when the run measured one (`[targets]`): where each target was,
+    /// as resolved; `None` when our own servers were measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<ServiceRecord>,
+}
+
+/// The measured service's targets as the run found them (no secrets: header values are in
+/// [`Manifest::experiment`], redacted).
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct ServiceRecord {
+    /// Some target's certificate was not verified: every output of the run says so, and
+    /// `runner paper` refuses it.
+    pub insecure: bool,
+    pub targets: Vec<TargetRecord>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct TargetRecord {
+    /// `rest` or `grpc`.
+    pub api: String,
+    pub stacks: Vec<String>,
+    /// `host:port` as written.
+    pub authority: String,
+    pub host: String,
+    pub port: u16,
+    /// The address the host resolved to.
+    pub address: String,
+    pub loopback: bool,
+    /// `tls` or `plaintext`.
+    pub transport: String,
+    /// What the certificate was verified against: `system trust store`, the CA file, or
+    /// `not verified`.
+    pub trust: String,
+    pub server_name: String,
 }
 
 /// One registered stack as the manifest lists it.
@@ -354,7 +388,7 @@ pub fn cpu_model() -> String {
 /// those), so a new knob is listed without being named here.
 pub fn conditions(e: &Experiment) -> Vec<String> {
     /// Knobs the table's rows and columns already show, or that do not change a cell.
-    const PLAN_SHAPE: [&str; 14] = [
+    const PLAN_SHAPE: [&str; 15] = [
         "name",
         "stacks",
         "regimes",
@@ -369,6 +403,7 @@ pub fn conditions(e: &Experiment) -> Vec<String> {
         "out",
         "variants",
         "thresholds",
+        "targets",
     ];
     let value = serde_json::to_value(e).expect("settings serialize");
     let default = serde_json::to_value(Experiment::default()).expect("settings serialize");
@@ -509,7 +544,7 @@ pub fn summary_table(results: &[CellResult]) -> String {
     for r in results {
         let s = LatencySummary::of(&r.measured.latency);
         out.push_str(&format!(
-            "{:<6} {:<9} {:>6} {:>4} {:>11.3} {:>11.3} {:>11.3} {:>11.1} {:>9.2} {:>11.1} {:>11}\n",
+            "{:<6} {:<9} {:>6} {:>4} {:>11.3} {:>11.3} {:>11.3} {:>11.1} {:>9.2} {:>11} {:>11}\n",
             r.cell.stack,
             r.cell.regime.as_str(),
             match r.cell.stage {
@@ -522,7 +557,14 @@ pub fn summary_table(results: &[CellResult]) -> String {
             s.p99 as f64 / 1000.0,
             r.throughput_rps(),
             (1.0 - r.success_rate()) * 100.0,
-            r.server.rss_hwm_bytes.unwrap_or(r.server.rss_peak_bytes) as f64 / 1e6,
+            if r.server.sampled {
+                format!(
+                    "{:.1}",
+                    r.server.rss_hwm_bytes.unwrap_or(r.server.rss_peak_bytes) as f64 / 1e6
+                )
+            } else {
+                "-".to_string()
+            },
             r.server
                 .cpu_pct_mean
                 .map_or("-".to_string(), |v| format!("{v:.1}")),

@@ -1332,7 +1332,7 @@ mod tests {
             throughput_rps: rps,
             throughput_steady_rps: steady,
             latency_p50_us: p50 as u64,
-            server_rss_peak_bytes: 20_000_000,
+            server_rss_peak_bytes: Some(20_000_000),
             ..Row::default()
         }
     }

@@ -219,7 +219,7 @@ mod tests {
             stack: "h3".into(),
             regime: "reuse".into(),
             concurrency: c,
-            server_rss_peak_bytes: rss,
+            server_rss_peak_bytes: Some(rss),
             ..CellRow::default()
         };
         let two = [row(10, 1000), row(20, 2000)];

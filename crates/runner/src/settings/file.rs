@@ -29,6 +29,10 @@ pub fn read(path: &Path) -> Result<(String, Knobs), String> {
             None => format!("{}:{line_no}:{column}: {message}", path.display()),
         }
     })?;
+    let mut knobs: Knobs = knobs;
+    if let (Some(targets), Some(dir)) = (knobs.targets.as_mut(), path.parent()) {
+        targets.rebase(dir);
+    }
     Ok((text, knobs))
 }
 

@@ -304,4 +304,9 @@ knobs! {
     /// variant's cells are checked unless a threshold's `variants` selects.
     #[arg(skip)]
     thresholds: run<Vec<Threshold>> = Vec::new();
+    /// The user's own service, measured instead of our servers: `[targets.rest]` (the REST
+    /// stacks), `[targets.grpc]` (the gRPC stack), `[targets.ids]` and `data` for the
+    /// templates (file; `--url` and `--grpc-*` set the common parts).
+    #[arg(skip)]
+    targets: run<bench_core::target::Targets> = Default::default();
 }

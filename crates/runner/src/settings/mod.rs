@@ -92,10 +92,10 @@ pub fn parse_duration_s(text: &str) -> Result<u64, String> {
 }
 
 /// A knob's value as the command line would write it (lists comma-separated); `None` for a
-/// knob without a value.
+/// knob without a value, or a table (which no flag writes).
 pub fn value_text(value: &serde_json::Value) -> Option<String> {
     match value {
-        serde_json::Value::Null => None,
+        serde_json::Value::Null | serde_json::Value::Object(_) => None,
         serde_json::Value::String(s) => Some(s.clone()),
         serde_json::Value::Array(items) if items.is_empty() => None,
         serde_json::Value::Array(items) => Some(
@@ -126,6 +126,18 @@ pub fn resolve(file: Option<&Knobs>, flags: &Knobs) -> Experiment {
     settings
 }
 
+/// With targets and no `stacks` given: the stacks that have a target (the REST stacks for
+/// `[targets.rest]`, gRPC for `[targets.grpc]`), not every stack.
+pub fn default_stacks_for_targets(settings: &mut Experiment) {
+    if settings.targets.is_empty() {
+        return;
+    }
+    let targets = settings.targets.clone();
+    settings.stacks.retain(|name| {
+        crate::registry::find(name).is_some_and(|s| targets.for_api(s.api()).is_some())
+    });
+}
+
 /// A knob that failed validation: its key, the variant it failed in, and why. Typed, because
 /// the caller points at what set the key (the flag, or the file's line and column).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -143,6 +155,15 @@ impl Experiment {
             || self.port_range.is_some()
             || self.tcp_tw_reuse.is_some()
             || self.somaxconn.is_some()
+    }
+
+    /// These settings as results record them: targets with literal credentials redacted
+    /// ([`bench_core::target::Targets::redacted`]).
+    pub fn for_record(&self) -> Experiment {
+        Experiment {
+            targets: self.targets.redacted(),
+            ..self.clone()
+        }
     }
 
     /// The transport knobs the stacks apply.

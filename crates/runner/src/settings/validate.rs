@@ -1,7 +1,7 @@
 //! Validation of resolved settings: one clear line per problem, naming the key (and variant)
 //! so that the caller can point at the flag or the file line that set it.
 
-use bench_core::HandshakeVariant;
+use bench_core::{HandshakeVariant, PayloadProfile};
 
 use super::{Experiment, Invalid, Netem, Regime};
 
@@ -266,6 +266,9 @@ impl Experiment {
                 });
             }
         }
+        if !self.targets.is_empty() {
+            self.check_targets()?;
+        }
         if !self.variants.is_empty() {
             for (name, e) in self.variant_experiments() {
                 e.check(known_stacks).map_err(|invalid| Invalid {
@@ -273,6 +276,67 @@ impl Experiment {
                     ..invalid
                 })?;
             }
+        }
+        Ok(())
+    }
+
+    /// With targets: every stack has one, their addresses parse, and no knob asks for
+    /// something only our own server can do.
+    fn check_targets(&self) -> Result<(), Invalid> {
+        let fail = |key: &str, message: String| {
+            Err(Invalid {
+                variant: None,
+                key: key.to_string(),
+                message,
+            })
+        };
+        for name in &self.stacks {
+            let Some(stack) = crate::registry::find(name) else {
+                continue;
+            };
+            let api = stack.api();
+            match self.targets.for_api(api) {
+                None => {
+                    return fail(
+                        "stacks",
+                        format!(
+                            "stack '{name}' sends to [targets.{}], which the experiment does not give; add it or leave '{name}' out of stacks",
+                            api.as_str()
+                        ),
+                    )
+                }
+                Some(target) => {
+                    if let Err(e) = target.endpoint() {
+                        return fail("targets", e);
+                    }
+                    let plaintext = target.endpoint().is_ok_and(|e| !e.https);
+                    if plaintext && !stack.supports_plaintext() {
+                        return fail(
+                            "targets",
+                            format!("stack '{name}' needs TLS: its target must be https://"),
+                        );
+                    }
+                }
+            }
+        }
+        if let Err(e) = self.targets.ids.validate() {
+            return fail("targets", e);
+        }
+        let ours_only: [(&str, bool); 6] = [
+            ("server_fault", self.server_fault.is_some()),
+            ("service_time", self.service_time.is_some()),
+            ("service_cpu_us", self.service_cpu_us > 0),
+            ("payload", self.payload != PayloadProfile::default()),
+            ("plaintext", self.plaintext),
+            ("netem", self.needs_netns()),
+        ];
+        if let Some((key, _)) = ours_only.iter().find(|(_, set)| *set) {
+            let why = match *key {
+                "plaintext" => "the target's URL decides (http:// is plaintext)",
+                "netem" => "network emulation and namespaces need a server the runner starts",
+                _ => "it changes our own server, and with targets no server is started",
+            };
+            return fail(key, format!("cannot be used with [targets]: {why}"));
         }
         Ok(())
     }

@@ -120,8 +120,10 @@ row_type! {
         pub fail_bad_body: u64,
         pub fail_missing_data: u64,
         pub fail_other: u64,
-        /// The largest sampled reading.
-        pub server_rss_peak_bytes: u64,
+        /// The largest sampled reading; empty when the server was not sampled (a service
+        /// without --target-pid).
+        #[serde(default)]
+        pub server_rss_peak_bytes: Option<u64>,
         /// The kernel's VmHWM over the phase; empty if unavailable.
         #[serde(default)]
         pub server_rss_hwm_bytes: Option<u64>,
@@ -130,10 +132,10 @@ row_type! {
         /// Empty when it could not be measured (shown as "—", never as 0).
         #[serde(default, serialize_with = "fmt::opt_dec::<2, _>")]
         pub server_cpu_pct_mean: Option<f64>,
-        #[serde(serialize_with = "fmt::dec::<3, _>")]
-        pub server_cpu_s: f64,
-        #[serde(serialize_with = "fmt::dec::<3, _>")]
-        pub server_cpu_ms_per_1k_ok: f64,
+        #[serde(default, serialize_with = "fmt::opt_dec::<3, _>")]
+        pub server_cpu_s: Option<f64>,
+        #[serde(default, serialize_with = "fmt::opt_dec::<3, _>")]
+        pub server_cpu_ms_per_1k_ok: Option<f64>,
         pub client_rss_peak_bytes: u64,
         #[serde(default)]
         pub client_rss_hwm_bytes: Option<u64>,
@@ -366,12 +368,12 @@ impl CellRow {
             fail_bad_body: fail(FailureClass::BadBody),
             fail_missing_data: fail(FailureClass::MissingData),
             fail_other: fail(FailureClass::Other),
-            server_rss_peak_bytes: server.rss_peak_bytes,
+            server_rss_peak_bytes: server.sampled.then_some(server.rss_peak_bytes),
             server_rss_hwm_bytes: server.rss_hwm_bytes,
             server_rss_mean_bytes: server.rss_mean_bytes,
             server_cpu_pct_mean: server.cpu_pct_mean,
-            server_cpu_s: server.cpu_s,
-            server_cpu_ms_per_1k_ok: cpu_per_1k(server.cpu_s),
+            server_cpu_s: server.sampled.then_some(server.cpu_s),
+            server_cpu_ms_per_1k_ok: server.sampled.then(|| cpu_per_1k(server.cpu_s)),
             client_rss_peak_bytes: client.rss_peak_bytes,
             client_rss_hwm_bytes: client.rss_hwm_bytes,
             client_rss_mean_bytes: client.rss_mean_bytes,

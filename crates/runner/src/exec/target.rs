@@ -1,0 +1,329 @@
+//! Measuring the user's own service (`[targets]`): where each stack's load goes (resolved
+//! once, printed before the run), the client's TLS towards it, the checks that refuse a bad
+//! target before any request, and the confirmation a large run to another host needs.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, IsTerminal, Write};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context;
+use bench_core::target::{Api, Endpoint, TargetTls, Targets};
+use bench_core::tls::ServerIdentity;
+use bench_core::{ClientSettings, ClientTls, HandshakeVariant};
+
+use crate::plan::plan;
+use crate::registry;
+use crate::settings::Experiment;
+
+/// Runs larger than this (warm-up and measured requests) to an address that is not on
+/// loopback need `--yes` or a confirmation on the terminal.
+pub const CONFIRM_ABOVE_REQUESTS: u64 = 10_000;
+
+/// One API family's target, resolved.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub api: Api,
+    pub endpoint: Endpoint,
+    pub addr: SocketAddr,
+    /// The name verified in the certificate (and SNI).
+    pub server_name: String,
+    /// `None`: plaintext (`http://`).
+    pub tls: Option<TargetTls>,
+}
+
+/// The experiment's targets with each family's address resolved.
+#[derive(Debug, Clone)]
+pub struct ServiceTargets {
+    pub targets: Targets,
+    pub resolved: BTreeMap<&'static str, Resolved>,
+}
+
+impl ServiceTargets {
+    /// `None` when the experiment has no targets (our own servers are measured).
+    pub fn resolve(exp: &Experiment) -> Result<Option<ServiceTargets>, String> {
+        if exp.targets.is_empty() {
+            return Ok(None);
+        }
+        let mut resolved = BTreeMap::new();
+        for api in [Api::Rest, Api::Grpc] {
+            let Some(target) = exp.targets.for_api(api) else {
+                continue;
+            };
+            let endpoint = target.endpoint()?;
+            let addr = endpoint
+                .resolve()
+                .map_err(|e| format!("targets.{}: {e}", api.as_str()))?;
+            let tls = target.tls();
+            resolved.insert(
+                api.as_str(),
+                Resolved {
+                    api,
+                    server_name: tls.server_name.clone().unwrap_or(endpoint.host.clone()),
+                    tls: endpoint.https.then_some(tls),
+                    endpoint,
+                    addr,
+                },
+            );
+        }
+        Ok(Some(ServiceTargets {
+            targets: exp.targets.clone(),
+            resolved,
+        }))
+    }
+
+    /// The target the stack named `stack` sends to (validation made sure there is one).
+    pub fn for_stack(&self, stack: &str) -> &Resolved {
+        let api = registry::find(stack).expect("validated stack").api();
+        &self.resolved[api.as_str()]
+    }
+
+    /// What the run will do, printed before it starts.
+    pub fn describe(&self, exp: &Experiment) -> String {
+        let mut out = String::new();
+        for r in self.resolved.values() {
+            let stacks: Vec<&str> = exp
+                .stacks
+                .iter()
+                .filter(|s| registry::find(s).is_some_and(|s| s.api() == r.api))
+                .map(String::as_str)
+                .collect();
+            let security = match &r.tls {
+                None => "plaintext".to_string(),
+                Some(t) if t.insecure => "TLS 1.3, certificate NOT verified (insecure)".into(),
+                Some(t) => format!(
+                    "TLS 1.3, verified as {} against {}",
+                    r.server_name,
+                    t.ca.as_ref()
+                        .map_or("the system trust store".to_string(), |p| p
+                            .display()
+                            .to_string())
+                ),
+            };
+            out.push_str(&format!(
+                "target {} ({}): {} -> {} ({security})\n",
+                r.api.as_str(),
+                stacks.join(", "),
+                r.endpoint.authority,
+                r.addr,
+            ));
+        }
+        let (requests, seconds) = planned_load(exp);
+        out.push_str(&format!(
+            "planned: {requests} requests{}{}\n",
+            if seconds > 0 {
+                format!(" plus {seconds} s of time-bound cells")
+            } else {
+                String::new()
+            },
+            exp.rate
+                .map(|r| format!(", open loop at {r} req/s"))
+                .unwrap_or_default()
+        ));
+        out
+    }
+
+    /// What the manifest records.
+    pub fn record(&self, exp: &Experiment) -> crate::output::ServiceRecord {
+        crate::output::ServiceRecord {
+            insecure: self.targets.insecure(),
+            targets: self
+                .resolved
+                .values()
+                .map(|r| crate::output::TargetRecord {
+                    api: r.api.as_str().to_string(),
+                    stacks: exp
+                        .stacks
+                        .iter()
+                        .filter(|s| registry::find(s).is_some_and(|s| s.api() == r.api))
+                        .cloned()
+                        .collect(),
+                    authority: r.endpoint.authority.clone(),
+                    host: r.endpoint.host.clone(),
+                    port: r.endpoint.port,
+                    address: r.addr.ip().to_string(),
+                    loopback: r.addr.ip().is_loopback(),
+                    transport: if r.tls.is_some() { "tls" } else { "plaintext" }.into(),
+                    trust: match &r.tls {
+                        None => "none".into(),
+                        Some(t) if t.insecure => "not verified".into(),
+                        Some(t) => t.ca.as_ref().map_or("system trust store".into(), |p| {
+                            format!("CA {}", p.display())
+                        }),
+                    },
+                    server_name: r.server_name.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Whether some target is not on loopback.
+    pub fn leaves_this_host(&self) -> bool {
+        self.resolved.values().any(|r| !r.addr.ip().is_loopback())
+    }
+
+    /// Refuses (or asks on a terminal) before more than [`CONFIRM_ABOVE_REQUESTS`] requests
+    /// go to an address that is not on loopback.
+    pub fn confirm(&self, exp: &Experiment, yes: bool) -> Result<(), String> {
+        let (requests, seconds) = planned_load(exp);
+        if yes || !self.leaves_this_host() || (requests <= CONFIRM_ABOVE_REQUESTS && seconds == 0) {
+            return Ok(());
+        }
+        let stdin = std::io::stdin();
+        if !stdin.is_terminal() {
+            return Err(format!(
+                "targets: {requests} requests to a host that is not this machine: give --yes to confirm"
+            ));
+        }
+        eprint!("send {requests} requests to the addresses above? [y/N] ");
+        let _ = std::io::stderr().flush();
+        let mut answer = String::new();
+        let _ = stdin.lock().read_line(&mut answer);
+        if matches!(answer.trim(), "y" | "Y" | "yes") {
+            Ok(())
+        } else {
+            Err("targets: not confirmed; nothing was sent".into())
+        }
+    }
+
+    /// Builds every stack's client once (templates, environment variables, data file, TLS
+    /// files, descriptors from `.proto` files or reflection), so a bad target fails the run
+    /// before it starts.
+    pub fn preflight(&self, exp: &Experiment) -> Result<(), String> {
+        for name in &exp.stacks {
+            let stack = registry::find(name).expect("validated stack");
+            let r = self.for_stack(name);
+            let settings = client_settings(
+                &self.targets,
+                stack.api(),
+                r.addr,
+                &r.server_name,
+                r.tls.as_ref().map(|t| (t, exp.handshake)),
+                exp,
+            )
+            .map_err(|e| format!("targets.{}: {e:#}", r.api.as_str()))?;
+            stack
+                .client(&settings)
+                .map_err(|e| format!("targets.{} ({name}): {e:#}", r.api.as_str()))?;
+        }
+        Ok(())
+    }
+}
+
+/// Requests the plan sends (warm-up and measured, every cell) and seconds of time-bound cells.
+pub fn planned_load(exp: &Experiment) -> (u64, u64) {
+    let cells = plan(exp);
+    let requests = cells
+        .iter()
+        .filter(|c| c.duration_s().is_none())
+        .map(|c| c.requests() + c.warmup_requests())
+        .sum();
+    let seconds = cells.iter().filter_map(|c| c.duration_s()).sum();
+    (requests, seconds)
+}
+
+/// The client's TLS towards a target: its CA file or the system store, its mTLS identity.
+pub fn client_tls(tls: &TargetTls, variant: HandshakeVariant) -> anyhow::Result<ClientTls> {
+    let ca = match &tls.ca {
+        Some(path) => bench_core::tls::load_ca(path)?,
+        None => Vec::new(),
+    };
+    let identity = match (&tls.client_cert, &tls.client_key) {
+        (Some(cert), Some(key)) => {
+            Some(std::sync::Arc::new(ServerIdentity::from_files(cert, key)?))
+        }
+        (None, None) => None,
+        _ => anyhow::bail!("client_cert and client_key go together"),
+    };
+    Ok(ClientTls {
+        system_roots: tls.ca.is_none(),
+        ca,
+        variant,
+        identity,
+        insecure: tls.insecure,
+    })
+}
+
+/// A client's settings towards the target of `api` (the load generator's and the
+/// preflight's: one definition). Environment variables of templates are read here.
+pub fn client_settings(
+    targets: &Targets,
+    api: Api,
+    addr: SocketAddr,
+    server_name: &str,
+    tls: Option<(&TargetTls, HandshakeVariant)>,
+    exp_timeouts: &impl Timeouts,
+) -> anyhow::Result<ClientSettings> {
+    let calls = targets
+        .calls(api, &|name| std::env::var(name).ok())
+        .map_err(anyhow::Error::msg)?
+        .context("no target for this stack")?;
+    Ok(ClientSettings {
+        target: addr,
+        server_name: server_name.to_string(),
+        tls: tls.map(|(t, v)| client_tls(t, v)).transpose()?,
+        connect_timeout: Duration::from_millis(exp_timeouts.connect_ms()),
+        handshake_timeout: Duration::from_millis(exp_timeouts.handshake_ms()),
+        payload: Default::default(),
+        tuning: exp_timeouts.tuning(),
+        calls,
+    })
+}
+
+/// What [`client_settings`] needs besides the target: the run's or the load job's values.
+pub trait Timeouts {
+    fn connect_ms(&self) -> u64;
+    fn handshake_ms(&self) -> u64;
+    fn tuning(&self) -> bench_core::Tuning;
+}
+
+impl Timeouts for Experiment {
+    fn connect_ms(&self) -> u64 {
+        self.connect_timeout_ms
+    }
+    fn handshake_ms(&self) -> u64 {
+        self.handshake_timeout_ms
+    }
+    fn tuning(&self) -> bench_core::Tuning {
+        Experiment::tuning(self)
+    }
+}
+
+/// Files a target names must exist before the run (their contents are read by the preflight).
+pub fn check_files(targets: &Targets) -> Result<(), String> {
+    let mut files: Vec<(&str, &Path)> = Vec::new();
+    if let Some(r) = &targets.rest {
+        for (k, p) in [
+            ("targets.rest.body_file", &r.body_file),
+            ("targets.rest.ca", &r.ca),
+            ("targets.rest.client_cert", &r.client_cert),
+            ("targets.rest.client_key", &r.client_key),
+        ] {
+            if let Some(p) = p {
+                files.push((k, p));
+            }
+        }
+    }
+    if let Some(g) = &targets.grpc {
+        for p in &g.proto {
+            files.push(("targets.grpc.proto", p));
+        }
+        for (k, p) in [
+            ("targets.grpc.ca", &g.ca),
+            ("targets.grpc.client_cert", &g.client_cert),
+            ("targets.grpc.client_key", &g.client_key),
+        ] {
+            if let Some(p) = p {
+                files.push((k, p));
+            }
+        }
+    }
+    if let Some(p) = &targets.data {
+        files.push(("targets.data", p));
+    }
+    match files.iter().find(|(_, p)| !p.is_file()) {
+        Some((key, path)) => Err(format!("{key}: no file {}", path.display())),
+        None => Ok(()),
+    }
+}
