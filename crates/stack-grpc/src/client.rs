@@ -14,11 +14,10 @@ use bench_core::{
     Client, ClientSettings, Connected, Connection, Failure, FailureClass, PayloadProfile, Reply,
     WireBytes,
 };
-use bytes::{BufMut, Bytes, BytesMut};
-use http2_client::{Answer, H2Conn, RequestHead};
-use prost::Message;
+use http2_client::{H2Conn, RequestHead};
 
 use crate::pb::GetItemRequest;
+use crate::wire::{check_status, frame, unframe};
 
 pub struct GrpcClient {
     connector: TcpConnector,
@@ -42,23 +41,15 @@ impl GrpcClient {
 const CALL: RequestHead<'static> = RequestHead {
     method: "POST",
     path: crate::GET_ITEM_PATH,
-    fields: &[("content-type", "application/grpc"), ("te", "trailers")],
-    keep: &["content-type", "grpc-status", "grpc-message"],
+    fields: &crate::wire::GRPC_FIELDS,
+    keep: crate::wire::KEEP,
 };
 
 #[async_trait]
 impl Client for GrpcClient {
     async fn connect(&self) -> Result<Connected, Failure> {
-        let (stream, timing, closer) = self.connector.connect().await?;
-        let counters = stream.counters();
-        let conn = H2Conn::open(
-            stream,
-            closer,
-            &self.authority,
-            self.https,
-            crate::server::STREAM_WINDOW,
-            crate::server::CONNECTION_WINDOW,
-        );
+        let (conn, counters, timing) =
+            crate::wire::open(&self.connector, &self.authority, self.https).await?;
         Ok(Connected {
             conn: Arc::new(GrpcConnection {
                 conn,
@@ -156,83 +147,12 @@ fn decode_item_view(mut buf: &[u8]) -> Result<ItemView<'_>, String> {
     Ok(view)
 }
 
-/// A protobuf message as one gRPC length-prefixed message (uncompressed).
-fn frame(message: &GetItemRequest) -> Bytes {
-    let len = message.encoded_len();
-    let mut buf = BytesMut::with_capacity(5 + len);
-    buf.put_u8(0);
-    buf.put_u32(len as u32);
-    message.encode(&mut buf).expect("capacity reserved");
-    buf.freeze()
-}
-
-/// The single message of a unary answer; bad framing is an undecodable body.
-fn unframe(data: &Bytes) -> Result<Bytes, Failure> {
-    let bad = |what: &str| Failure::new(FailureClass::BadBody, format!("gRPC framing: {what}"));
-    if data.len() < 5 {
-        return Err(bad("fewer than 5 bytes"));
-    }
-    if data[0] != 0 {
-        return Err(bad("compressed message, none was negotiated"));
-    }
-    let len = u32::from_be_bytes([data[1], data[2], data[3], data[4]]) as usize;
-    if data.len() != 5 + len {
-        return Err(bad(&format!(
-            "length prefix {len} for {} bytes",
-            data.len() - 5
-        )));
-    }
-    Ok(data.slice(5..))
-}
-
-/// HTTP 200, a gRPC content type and grpc-status 0 (in the trailers, or in the head of a
-/// trailers-only answer); anything else is a non-success status.
-fn check_status(answer: &Answer) -> Result<(), Failure> {
-    if answer.status != 200 {
-        return Err(Failure::new(
-            FailureClass::BadStatus,
-            format!("HTTP status {} on a gRPC call", answer.status),
-        ));
-    }
-    let is_grpc = answer
-        .head_field("content-type")
-        .is_some_and(|v| v.starts_with(b"application/grpc"));
-    if !is_grpc {
-        return Err(Failure::new(
-            FailureClass::BadBody,
-            "answer is not application/grpc",
-        ));
-    }
-    // In the trailers, or in the head of a trailers-only answer.
-    let field = |name| {
-        answer
-            .trailer_field(name)
-            .or_else(|| answer.head_field(name))
-    };
-    match field("grpc-status") {
-        Some(b"0") => Ok(()),
-        Some(code) => {
-            let message = field("grpc-message").unwrap_or(b"");
-            Err(Failure::new(
-                FailureClass::BadStatus,
-                format!(
-                    "gRPC status {}: {}",
-                    String::from_utf8_lossy(code),
-                    String::from_utf8_lossy(message)
-                ),
-            ))
-        }
-        None => Err(Failure::new(
-            FailureClass::ConnReset,
-            "gRPC answer ended without grpc-status",
-        )),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::pb::Item;
+    use bytes::Bytes;
+    use prost::Message;
 
     #[test]
     fn view_decoder_agrees_with_prost() {

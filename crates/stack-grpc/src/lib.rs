@@ -2,14 +2,18 @@
 #![forbid(unsafe_code)]
 
 pub mod client;
+pub mod descriptors;
+pub mod dynamic;
 pub mod library_client;
 pub mod server;
+mod wire;
 
 use std::sync::Arc;
 
+use anyhow::bail;
 use async_trait::async_trait;
 use bench_core::{
-    BoundServer, Client, ClientImplementation, ClientSettings, ServerSettings, Stack,
+    BoundServer, Calls, Client, ClientImplementation, ClientSettings, ServerSettings, Stack,
 };
 
 /// Code generated from `proto/bench.proto`.
@@ -69,9 +73,23 @@ impl Stack for Grpc {
         server::bind(settings)
     }
     fn client(&self, settings: &ClientSettings) -> anyhow::Result<Arc<dyn Client>> {
-        Ok(match self.client_implementation(settings.tuning.client) {
-            ClientImplementation::Lean => Arc::new(client::GrpcClient::new(settings)?),
-            ClientImplementation::Library => Arc::new(library_client::TonicClient::new(settings)?),
+        let implementation = self.client_implementation(settings.tuning.client);
+        Ok(match (&settings.calls, implementation) {
+            (Calls::Item, ClientImplementation::Lean) => {
+                Arc::new(client::GrpcClient::new(settings)?)
+            }
+            (Calls::Item, ClientImplementation::Library) => {
+                Arc::new(library_client::TonicClient::new(settings)?)
+            }
+            (Calls::Grpc(calls), ClientImplementation::Lean) => {
+                Arc::new(dynamic::DynamicClient::new(settings, calls.clone())?)
+            }
+            (Calls::Grpc(_), ClientImplementation::Library) => {
+                bail!("the library gRPC client does not send target calls; use client = \"lean\"")
+            }
+            (Calls::Rest(_), _) => {
+                bail!("the gRPC stack sends [targets.grpc] calls, not [targets.rest] requests")
+            }
         })
     }
 }

@@ -1,0 +1,468 @@
+//! gRPC target calls against a server nobody here wrote: grpcio (Python) serving
+//! tests/fixtures/catalog.proto, in plaintext h2c or TLS with the suite's CA, with or without
+//! reflection. Skipped with a note when python3 or grpcio is missing, unless
+//! TBENCH_REQUIRE_GRPCIO=1 (CI) makes that a failure. Traffic stays on 127.0.0.1.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bench_core::target::{Api, Calls, Targets};
+use bench_core::tls::{ensure_certs, load_ca, CertPaths};
+use bench_core::{
+    Call, Client, ClientImplementation, ClientSettings, ClientTls, FailureClass, HandshakeVariant,
+    PayloadProfile, Stack,
+};
+use stack_grpc::Grpc;
+
+/// Any one test's bound: a Python server start, setup and a few hundred calls take seconds.
+const TEST_BOUND: Duration = Duration::from_secs(90);
+/// The server prints its port after compiling the .proto and binding.
+const START_BOUND: Duration = Duration::from_secs(30);
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+/// Whether grpcio can run here; without it the test is skipped, or fails when CI requires it.
+fn grpcio_available(test: &str) -> bool {
+    let ok = Command::new("python3")
+        .args([
+            "-c",
+            "import grpc, grpc_reflection.v1alpha.reflection, grpc_tools.protoc",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        if std::env::var("TBENCH_REQUIRE_GRPCIO").as_deref() == Ok("1") {
+            panic!("{test}: python3 with grpcio, grpcio-reflection and grpcio-tools is required (TBENCH_REQUIRE_GRPCIO=1): pip install -r scripts/requirements.txt");
+        }
+        eprintln!("{test}: skipped: python3 with grpcio, grpcio-reflection and grpcio-tools not found (pip install -r scripts/requirements.txt)");
+    }
+    ok
+}
+
+/// The fixture server, killed when dropped (it also exits when its stdin closes).
+struct PyServer {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for PyServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl PyServer {
+    fn start(tls: Option<&CertPaths>, reflection: bool) -> PyServer {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let log = dir.path().join("ids.log");
+        let mut command = Command::new("python3");
+        command
+            .arg(fixtures().join("catalog_server.py"))
+            .arg("--log")
+            .arg(&log)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        if let Some(paths) = tls {
+            command
+                .arg("--cert")
+                .arg(paths.server_cert())
+                .arg("--key")
+                .arg(paths.server_key());
+        }
+        if !reflection {
+            command.arg("--no-reflection");
+        }
+        let mut child = command.spawn().expect("python3 runs");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let mut server = PyServer {
+            child,
+            port: 0,
+            log,
+            _dir: dir,
+        };
+        let line = rx
+            .recv_timeout(START_BOUND)
+            .expect("the grpcio server printed its port in time");
+        server.port = line
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("the grpcio server's first line is a port: {line:?}"));
+        assert_ne!(server.port, 0, "grpcio could not bind");
+        server
+    }
+
+    /// (id, x-tenant) of every call the server received, in arrival order.
+    fn logged(&self) -> Vec<(u64, String)> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| {
+                let (id, tenant) = l.split_once(' ').expect("id and tenant");
+                (id.parse().expect("id"), tenant.to_string())
+            })
+            .collect()
+    }
+}
+
+/// The `[targets]` of an experiment file, with the server's address filled in.
+fn grpc_calls(toml_text: &str) -> Arc<bench_core::target::GrpcCalls> {
+    let targets: Targets = toml::from_str(toml_text).expect("targets parse");
+    match targets
+        .calls(Api::Grpc, &|_| None)
+        .expect("targets compile")
+    {
+        Some(Calls::Grpc(calls)) => calls,
+        other => panic!("no gRPC calls: {other:?}"),
+    }
+}
+
+fn settings(port: u16, tls: Option<&CertPaths>, calls: Calls) -> ClientSettings {
+    ClientSettings {
+        target: ([127, 0, 0, 1], port).into(),
+        server_name: bench_core::tls::SERVER_NAME.to_string(),
+        tls: tls.map(|paths| {
+            ClientTls::suite(
+                load_ca(&paths.ca_cert()).expect("CA"),
+                HandshakeVariant::Full,
+            )
+        }),
+        connect_timeout: Duration::from_secs(5),
+        handshake_timeout: Duration::from_secs(5),
+        payload: PayloadProfile::Small,
+        tuning: Default::default(),
+        calls,
+    }
+}
+
+fn proto() -> String {
+    fixtures().join("catalog.proto").display().to_string()
+}
+
+/// A client for `target` (a `[grpc]` table's lines) on the server at `port`, made on a
+/// blocking thread as the runner does before measuring.
+async fn client_for(
+    port: u16,
+    tls: Option<&CertPaths>,
+    target: &str,
+) -> anyhow::Result<Arc<dyn Client>> {
+    let scheme = if tls.is_some() {
+        "https://localhost"
+    } else {
+        "http://127.0.0.1"
+    };
+    let text = format!(
+        "[grpc]\naddress = \"{scheme}:{port}\"\nmethod = \"shop.v1.Catalog/GetItem\"\n{target}\n[ids]\nfrom = 1\nto = 1000\n"
+    );
+    let calls = Calls::Grpc(grpc_calls(&text));
+    let settings = settings(port, tls, calls);
+    tokio::task::spawn_blocking(move || Grpc.client(&settings))
+        .await
+        .expect("client thread")
+}
+
+/// Runs a test's body within [`TEST_BOUND`].
+async fn bounded(test: impl std::future::Future<Output = ()>) {
+    tokio::time::timeout(TEST_BOUND, test)
+        .await
+        .expect("the test finished within its bound");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proto_file_plaintext_calls_succeed_and_reach_the_server() {
+    if !grpcio_available("proto_file_plaintext_calls_succeed_and_reach_the_server") {
+        return;
+    }
+    bounded(async {
+        let server = PyServer::start(None, true);
+        let target = format!(
+            "proto = [\"{}\"]\nrequest = '{{\"id\": \"{{{{id}}}}\"}}'\nmetadata = {{ \"x-tenant\" = \"w{{{{worker}}}}\" }}\nexpect_fields = [\"name\", \"owner.name\", \"tags\", \"id\"]",
+            proto()
+        );
+        let client = client_for(server.port, None, &target).await.expect("client");
+        let ids = bench_core::target::IdRange {
+            from: 1,
+            to: 1000,
+            ..Default::default()
+        };
+        // 4 workers × 25 calls multiplexed on one connection, then 5 calls on new ones.
+        let connected = client.connect().await.expect("connect");
+        let conn = connected.conn.clone();
+        let mut sent = Vec::new();
+        let mut tasks = Vec::new();
+        for worker in 0..4u32 {
+            let conn = conn.clone();
+            let calls: Vec<Call> = (0..25u64)
+                .map(|i| {
+                    let seq = u64::from(worker) * 100 + i;
+                    Call {
+                        id: ids.id(seq),
+                        seq,
+                        worker,
+                    }
+                })
+                .collect();
+            sent.extend(calls.iter().map(|c| (c.id, format!("w{}", c.worker))));
+            tasks.push(tokio::spawn(async move {
+                for call in calls {
+                    let reply = conn
+                        .request(call)
+                        .await
+                        .unwrap_or_else(|f| panic!("call {call:?}: {f}"));
+                    assert!(reply.body_bytes > 0 && reply.total >= reply.ttfb);
+                }
+            }));
+        }
+        for task in tasks {
+            task.await.expect("worker");
+        }
+        let wire = conn.wire_bytes();
+        assert!(wire.sent > 0 && wire.received > 0, "{wire:?}");
+        conn.close().await;
+        for id in 900..905u64 {
+            let connected = client.connect().await.expect("connect");
+            connected
+                .conn
+                .request(Call {
+                    id,
+                    seq: id,
+                    worker: 9,
+                })
+                .await
+                .expect("call on a new connection");
+            sent.push((id, "w9".into()));
+            connected.conn.close().await;
+        }
+        let mut logged = server.logged();
+        logged.sort();
+        sent.sort();
+        assert_eq!(logged, sent, "the ids (and metadata) the server received");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reflection_over_tls_with_the_suite_ca() {
+    if !grpcio_available("reflection_over_tls_with_the_suite_ca") {
+        return;
+    }
+    bounded(async {
+        let certs = tempfile::tempdir().expect("temp dir");
+        let paths = ensure_certs(certs.path()).expect("certificates");
+        let server = PyServer::start(Some(&paths), true);
+        let target =
+            "reflection = true\nrequest = '{\"id\": {{id}}}'\nexpect_fields = [\"owner.name\"]";
+        let client = client_for(server.port, Some(&paths), target)
+            .await
+            .expect("client through reflection");
+        let connected = client.connect().await.expect("TLS connect");
+        assert!(connected.timing.handshake > Duration::ZERO);
+        for id in 1..=20 {
+            connected
+                .conn
+                .request(Call::item(id))
+                .await
+                .unwrap_or_else(|f| panic!("call {id}: {f}"));
+        }
+        connected.conn.close().await;
+        let ids: Vec<u64> = server.logged().into_iter().map(|(id, _)| id).collect();
+        assert_eq!(ids, (1..=20).collect::<Vec<_>>());
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_expectations_are_refused_or_counted_as_missing_data() {
+    if !grpcio_available("wrong_expectations_are_refused_or_counted_as_missing_data") {
+        return;
+    }
+    bounded(async {
+        let server = PyServer::start(None, true);
+        // A field the schema does not have: refused at setup, before any call.
+        let target = format!(
+            "proto = [\"{}\"]\nrequest = '{{\"id\": {{{{id}}}}}}'\nexpect_fields = [\"nonexistent\"]",
+            proto()
+        );
+        let e = client_for(server.port, None, &target)
+            .await
+            .err()
+            .expect("an unknown field is refused")
+            .to_string();
+        assert!(
+            e.contains("targets.grpc.expect_fields") && e.contains("nonexistent"),
+            "{e}"
+        );
+        // The same through reflection.
+        let e = client_for(
+            server.port,
+            None,
+            "reflection = true\nexpect_fields = [\"owner.nonexistent\"]",
+        )
+        .await
+        .err()
+        .expect("an unknown nested field is refused")
+        .to_string();
+        assert!(e.contains("shop.v1.Owner has no field 'nonexistent'"), "{e}");
+        assert!(server.logged().is_empty(), "setup sent no call");
+        // In the schema, never set by this server: each answer is missing data, and the
+        // connection goes on.
+        let target = format!(
+            "proto = [\"{}\"]\nrequest = '{{\"id\": {{{{id}}}}}}'\nexpect_fields = [\"name\", \"note\"]",
+            proto()
+        );
+        let client = client_for(server.port, None, &target).await.expect("client");
+        let connected = client.connect().await.expect("connect");
+        for id in [3, 4] {
+            let f = connected
+                .conn
+                .request(Call::item(id))
+                .await
+                .expect_err("note is empty");
+            assert_eq!(f.class, FailureClass::MissingData, "{f}");
+            assert_eq!(f.code.as_deref(), Some("note"));
+            assert!(!f.breaks_connection());
+        }
+        connected.conn.close().await;
+        assert_eq!(server.logged().len(), 2);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn not_found_is_a_bad_status_with_its_code() {
+    if !grpcio_available("not_found_is_a_bad_status_with_its_code") {
+        return;
+    }
+    bounded(async {
+        let server = PyServer::start(None, false);
+        let target = format!(
+            "proto = [\"{}\"]\nrequest = '{{\"id\": {{{{id}}}}}}'\nexpect_fields = [\"name\"]",
+            proto()
+        );
+        let client = client_for(server.port, None, &target)
+            .await
+            .expect("client");
+        let connected = client.connect().await.expect("connect");
+        let f = connected
+            .conn
+            .request(Call::item(404))
+            .await
+            .expect_err("id 404 is NOT_FOUND");
+        assert_eq!(f.class, FailureClass::BadStatus, "{f}");
+        assert_eq!(f.code.as_deref(), Some("NOT_FOUND"));
+        assert!(
+            f.detail.contains("grpc-status 5 NOT_FOUND") && f.detail.contains("no item 404"),
+            "{}",
+            f.detail
+        );
+        // The connection is still good.
+        connected
+            .conn
+            .request(Call::item(5))
+            .await
+            .expect("the next call succeeds");
+        connected.conn.close().await;
+        let ids: Vec<u64> = server.logged().into_iter().map(|(id, _)| id).collect();
+        assert_eq!(ids, [404, 5]);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reflection_on_a_server_without_it_is_a_setup_error() {
+    if !grpcio_available("reflection_on_a_server_without_it_is_a_setup_error") {
+        return;
+    }
+    bounded(async {
+        let server = PyServer::start(None, false);
+        let started = std::time::Instant::now();
+        let e = client_for(server.port, None, "reflection = true")
+            .await
+            .err()
+            .expect("no reflection service")
+            .to_string();
+        assert!(
+            e.contains("reflection") && e.contains("UNIMPLEMENTED") && e.contains("v1alpha"),
+            "{e}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(10));
+        // A service the reflecting server does not have is named as such.
+        let other = PyServer::start(None, true);
+        let text = format!(
+            "[grpc]\naddress = \"http://127.0.0.1:{}\"\nmethod = \"shop.v9.Nope/GetItem\"\nreflection = true\n",
+            other.port
+        );
+        let settings = settings(other.port, None, Calls::Grpc(grpc_calls(&text)));
+        let e = tokio::task::spawn_blocking(move || Grpc.client(&settings).err())
+            .await
+            .unwrap()
+            .expect("an unknown service is refused")
+            .to_string();
+        assert!(e.contains("shop.v9.Nope") && e.contains("NOT_FOUND"), "{e}");
+    })
+    .await;
+}
+
+/// Setup refusals that need no server: a streaming method, the library client, REST calls,
+/// and a scheme the TLS settings contradict.
+#[test]
+fn targets_the_lean_client_cannot_send_are_refused() {
+    let calls = |method: &str, scheme: &str| {
+        grpc_calls(&format!(
+            "[grpc]\naddress = \"{scheme}://127.0.0.1:1\"\nmethod = \"{method}\"\nproto = [\"{}\"]\n",
+            proto()
+        ))
+    };
+    let error = |settings: ClientSettings| Grpc.client(&settings).err().unwrap().to_string();
+    let e = error(settings(
+        1,
+        None,
+        Calls::Grpc(calls("shop.v1.Catalog/WatchItems", "http")),
+    ));
+    assert!(e.contains("server-streaming") && e.contains("unary"), "{e}");
+
+    let mut library = settings(
+        1,
+        None,
+        Calls::Grpc(calls("shop.v1.Catalog/GetItem", "http")),
+    );
+    library.tuning.client = ClientImplementation::Library;
+    let e = error(library);
+    assert!(e.contains("use client = \"lean\""), "{e}");
+
+    let rest: Targets = toml::from_str("[rest]\nurl = \"http://127.0.0.1:1/x\"").unwrap();
+    let rest = rest.calls(Api::Rest, &|_| None).unwrap().unwrap();
+    let e = error(settings(1, None, rest));
+    assert!(e.contains("[targets.rest]"), "{e}");
+
+    let e = error(settings(
+        1,
+        None,
+        Calls::Grpc(calls("shop.v1.Catalog/GetItem", "https")),
+    ));
+    assert!(e.contains("no TLS settings"), "{e}");
+
+    // A good target needs no server to be prepared from its .proto.
+    Grpc.client(&settings(
+        1,
+        None,
+        Calls::Grpc(calls("shop.v1.Catalog/GetItem", "http")),
+    ))
+    .expect("prepared without connecting");
+}
