@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use std::collections::BTreeMap;
+
 use bench_core::{ConnectTiming, Failure, FailureClass, Reply, WireBytes};
 use hdrhistogram::Histogram;
 
@@ -21,6 +23,18 @@ fn histogram() -> Histogram<u64> {
 fn record(h: &mut Histogram<u64>, d: Duration) {
     let us = (d.as_micros() as u64).clamp(1, MAX_TRACKABLE_US);
     h.record(us).expect("value within bounds");
+}
+
+/// Distinct codes kept per failure class; a cell's further codes are counted together.
+pub const MAX_CODES_PER_CLASS: usize = 32;
+/// The code under which failures past [`MAX_CODES_PER_CLASS`] distinct codes are counted.
+pub const OTHER_CODES: &str = "(other codes)";
+
+/// How often one code of a failure class occurred, with its first message.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct CodeCount {
+    pub count: u64,
+    pub example: String,
 }
 
 /// What one worker (or, merged, one cell) measured. Memory is constant in the request count.
@@ -45,6 +59,11 @@ pub struct Measurements {
     pub failures: [u64; FailureClass::ALL.len()],
     /// The first message seen for each class, to explain the counts.
     pub failure_examples: [Option<String>; FailureClass::ALL.len()],
+    /// Failures that named their kind within the class ([`Failure::code`]: an HTTP status, a
+    /// gRPC status code name, a missing field): class → code → count and first example.
+    /// At most [`MAX_CODES_PER_CLASS`] codes per class; more go to [`OTHER_CODES`].
+    #[serde(default)]
+    pub failure_codes: BTreeMap<String, BTreeMap<String, CodeCount>>,
     pub connections_opened: u64,
     pub connections_resumed: u64,
     /// Open loop: requests that started more than `LATE_AFTER` after they were due.
@@ -72,6 +91,7 @@ impl Default for Measurements {
             ok: 0,
             failures: [0; FailureClass::ALL.len()],
             failure_examples: Default::default(),
+            failure_codes: BTreeMap::new(),
             connections_opened: 0,
             connections_resumed: 0,
             late: 0,
@@ -114,9 +134,26 @@ impl Measurements {
         self.sent += 1;
         let i = failure.class.index();
         self.failures[i] += 1;
+        if let Some(code) = failure.code {
+            self.count_code(failure.class.as_str(), code, 1, &failure.detail);
+        }
         if self.failure_examples[i].is_none() {
             self.failure_examples[i] = Some(failure.detail);
         }
+    }
+
+    fn count_code(&mut self, class: &str, code: String, n: u64, example: &str) {
+        let codes = self.failure_codes.entry(class.to_string()).or_default();
+        let code = if codes.contains_key(&code) || codes.len() < MAX_CODES_PER_CLASS {
+            code
+        } else {
+            OTHER_CODES.to_string()
+        };
+        let entry = codes.entry(code).or_insert_with(|| CodeCount {
+            count: 0,
+            example: example.to_string(),
+        });
+        entry.count += n;
     }
 
     /// Adds the bytes one connection moved over its lifetime.
@@ -155,6 +192,11 @@ impl Measurements {
         self.ttfb.add(&other.ttfb).expect("auto-resizing histogram");
         self.sent += other.sent;
         self.ok += other.ok;
+        for (class, codes) in &other.failure_codes {
+            for (code, c) in codes {
+                self.count_code(class, code.clone(), c.count, &c.example);
+            }
+        }
         for (i, n) in other.failures.iter().enumerate() {
             self.failures[i] += n;
             if self.failure_examples[i].is_none() {

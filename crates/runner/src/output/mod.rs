@@ -160,16 +160,30 @@ impl ResultsWriter {
             .collect();
         self.resources.append(&resources)?;
         let m = &result.measured;
-        let failures: Vec<FailureRow> = FailureClass::ALL
-            .iter()
-            .filter(|c| m.failures[c.index()] > 0)
-            .map(|c| FailureRow {
-                cell_key: key.clone(),
-                class: c.as_str().to_string(),
-                count: m.failures[c.index()],
-                example: m.failure_examples[c.index()].clone().unwrap_or_default(),
-            })
-            .collect();
+        let mut failures: Vec<FailureRow> = Vec::new();
+        for c in FailureClass::ALL.iter().filter(|c| m.failures[c.index()] > 0) {
+            let codes = m.failure_codes.get(c.as_str());
+            let coded: u64 = codes.map_or(0, |codes| codes.values().map(|n| n.count).sum());
+            let total = m.failures[c.index()];
+            if total > coded {
+                failures.push(FailureRow {
+                    cell_key: key.clone(),
+                    class: c.as_str().to_string(),
+                    count: total - coded,
+                    example: m.failure_examples[c.index()].clone().unwrap_or_default(),
+                    code: String::new(),
+                });
+            }
+            for (code, n) in codes.into_iter().flatten() {
+                failures.push(FailureRow {
+                    cell_key: key.clone(),
+                    class: c.as_str().to_string(),
+                    count: n.count,
+                    example: n.example.clone(),
+                    code: code.clone(),
+                });
+            }
+        }
         self.failures.append(&failures)?;
         let h = &m.latency;
         let latency: Vec<LatencyRow> = CDF_QUANTILES

@@ -795,7 +795,10 @@ pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
                 .failures
                 .iter()
                 .filter(|f| f.cell_key == r.cell_key)
-                .map(|f| format!("{}: {}", f.class, f.example))
+                .map(|f| match f.code.as_str() {
+                    "" => format!("{}: {}", f.class, f.example),
+                    code => format!("{} [{code}] × {}: {}", f.class, f.count, f.example),
+                })
                 .collect();
             FailureStage {
                 stage: stage_label(r),

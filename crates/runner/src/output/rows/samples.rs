@@ -19,12 +19,17 @@ row_type! {
 }
 
 row_type! {
-    /// `failures.csv`: how often one failure class occurred in a cell, with one example.
+    /// `failures.csv`: how often one failure class (and, when the answer named one, one
+    /// code within it: HTTP status, gRPC status name, missing field) occurred in a cell, with
+    /// one example. A class's rows add up to its count in cells.csv.
     pub struct FailureRow {
         pub cell_key: String,
         pub class: String,
         pub count: u64,
         pub example: String,
+        /// Empty for failures that named no code.
+        #[serde(default)]
+        pub code: String,
     }
 }
 
