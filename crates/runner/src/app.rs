@@ -112,7 +112,7 @@ pub fn main() -> ExitCode {
                 ..run.or(cli.run)
             };
             match validated(&args).and_then(|exp| {
-                let service = service_targets(&exp)?;
+                let service = service_targets(&exp, None)?;
                 Ok((exp, service))
             }) {
                 Ok((exp, service)) => {
@@ -143,7 +143,7 @@ pub fn main() -> ExitCode {
                     return ExitCode::from(EXIT_INVALID);
                 }
             };
-            let service = match service_targets(&exp) {
+            let service = match service_targets(&exp, Some(true)) {
                 Ok(s) => s,
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -166,13 +166,7 @@ pub fn main() -> ExitCode {
                     return ExitCode::from(EXIT_INVALID);
                 }
             };
-            let service = match service_targets(&exp).and_then(|service| {
-                if let Some(s) = &service {
-                    eprint!("{}", s.describe(&exp));
-                    s.confirm(&exp, cli.run.yes)?;
-                }
-                Ok(service)
-            }) {
+            let service = match service_targets(&exp, Some(cli.run.yes)) {
                 Ok(s) => s,
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -316,12 +310,21 @@ fn resumed(args: &cli::RunArgs, dir: &std::path::Path) -> Result<settings::Exper
 /// The experiment's targets resolved and every stack's client built once (`None` without
 /// targets): a target that cannot be reached by name, or whose templates, files or
 /// descriptors are wrong, stops the run before any request.
+///
+/// With `confirm` (a run: whether --yes was given), the plan and addresses are printed and a
+/// large run to another host confirmed before anything is sent, the preflight included
+/// (reflection sends a request).
 fn service_targets(
     exp: &settings::Experiment,
+    confirm: Option<bool>,
 ) -> Result<Option<crate::exec::target::ServiceTargets>, String> {
     let Some(service) = crate::exec::target::ServiceTargets::resolve(exp)? else {
         return Ok(None);
     };
+    if let Some(yes) = confirm {
+        eprint!("{}", service.describe(exp));
+        service.confirm(exp, yes)?;
+    }
     bench_core::tls::install_crypto_provider();
     service.preflight(exp)?;
     Ok(Some(service))
@@ -366,6 +369,7 @@ fn run_sweep(
     };
     bench_core::tls::install_crypto_provider();
     let limits = exp.thresholds.clone();
+    let exp_insecure = exp.targets.insecure();
     let outcome = runtime.block_on(run::run(exp, ctx, resume))?;
     // Over every row of cells.csv (a resumed run's earlier cells too), written before the exit.
     let checked = thresholds::write(&outcome.dir, &limits)?;
@@ -379,6 +383,9 @@ fn run_sweep(
         println!("{failures}");
     }
     println!("results: {}", outcome.dir.display());
+    if exp_insecure {
+        eprintln!("warning: insecure run: a target's certificate was not verified (insecure = true); `runner paper` refuses it");
+    }
     if let Some(warning) = output::failure_warning(&outcome.results) {
         eprintln!("{warning}");
     }

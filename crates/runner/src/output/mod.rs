@@ -161,7 +161,10 @@ impl ResultsWriter {
         self.resources.append(&resources)?;
         let m = &result.measured;
         let mut failures: Vec<FailureRow> = Vec::new();
-        for c in FailureClass::ALL.iter().filter(|c| m.failures[c.index()] > 0) {
+        for c in FailureClass::ALL
+            .iter()
+            .filter(|c| m.failures[c.index()] > 0)
+        {
             let codes = m.failure_codes.get(c.as_str());
             let coded: u64 = codes.map_or(0, |codes| codes.values().map(|n| n.count).sum());
             let total = m.failures[c.index()];

@@ -8,6 +8,7 @@ pub mod labels;
 pub mod memory;
 pub mod page;
 pub mod paper;
+pub mod service;
 
 use std::path::Path;
 

@@ -351,6 +351,9 @@ fn fail_pct(row: &CellRow) -> f64 {
     (1.0 - row.success_rate) * 100.0
 }
 
+/// Why a service's server columns are empty.
+const NOT_SAMPLED_NOTE: &str = "Server RSS and CPU — : not measured. The server is your service, which the runner did not start; give --target-pid PID when it runs on this machine to sample it.";
+
 fn stage_label(row: &CellRow) -> String {
     match row.stage.as_str() {
         "baseline" => format!("{} {} baseline (1 user)", label(&row.stack), row.regime),
@@ -716,6 +719,7 @@ pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
         .map(|regime| {
             let (mut ns, mut no_steady, mut rss_kernel, mut rss_sampled, mut no_cpu) =
                 (Vec::new(), false, false, false, false);
+            let mut no_rss = false;
             let levels = levels(&stress, regime)
                 .into_iter()
                 .map(|c| StressLevel {
@@ -726,15 +730,29 @@ pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
                             let fig = |column| stats.figure(s, regime, c, column);
                             let p50 = fig(col::LATENCY_P50)?;
                             let (rps, overall_rps, steady) = stats.throughput_shown(s, regime, c)?;
-                            let (rss, kernel) = stats.rss(s, regime, c)?;
+                            // No server RSS at all: a service the runner has no pid of.
+                            let rss = stats.rss(s, regime, c);
                             let cpu = fig(col::CPU_PCT);
                             ns.push(p50.n);
                             no_steady |= !steady;
-                            rss_kernel |= kernel;
-                            rss_sampled |= !kernel;
-                            no_cpu |= cpu.is_none();
+                            match rss {
+                                Some((_, kernel)) => {
+                                    rss_kernel |= kernel;
+                                    rss_sampled |= !kernel;
+                                }
+                                None => no_rss = true,
+                            }
+                            no_cpu |= cpu.is_none() && rss.is_some();
                             let mb = |v: f64| format!("{v:.1}");
-                            let rss = Shown::new(rss.scaled(1e-6), mb);
+                            let rss = rss.map_or_else(Shown::missing, |(rss, kernel)| {
+                                let rss = Shown::new(rss.scaled(1e-6), mb);
+                                if kernel {
+                                    rss.title("kernel VmHWM over the measured phase".into())
+                                } else {
+                                    rss.mark(MARK_SAMPLED_RSS)
+                                        .title("largest sampled reading".into())
+                                }
+                            });
                             Some(StressRow {
                                 label: label(s),
                                 cells: vec![
@@ -744,12 +762,7 @@ pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
                                     rps,
                                     overall_rps,
                                     Shown::new(fig(col::SUCCESS_RATE)?.failure_pct(), pct),
-                                    if kernel {
-                                        rss.title("kernel VmHWM over the measured phase".into())
-                                    } else {
-                                        rss.mark(MARK_SAMPLED_RSS)
-                                            .title("largest sampled reading".into())
-                                    },
+                                    rss,
                                     cpu.map_or_else(Shown::missing, |f| {
                                         Shown::new(f, |v| format!("{v:.1}"))
                                     }),
@@ -763,11 +776,15 @@ pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
             if no_steady {
                 notes.push(NO_STEADY_NOTE.into());
             }
-            notes.push(match (rss_kernel, rss_sampled) {
-                (true, false) => "Server peak RSS: the kernel's high-water mark (VmHWM) over the measured phase.".into(),
-                (false, _) => format!("{MARK_SAMPLED_RSS} Server peak RSS: the largest sampled reading (the kernel's VmHWM was not available), which can miss a peak between samples."),
-                (true, true) => format!("Server peak RSS: the kernel's high-water mark (VmHWM) over the measured phase; {MARK_SAMPLED_RSS} the largest sampled reading where VmHWM was not available."),
-            });
+            match (rss_kernel, rss_sampled) {
+                (false, false) => {}
+                (true, false) => notes.push("Server peak RSS: the kernel's high-water mark (VmHWM) over the measured phase.".into()),
+                (false, true) => notes.push(format!("{MARK_SAMPLED_RSS} Server peak RSS: the largest sampled reading (the kernel's VmHWM was not available), which can miss a peak between samples.")),
+                (true, true) => notes.push(format!("Server peak RSS: the kernel's high-water mark (VmHWM) over the measured phase; {MARK_SAMPLED_RSS} the largest sampled reading where VmHWM was not available.")),
+            }
+            if no_rss {
+                notes.push(NOT_SAMPLED_NOTE.into());
+            }
             if no_cpu {
                 notes.push("Server CPU — : not measurable (CPU time only in 10 ms ticks and a phase under 1 s).".into());
             }
@@ -868,6 +885,7 @@ pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
         }
     }
 
+    let service = crate::report::service::record(&results.manifest);
     let mut env = minijinja::Environment::new();
     env.add_template("report.html", include_str!("../../templates/report.html"))?;
     let html = env
@@ -883,6 +901,11 @@ pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
             charts => charts,
             notes => notes(&results, &stress, &stats),
             thresholds => thresholds_section(dir)?,
+            service_header => service.as_ref().map(crate::report::service::header),
+            insecure => service.as_ref().is_some_and(|s| s.insecure),
+            network_path => service
+                .as_ref()
+                .and_then(|s| crate::report::service::network_path_warning(s, &results.cells)),
             memory => memory_section(&results.cells),
         })?;
     let path = dir.join("report.html");

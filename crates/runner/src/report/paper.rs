@@ -75,6 +75,17 @@ pub fn write_with_scale(
         .chain(claim_runs.iter())
         .chain(scale_run.iter())
         .collect();
+    // The paper reproduces a study on our own servers; a run whose target's certificate
+    // was not verified did not provably measure what it names.
+    if let Some(run) = runs
+        .iter()
+        .find(|r| crate::report::service::record(&r.results.manifest).is_some_and(|s| s.insecure))
+    {
+        bail!(
+            "{}: an insecure run (a target's certificate was not verified) cannot go into the paper",
+            run.dir.display()
+        );
+    }
     let provs: Vec<Provenance> = runs.iter().map(|r| r.provenance()).collect();
     let problems = provenance_problems(&provs);
     if !problems.is_empty() && !allow_mixed {
