@@ -146,6 +146,9 @@ struct Slot {
     recv_unacked: u32,
     status: Option<u16>,
     head_at: Option<Instant>,
+    /// The answer has no content whatever its content-length says (a HEAD request, RFC 9113
+    /// §8.1.1).
+    head_request: bool,
     content_length: Option<u64>,
     received: u64,
     fields: Vec<(&'static str, Bytes, bool)>,
@@ -410,6 +413,7 @@ impl Connection {
             recv_unacked: 0,
             status: None,
             head_at: None,
+            head_request: head.method == "HEAD",
             content_length: None,
             received: 0,
             fields: Vec::new(),
@@ -962,7 +966,10 @@ impl Connection {
         }
         slot.status = Some(status);
         slot.head_at = Some(self.now);
-        slot.content_length = content_length;
+        // The content-length of an answer without content (HEAD, 304) describes the
+        // representation, not DATA to come.
+        let no_content = slot.head_request || status == 304;
+        slot.content_length = content_length.filter(|_| !no_content);
         if end_stream {
             self.finish(index);
         }

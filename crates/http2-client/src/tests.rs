@@ -293,6 +293,28 @@ fn a_get_is_answered_and_its_timings_come_from_the_clock_given() {
 }
 
 #[test]
+fn an_answer_without_content_may_carry_a_content_length() {
+    let mut t = Test::new();
+    let head_request = RequestHead {
+        method: "HEAD",
+        ..GET
+    };
+    let id = t.open(&head_request, None);
+    let head = t.headers(id, &[(":status", "200"), ("content-length", "256")], true);
+    t.feed(&head);
+    assert_eq!(t.ok(id).body.len(), 0);
+    let id = t.open(&GET, None);
+    let head = t.headers(id, &[(":status", "304"), ("content-length", "256")], true);
+    t.feed(&head);
+    assert_eq!(t.ok(id).status, 304);
+    // Any other answer must bring the content its length announces.
+    let id = t.open(&GET, None);
+    let head = t.headers(id, &[(":status", "200"), ("content-length", "256")], true);
+    t.feed(&head);
+    assert_eq!(t.failed(id).class, FailureClass::BadBody);
+}
+
+#[test]
 fn padding_on_headers_and_data_is_removed_and_counted_against_the_windows() {
     let mut t = Test::new();
     let id = t.open(&GET, None);

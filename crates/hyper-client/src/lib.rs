@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 
 use bench_core::failure::{classify_error, error_chain_text, timeout_class};
 use bench_core::net::{ConnDriver, TcpConnector, WireCounters};
+use bench_core::target::{RenderedRequest, RestCalls};
 use bench_core::workload::validate_json_item;
 use bench_core::{ConnectTiming, Failure, FailureClass, PayloadProfile, Phase, Reply};
-use http_body_util::BodyExt;
+use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 
@@ -101,6 +102,36 @@ pub fn classify_hyper(phase: Phase, err: &hyper::Error) -> Failure {
     }
 }
 
+/// A REST answer read to its end: status, body, and times from the request's start (time to
+/// first byte = the response head).
+pub struct RestAnswer {
+    pub status: u16,
+    pub body: hyper::body::Bytes,
+    pub ttfb: Duration,
+    pub total: Duration,
+}
+
+/// Reads a REST answer to its end, timed from `started`.
+pub async fn read_rest_answer(
+    resp: hyper::Response<Incoming>,
+    started: Instant,
+) -> Result<RestAnswer, Failure> {
+    let ttfb = started.elapsed();
+    let status = resp.status().as_u16();
+    let body = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| classify_hyper(Phase::Request, &e))?
+        .to_bytes();
+    Ok(RestAnswer {
+        status,
+        body,
+        ttfb,
+        total: started.elapsed(),
+    })
+}
+
 /// Reads a REST answer to its end and validates it as the item `id`, timed from `started`
 /// (time to first byte = the response head).
 pub async fn read_rest_item(
@@ -109,19 +140,16 @@ pub async fn read_rest_item(
     id: u64,
     payload: PayloadProfile,
 ) -> Result<Reply, Failure> {
-    let ttfb = started.elapsed();
-    let status = resp.status();
-    let body = resp
-        .into_body()
-        .collect()
-        .await
-        .map_err(|e| classify_hyper(Phase::Request, &e))?
-        .to_bytes();
-    let total = started.elapsed();
-    if status != hyper::StatusCode::OK {
+    let RestAnswer {
+        status,
+        body,
+        ttfb,
+        total,
+    } = read_rest_answer(resp, started).await?;
+    if status != 200 {
         return Err(Failure::new(
             FailureClass::BadStatus,
-            format!("HTTP status {}", status.as_u16()),
+            format!("HTTP status {status}"),
         ));
     }
     validate_json_item(&body, id, payload)?;
@@ -130,5 +158,38 @@ pub async fn read_rest_item(
         ttfb,
         total,
         body_bytes: body.len() as u64,
+    })
+}
+
+/// A target's rendered request as a hyper request to `uri` (origin-form on HTTP/1.1, absolute
+/// on HTTP/2), with `host` set when given; a request hyper cannot express (a rendered path or
+/// header value that is not valid HTTP) fails as `other`.
+pub fn target_request(
+    calls: &RestCalls,
+    rendered: &RenderedRequest,
+    uri: &str,
+    host: Option<&str>,
+) -> Result<hyper::Request<Full<hyper::body::Bytes>>, Failure> {
+    let mut builder = hyper::Request::builder()
+        .method(calls.method.as_str())
+        .uri(uri);
+    if let Some(host) = host {
+        builder = builder.header(hyper::header::HOST, host);
+    }
+    for (name, value) in calls.headers(rendered) {
+        builder = builder.header(name, value);
+    }
+    let body = if calls.has_body() {
+        let body = rendered.body();
+        builder = builder.header(hyper::header::CONTENT_LENGTH, body.len());
+        hyper::body::Bytes::copy_from_slice(body)
+    } else {
+        hyper::body::Bytes::new()
+    };
+    builder.body(Full::new(body)).map_err(|e| {
+        Failure::new(
+            FailureClass::Other,
+            format!("the rendered request is not valid HTTP: {e}"),
+        )
     })
 }

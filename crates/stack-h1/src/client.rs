@@ -11,6 +11,9 @@
 //! can no longer be trusted (a framing error, bytes nobody asked for, an abandoned request),
 //! this connection drops its socket and opens a new one for the next request: the answer
 //! that caused it is counted once, and the next request is not failed for it.
+//!
+//! With a REST target ([`Calls::Rest`]) each request is rendered into buffers the connection
+//! keeps, written the same way, and the answer judged by the target's rules.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -18,10 +21,11 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bench_core::net::{Closer, Stream, TcpConnector, WireCounters};
+use bench_core::target::{RenderedRequest, RestCalls};
 use bench_core::workload::{rest_reply, ITEMS_PATH};
 use bench_core::{
-    classify_error, Client, ClientSettings, Connected, Connection, Failure, FailureClass,
-    PayloadProfile, Phase, Reply, WireBytes,
+    classify_error, Call, Calls, Client, ClientSettings, Connected, Connection, Failure,
+    FailureClass, PayloadProfile, Phase, Reply, WireBytes,
 };
 use bytes::{Buf, BytesMut};
 use futures::FutureExt;
@@ -48,6 +52,7 @@ const MAX_CLOSING: usize = 4;
 pub struct H1Client {
     connector: Arc<TcpConnector>,
     payload: PayloadProfile,
+    calls: Calls,
     limits: ResponseLimits,
 }
 
@@ -70,9 +75,15 @@ impl H1Client {
 
     /// A client whose responses are bounded by `limits` instead of the defaults.
     pub fn with_limits(settings: &ClientSettings, limits: ResponseLimits) -> anyhow::Result<Self> {
+        if let Calls::Grpc(_) = settings.calls {
+            anyhow::bail!(
+                "the HTTP/1.1 stack sends REST requests; a gRPC target needs the grpc stack"
+            );
+        }
         Ok(H1Client {
             connector: Arc::new(TcpConnector::new(settings, crate::ALPN)?),
             payload: settings.payload,
+            calls: settings.calls.clone(),
             limits,
         })
     }
@@ -97,12 +108,14 @@ impl Client for H1Client {
                     closed: false,
                     buf: BytesMut::with_capacity(READ_CHUNK),
                     request: Vec::with_capacity(128),
+                    rendered: RenderedRequest::default(),
                     parser: ResponseParser::new(self.limits),
                     closing: Vec::new(),
                 }),
                 wire,
                 connector: self.connector.clone(),
                 payload: self.payload,
+                calls: self.calls.clone(),
             }),
             timing,
         })
@@ -114,6 +127,7 @@ struct H1Connection {
     wire: Arc<std::sync::Mutex<Wire>>,
     connector: Arc<TcpConnector>,
     payload: PayloadProfile,
+    calls: Calls,
 }
 
 /// Bytes at the socket over every socket this connection has had.
@@ -150,6 +164,8 @@ struct Io {
     buf: BytesMut,
     /// The request being written, reused.
     request: Vec<u8>,
+    /// A target's request rendered for the call, reused.
+    rendered: RenderedRequest,
     parser: ResponseParser,
     /// Sockets finishing their close in the background.
     closing: Vec<JoinHandle<()>>,
@@ -178,7 +194,7 @@ impl Io {
     async fn exchange(
         &mut self,
         conn: &H1Connection,
-        id: u64,
+        call: Call,
         started: Instant,
     ) -> Result<Reply, Failure> {
         if self.closed {
@@ -199,7 +215,7 @@ impl Io {
                 in_flight: false,
             });
         }
-        let read = match self.send_and_read(id, started).await {
+        let read = match self.send_and_read(&conn.calls, call, started).await {
             Ok(read) => read,
             Err(failure) => {
                 self.retire(conn, Retire::Abort);
@@ -214,14 +230,11 @@ impl Io {
         if let Some(live) = self.live.as_mut() {
             live.in_flight = false;
         }
-        let reply = rest_reply(
-            read.status,
-            &self.buf[read.body],
-            id,
-            conn.payload,
-            read.ttfb,
-            total,
-        )
+        let body = &self.buf[read.body];
+        let reply = match &conn.calls {
+            Calls::Rest(calls) => calls.judge(read.status, body, read.ttfb, total),
+            _ => rest_reply(read.status, body, call.id, conn.payload, read.ttfb, total),
+        }
         .map(|reply| Reply { reopened, ..reply });
         self.buf.advance(read.len);
         if !self.buf.is_empty() {
@@ -253,16 +266,32 @@ impl Io {
         }
     }
 
-    async fn send_and_read(&mut self, id: u64, started: Instant) -> Result<Read, Failure> {
+    async fn send_and_read(
+        &mut self,
+        calls: &Calls,
+        call: Call,
+        started: Instant,
+    ) -> Result<Read, Failure> {
         let live = self.live.as_mut().expect("a socket is open");
         live.in_flight = true;
         self.request.clear();
-        write!(
-            self.request,
-            "GET {ITEMS_PATH}{id} HTTP/1.1\r\nhost: {}\r\n\r\n",
-            bench_core::tls::SERVER_NAME
-        )
-        .expect("writing to a Vec");
+        let head_request = match calls {
+            Calls::Rest(calls) => {
+                calls.render(&call, &mut self.rendered);
+                write_target_request(&mut self.request, calls, &self.rendered);
+                calls.method == "HEAD"
+            }
+            _ => {
+                write!(
+                    self.request,
+                    "GET {ITEMS_PATH}{} HTTP/1.1\r\nhost: {}\r\n\r\n",
+                    call.id,
+                    bench_core::tls::SERVER_NAME
+                )
+                .expect("writing to a Vec");
+                false
+            }
+        };
         let io_err = |e: std::io::Error| classify_error(Phase::Request, &e);
         live.stream.write_all(&self.request).await.map_err(io_err)?;
         live.stream.flush().await.map_err(io_err)?;
@@ -271,7 +300,7 @@ impl Io {
             FramingError::Incomplete => Failure::new(FailureClass::ConnReset, e.to_string()),
             _ => Failure::new(FailureClass::BadBody, e.to_string()),
         };
-        self.parser.begin(false);
+        self.parser.begin(head_request);
         // Consumed bytes at the front of the buffer: the head, then the body so far at
         // `body`, then chunk framing not yet squeezed out.
         let mut pos = 0;
@@ -374,6 +403,30 @@ impl Io {
     }
 }
 
+/// Writes a target's rendered request: request line, `host`, the target's headers, then
+/// `content-length` and the body when the target sends one.
+fn write_target_request(out: &mut Vec<u8>, calls: &RestCalls, rendered: &RenderedRequest) {
+    out.extend_from_slice(calls.method.as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(rendered.path.as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\nhost: ");
+    out.extend_from_slice(calls.endpoint.authority.as_bytes());
+    out.extend_from_slice(b"\r\n");
+    for (name, value) in calls.headers(rendered) {
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if calls.has_body() {
+        let body = rendered.body();
+        write!(out, "content-length: {}\r\n\r\n", body.len()).expect("writing to a Vec");
+        out.extend_from_slice(body);
+    } else {
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
 /// Makes room for at least `want` more bytes. Once the last answer's bytes are consumed,
 /// `reserve` reuses the same allocation; a body of known length is read into one buffer of
 /// its size.
@@ -385,11 +438,10 @@ fn make_room(buf: &mut BytesMut, want: usize) {
 
 #[async_trait]
 impl Connection for H1Connection {
-    async fn request(&self, call: bench_core::Call) -> Result<Reply, Failure> {
-        let id = call.id;
+    async fn request(&self, call: Call) -> Result<Reply, Failure> {
         let mut io = self.io.lock().await;
         let started = Instant::now();
-        io.exchange(self, id, started).await
+        io.exchange(self, call, started).await
     }
 
     fn wire_bytes(&self) -> WireBytes {

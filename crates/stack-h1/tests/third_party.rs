@@ -6,28 +6,19 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use bench_core::workload::ItemRenderer;
 use bench_core::{FailureClass, PayloadProfile};
 use common::{drive, settings};
 use stack_h1::client::H1Client;
+use test_servers::{find_binary, free_port, required, wait_listening, Process};
 
 const TIMEOUT: Duration = Duration::from_secs(2);
-
-/// A server process we started; killed when dropped.
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// The item body after its id: `{"id":` + id + this.
 fn item_suffix() -> String {
@@ -38,59 +29,8 @@ fn item_suffix() -> String {
         .to_string()
 }
 
-/// The first candidate that runs with `version_flag`.
-fn find_binary(candidates: &[&str], version_flag: &str) -> Option<String> {
-    candidates
-        .iter()
-        .find(|c| {
-            Command::new(c)
-                .arg(version_flag)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok()
-        })
-        .map(|c| c.to_string())
-}
-
-fn required(var: &str) -> bool {
-    std::env::var(var).is_ok_and(|v| v == "1")
-}
-
-/// A port that was free a moment ago.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-fn wait_listening(addr: SocketAddr, child: &mut Child) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if TcpStream::connect(addr).is_ok() {
-            return;
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!("server exited early: {status}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("nothing listens on {addr}");
-}
-
-/// One raw request's response head, to check what framing the server really used.
 fn raw_head(addr: SocketAddr, path: &str) -> String {
-    let mut tcp = TcpStream::connect(addr).expect("connect");
-    tcp.set_read_timeout(Some(TIMEOUT)).unwrap();
-    write!(tcp, "GET {path} HTTP/1.1\r\nhost: localhost\r\n\r\n").unwrap();
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") && tcp.read(&mut byte).unwrap_or(0) == 1 {
-        head.push(byte[0]);
-    }
-    String::from_utf8_lossy(&head).to_ascii_lowercase()
+    test_servers::raw_head(addr, "GET", path)
 }
 
 fn nginx_config(dir: &Path, port: u16, close_port: u16) -> String {

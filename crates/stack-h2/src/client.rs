@@ -1,32 +1,48 @@
 //! HTTP/2 client: one [`http2_client::H2Conn`] per [`bench_core::Connection`]; concurrent
-//! requests become concurrent streams.
+//! requests become concurrent streams. A REST target's requests are rendered per call and
+//! judged by the target's rules.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use async_trait::async_trait;
 use bench_core::net::{TcpConnector, WireCounters};
+use bench_core::target::{RenderedRequest, RestCalls};
 use bench_core::workload::{item_path, rest_reply};
 use bench_core::{
-    Client, ClientSettings, Connected, Connection, Failure, PayloadProfile, Reply, WireBytes,
+    Call, Calls, Client, ClientSettings, Connected, Connection, Failure, PayloadProfile, Reply,
+    WireBytes,
 };
+use bytes::Bytes;
 
 use http2_client::{H2Conn, RequestHead};
 
 pub struct H2Client {
     connector: TcpConnector,
     payload: PayloadProfile,
+    calls: Calls,
     https: bool,
     authority: String,
 }
 
 impl H2Client {
     pub fn new(settings: &ClientSettings) -> anyhow::Result<Self> {
+        let (https, authority) = match &settings.calls {
+            Calls::Item => (
+                settings.tls.is_some(),
+                format!("{}:{}", settings.server_name, settings.target.port()),
+            ),
+            Calls::Rest(calls) => (calls.endpoint.https, calls.endpoint.authority.clone()),
+            Calls::Grpc(_) => anyhow::bail!(
+                "the HTTP/2 REST stack sends REST requests; a gRPC target needs the grpc stack"
+            ),
+        };
         Ok(H2Client {
             connector: TcpConnector::new(settings, crate::ALPN)?,
             payload: settings.payload,
-            https: settings.tls.is_some(),
-            authority: format!("{}:{}", settings.server_name, settings.target.port()),
+            calls: settings.calls.clone(),
+            https,
+            authority,
         })
     }
 }
@@ -49,6 +65,8 @@ impl Client for H2Client {
                 conn,
                 counters,
                 payload: self.payload,
+                calls: self.calls.clone(),
+                scratch: Mutex::new(Vec::new()),
             }),
             timing,
         })
@@ -59,11 +77,59 @@ struct H2Connection {
     conn: H2Conn,
     counters: Arc<WireCounters>,
     payload: PayloadProfile,
+    calls: Calls,
+    /// Render buffers of finished requests, reused by the next ones (several requests may be
+    /// in flight at once).
+    scratch: Mutex<Vec<Scratch>>,
+}
+
+/// One target request's buffers.
+#[derive(Default)]
+struct Scratch {
+    rendered: RenderedRequest,
+    content_length: String,
+}
+
+impl H2Connection {
+    async fn target_request(&self, calls: &RestCalls, call: Call) -> Result<Reply, Failure> {
+        let mut scratch = self
+            .scratch
+            .lock()
+            .expect("scratch lock")
+            .pop()
+            .unwrap_or_default();
+        calls.render(&call, &mut scratch.rendered);
+        let rendered = &scratch.rendered;
+        let body = calls.has_body().then(|| {
+            use std::fmt::Write;
+            scratch.content_length.clear();
+            write!(scratch.content_length, "{}", rendered.body().len()).expect("to a String");
+            Bytes::copy_from_slice(rendered.body())
+        });
+        let mut fields: Vec<(&str, &str)> = calls.headers(rendered).collect();
+        if body.is_some() {
+            fields.push(("content-length", &scratch.content_length));
+        }
+        let head = RequestHead {
+            method: &calls.method,
+            path: &rendered.path,
+            fields: &fields,
+            keep: &[],
+        };
+        let answer = self.conn.exchange(&head, body, Instant::now()).await;
+        drop(fields);
+        self.scratch.lock().expect("scratch lock").push(scratch);
+        let answer = answer?;
+        calls.judge(answer.status, &answer.body, answer.ttfb, answer.total)
+    }
 }
 
 #[async_trait]
 impl Connection for H2Connection {
-    async fn request(&self, call: bench_core::Call) -> Result<Reply, Failure> {
+    async fn request(&self, call: Call) -> Result<Reply, Failure> {
+        if let Calls::Rest(calls) = &self.calls {
+            return self.target_request(calls, call).await;
+        }
         let id = call.id;
         let path = item_path(id);
         let head = RequestHead {

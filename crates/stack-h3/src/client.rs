@@ -1,5 +1,9 @@
 //! HTTP/3 client: every connection gets its own UDP socket and quinn endpoint, so "a new
 //! connection" is a new socket and a full QUIC handshake, as on the TCP stacks.
+//!
+//! A REST target's request is rendered per call (method, `https://{authority}{path}`, its
+//! headers and body) and its answer judged by the target's rules. Every answer is read to
+//! the end of its stream: all DATA frames, then trailers if any (their content is not used).
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -9,10 +13,11 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use bench_core::net::ConnDriver;
 use bench_core::source::SourceAddresses;
+use bench_core::target::{RenderedRequest, RestCalls};
 use bench_core::workload::{item_path, rest_reply};
 use bench_core::{
-    classify_error, Client, ClientSettings, ConnectTiming, Connected, Connection, Failure,
-    FailureClass, HandshakeVariant, PayloadProfile, Phase, Reply, WireBytes,
+    classify_error, Call, Calls, Client, ClientSettings, ConnectTiming, Connected, Connection,
+    Failure, FailureClass, HandshakeVariant, PayloadProfile, Phase, Reply, WireBytes,
 };
 use bytes::{Buf, Bytes, BytesMut};
 use quinn::crypto::rustls::QuicClientConfig;
@@ -32,6 +37,7 @@ pub struct H3Client {
     /// all draw on one address's ephemeral ports.
     sources: SourceAddresses,
     payload: PayloadProfile,
+    calls: Calls,
     uri_prefix: String,
     closing: Arc<Closing>,
 }
@@ -48,6 +54,20 @@ impl H3Client {
     pub fn new(settings: &ClientSettings) -> anyhow::Result<Self> {
         let Some(tls) = settings.tls.as_ref() else {
             anyhow::bail!("HTTP/3 has no plaintext form: QUIC always runs TLS 1.3");
+        };
+        let uri_prefix = match &settings.calls {
+            Calls::Item => format!(
+                "https://{}:{}",
+                settings.server_name,
+                settings.target.port()
+            ),
+            Calls::Rest(calls) if !calls.endpoint.https => anyhow::bail!(
+                "HTTP/3 has no plaintext form: the REST target's URL must be https://"
+            ),
+            Calls::Rest(calls) => format!("https://{}", calls.endpoint.authority),
+            Calls::Grpc(_) => anyhow::bail!(
+                "the HTTP/3 stack sends REST requests; a gRPC target needs the grpc stack"
+            ),
         };
         let rustls = bench_core::tls::client_config(tls, crate::ALPN)?;
         let crypto = QuicClientConfig::try_from((*rustls).clone())?;
@@ -66,11 +86,8 @@ impl H3Client {
             variant: tls.variant,
             handshake_timeout: settings.handshake_timeout,
             payload: settings.payload,
-            uri_prefix: format!(
-                "https://{}:{}",
-                settings.server_name,
-                settings.target.port()
-            ),
+            calls: settings.calls.clone(),
+            uri_prefix,
             closing: Arc::default(),
         })
     }
@@ -171,6 +188,7 @@ impl Client for H3Client {
                 send,
                 driver,
                 payload: self.payload,
+                calls: self.calls.clone(),
                 uri_prefix: self.uri_prefix.clone(),
                 closing: self.closing.clone(),
             }),
@@ -199,35 +217,64 @@ struct H3Connection {
     send: SendRequest,
     driver: ConnDriver,
     payload: PayloadProfile,
+    calls: Calls,
     uri_prefix: String,
     closing: Arc<Closing>,
 }
 
+/// What a request sends: its head, and its body if it has one.
+type Outgoing = (http::Request<()>, Option<Bytes>);
+
 impl H3Connection {
-    async fn exchange(&self, id: u64, started: Instant) -> Result<(Duration, u16, Bytes), Failure> {
-        let req = http::Request::get(format!("{}{}", self.uri_prefix, item_path(id)))
-            .body(())
-            .expect("valid request");
+    /// A target's request for `call`, or a failure if the rendering is not valid HTTP.
+    fn target_request(&self, calls: &RestCalls, call: &Call) -> Result<Outgoing, Failure> {
+        let mut rendered = RenderedRequest::default();
+        calls.render(call, &mut rendered);
+        let mut builder = http::Request::builder()
+            .method(calls.method.as_str())
+            .uri(format!("{}{}", self.uri_prefix, rendered.path));
+        for (name, value) in calls.headers(&rendered) {
+            builder = builder.header(name, value);
+        }
+        let body = if calls.has_body() {
+            builder = builder.header(http::header::CONTENT_LENGTH, rendered.body().len());
+            Some(Bytes::copy_from_slice(rendered.body()))
+        } else {
+            None
+        };
+        let req = builder.body(()).map_err(|e| {
+            Failure::new(
+                FailureClass::Other,
+                format!("the rendered request is not valid HTTP: {e}"),
+            )
+        })?;
+        Ok((req, body))
+    }
+
+    async fn exchange(
+        &self,
+        (req, body): Outgoing,
+        started: Instant,
+    ) -> Result<(Duration, u16, Bytes), Failure> {
         let mut send = self.send.clone();
         let mut stream = send
             .send_request(req)
             .await
-            .map_err(|e| self.classify(&e.to_string()))?;
-        stream
-            .finish()
-            .await
-            .map_err(|e| self.classify(&e.to_string()))?;
+            .map_err(|e| self.classify(&e))?;
+        if let Some(body) = body.filter(|b| !b.is_empty()) {
+            stream
+                .send_data(body)
+                .await
+                .map_err(|e| self.classify(&e))?;
+        }
+        stream.finish().await.map_err(|e| self.classify(&e))?;
         let resp = stream
             .recv_response()
             .await
-            .map_err(|e| self.classify(&e.to_string()))?;
+            .map_err(|e| self.classify(&e))?;
         let ttfb = started.elapsed();
         let mut body = BytesMut::new();
-        while let Some(mut chunk) = stream
-            .recv_data()
-            .await
-            .map_err(|e| self.classify(&e.to_string()))?
-        {
+        while let Some(mut chunk) = stream.recv_data().await.map_err(|e| self.classify(&e))? {
             while chunk.has_remaining() {
                 let part = chunk.chunk();
                 body.extend_from_slice(part);
@@ -235,26 +282,48 @@ impl H3Connection {
                 chunk.advance(n);
             }
         }
+        // Trailers end the stream where a server sends them; read them so the stream ends
+        // cleanly (not with STOP_SENDING), and leave their content.
+        stream
+            .recv_trailers()
+            .await
+            .map_err(|e| self.classify(&e))?;
         Ok((ttfb, resp.status().as_u16(), body.freeze()))
     }
 
-    /// h3 flattens quinn's errors into its own; the connection's close reason says more.
-    fn classify(&self, text: &str) -> Failure {
+    /// h3 flattens quinn's errors into its own; the connection's close reason says more. A
+    /// request the server did not take (its GOAWAY came first, or it rejected the stream
+    /// with H3_REQUEST_REJECTED, RFC 9114 §4.1.1 and §5.2) is unprocessed.
+    fn classify(&self, err: &h3::error::StreamError) -> Failure {
+        if let Some(f) = unprocessed(err) {
+            return f;
+        }
         match self.conn.close_reason() {
             Some(reason) => classify_quinn(Phase::Request, &reason),
-            None => classify_h3(text, Phase::Request),
+            None => classify_h3(&err.to_string(), Phase::Request),
         }
     }
 }
 
 #[async_trait]
 impl Connection for H3Connection {
-    async fn request(&self, call: bench_core::Call) -> Result<Reply, Failure> {
-        let id = call.id;
+    async fn request(&self, call: Call) -> Result<Reply, Failure> {
+        let outgoing = match &self.calls {
+            Calls::Rest(calls) => self.target_request(calls, &call)?,
+            _ => (
+                http::Request::get(format!("{}{}", self.uri_prefix, item_path(call.id)))
+                    .body(())
+                    .expect("valid request"),
+                None,
+            ),
+        };
         let started = Instant::now();
-        let (ttfb, status, body) = self.exchange(id, started).await?;
+        let (ttfb, status, body) = self.exchange(outgoing, started).await?;
         let total = started.elapsed();
-        rest_reply(status, &body, id, self.payload, ttfb, total)
+        match &self.calls {
+            Calls::Rest(calls) => calls.judge(status, &body, ttfb, total),
+            _ => rest_reply(status, &body, call.id, self.payload, ttfb, total),
+        }
     }
 
     fn wire_bytes(&self) -> WireBytes {
@@ -307,6 +376,27 @@ fn classify_quinn(phase: Phase, err: &quinn::ConnectionError) -> Failure {
         _ => return classify_error(phase, err),
     };
     Failure::new(class, err.to_string())
+}
+
+/// The failure of a request the server did not process, if `err` says so: the server's
+/// GOAWAY arrived before the request was sent (h3 then refuses to open the stream), or the
+/// server reset the stream with H3_REQUEST_REJECTED. h3 0.0.8 keeps the GOAWAY's stream id
+/// to itself, so a request sent before the GOAWAY arrived and above its id shows only as the
+/// server's reset or close of the connection.
+fn unprocessed(err: &h3::error::StreamError) -> Option<Failure> {
+    match err {
+        h3::error::StreamError::RemoteClosing { .. } => Some(Failure::unprocessed(
+            "the server sent GOAWAY; no new requests on this connection",
+        )),
+        h3::error::StreamError::RemoteTerminate { code, .. }
+            if *code == h3::error::Code::H3_REQUEST_REJECTED =>
+        {
+            Some(Failure::unprocessed(
+                "request rejected by the server (H3_REQUEST_REJECTED)",
+            ))
+        }
+        _ => None,
+    }
 }
 
 /// Maps an h3 error that carries no quinn close reason (stream-level errors).
