@@ -322,7 +322,7 @@ fn service_targets(
         return Ok(None);
     };
     if let Some(yes) = confirm {
-        eprint!("{}", service.describe(exp));
+        print!("{}", service.describe(exp));
         service.confirm(exp, yes)?;
     }
     bench_core::tls::install_crypto_provider();

@@ -3,9 +3,7 @@
 //! reflection. Skipped with a note when python3 or grpcio is missing, unless
 //! TBENCH_REQUIRE_GRPCIO=1 (CI) makes that a failure. Traffic stays on 127.0.0.1.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,109 +14,13 @@ use bench_core::{
     PayloadProfile, Stack,
 };
 use stack_grpc::Grpc;
+use test_servers::grpcio::Grpcio;
 
 /// Any one test's bound: a Python server start, setup and a few hundred calls take seconds.
 const TEST_BOUND: Duration = Duration::from_secs(90);
-/// The server prints its port after compiling the .proto and binding.
-const START_BOUND: Duration = Duration::from_secs(30);
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
-}
-
-/// Whether grpcio can run here; without it the test is skipped, or fails when CI requires it.
-fn grpcio_available(test: &str) -> bool {
-    let ok = Command::new("python3")
-        .args([
-            "-c",
-            "import grpc, grpc_reflection.v1alpha.reflection, grpc_tools.protoc",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        if std::env::var("TBENCH_REQUIRE_GRPCIO").as_deref() == Ok("1") {
-            panic!("{test}: python3 with grpcio, grpcio-reflection and grpcio-tools is required (TBENCH_REQUIRE_GRPCIO=1): pip install -r scripts/requirements.txt");
-        }
-        eprintln!("{test}: skipped: python3 with grpcio, grpcio-reflection and grpcio-tools not found (pip install -r scripts/requirements.txt)");
-    }
-    ok
-}
-
-/// The fixture server, killed when dropped (it also exits when its stdin closes).
-struct PyServer {
-    child: Child,
-    port: u16,
-    log: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for PyServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl PyServer {
-    fn start(tls: Option<&CertPaths>, reflection: bool) -> PyServer {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let log = dir.path().join("ids.log");
-        let mut command = Command::new("python3");
-        command
-            .arg(fixtures().join("catalog_server.py"))
-            .arg("--log")
-            .arg(&log)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        if let Some(paths) = tls {
-            command
-                .arg("--cert")
-                .arg(paths.server_cert())
-                .arg("--key")
-                .arg(paths.server_key());
-        }
-        if !reflection {
-            command.arg("--no-reflection");
-        }
-        let mut child = command.spawn().expect("python3 runs");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let mut server = PyServer {
-            child,
-            port: 0,
-            log,
-            _dir: dir,
-        };
-        let line = rx
-            .recv_timeout(START_BOUND)
-            .expect("the grpcio server printed its port in time");
-        server.port = line
-            .trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("the grpcio server's first line is a port: {line:?}"));
-        assert_ne!(server.port, 0, "grpcio could not bind");
-        server
-    }
-
-    /// (id, x-tenant) of every call the server received, in arrival order.
-    fn logged(&self) -> Vec<(u64, String)> {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| {
-                let (id, tenant) = l.split_once(' ').expect("id and tenant");
-                (id.parse().expect("id"), tenant.to_string())
-            })
-            .collect()
-    }
+    test_servers::grpcio::fixtures()
 }
 
 /// The `[targets]` of an experiment file, with the server's address filled in.
@@ -186,11 +88,10 @@ async fn bounded(test: impl std::future::Future<Output = ()>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proto_file_plaintext_calls_succeed_and_reach_the_server() {
-    if !grpcio_available("proto_file_plaintext_calls_succeed_and_reach_the_server") {
-        return;
-    }
     bounded(async {
-        let server = PyServer::start(None, true);
+        let Some(server) = Grpcio::start(None, true) else {
+            return;
+        };
         let target = format!(
             "proto = [\"{}\"]\nrequest = '{{\"id\": \"{{{{id}}}}\"}}'\nmetadata = {{ \"x-tenant\" = \"w{{{{worker}}}}\" }}\nexpect_fields = [\"name\", \"owner.name\", \"tags\", \"id\"]",
             proto()
@@ -259,13 +160,12 @@ async fn proto_file_plaintext_calls_succeed_and_reach_the_server() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reflection_over_tls_with_the_suite_ca() {
-    if !grpcio_available("reflection_over_tls_with_the_suite_ca") {
-        return;
-    }
     bounded(async {
         let certs = tempfile::tempdir().expect("temp dir");
         let paths = ensure_certs(certs.path()).expect("certificates");
-        let server = PyServer::start(Some(&paths), true);
+        let Some(server) = Grpcio::start(Some(&paths), true) else {
+            return;
+        };
         let target =
             "reflection = true\nrequest = '{\"id\": {{id}}}'\nexpect_fields = [\"owner.name\"]";
         let client = client_for(server.port, Some(&paths), target)
@@ -289,11 +189,10 @@ async fn reflection_over_tls_with_the_suite_ca() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_expectations_are_refused_or_counted_as_missing_data() {
-    if !grpcio_available("wrong_expectations_are_refused_or_counted_as_missing_data") {
-        return;
-    }
     bounded(async {
-        let server = PyServer::start(None, true);
+        let Some(server) = Grpcio::start(None, true) else {
+            return;
+        };
         // A field the schema does not have: refused at setup, before any call.
         let target = format!(
             "proto = [\"{}\"]\nrequest = '{{\"id\": {{{{id}}}}}}'\nexpect_fields = [\"nonexistent\"]",
@@ -346,11 +245,10 @@ async fn wrong_expectations_are_refused_or_counted_as_missing_data() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn not_found_is_a_bad_status_with_its_code() {
-    if !grpcio_available("not_found_is_a_bad_status_with_its_code") {
-        return;
-    }
     bounded(async {
-        let server = PyServer::start(None, false);
+        let Some(server) = Grpcio::start(None, false) else {
+            return;
+        };
         let target = format!(
             "proto = [\"{}\"]\nrequest = '{{\"id\": {{{{id}}}}}}'\nexpect_fields = [\"name\"]",
             proto()
@@ -386,11 +284,10 @@ async fn not_found_is_a_bad_status_with_its_code() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reflection_on_a_server_without_it_is_a_setup_error() {
-    if !grpcio_available("reflection_on_a_server_without_it_is_a_setup_error") {
-        return;
-    }
     bounded(async {
-        let server = PyServer::start(None, false);
+        let Some(server) = Grpcio::start(None, false) else {
+            return;
+        };
         let started = std::time::Instant::now();
         let e = client_for(server.port, None, "reflection = true")
             .await
@@ -403,7 +300,9 @@ async fn reflection_on_a_server_without_it_is_a_setup_error() {
         );
         assert!(started.elapsed() < Duration::from_secs(10));
         // A service the reflecting server does not have is named as such.
-        let other = PyServer::start(None, true);
+        let Some(other) = Grpcio::start(None, true) else {
+            return;
+        };
         let text = format!(
             "[grpc]\naddress = \"http://127.0.0.1:{}\"\nmethod = \"shop.v9.Nope/GetItem\"\nreflection = true\n",
             other.port
