@@ -279,3 +279,55 @@ fn check_prints_an_estimated_duration() {
         output_text(&output)
     );
 }
+
+#[test]
+fn bad_targets_are_rejected_before_anything_is_sent() {
+    let rest = "[targets.rest]\nurl = \"https://127.0.0.1:9/items/{{id}}\"\n";
+    rejected(
+        &["--stacks", "h1,grpc"],
+        Some(rest),
+        "stack 'grpc' sends to [targets.grpc], which the experiment does not give",
+    );
+    rejected(
+        &[],
+        Some("[targets.rest]\nurl = \"ftp://x\"\n"),
+        "targets.rest.url 'ftp://x': must start with https:// or http://",
+    );
+    rejected(
+        &[],
+        Some(&format!(
+            "{rest}headers = {{ authorization = \"{{{{env.TBENCH_SURELY_UNSET}}}}\" }}\n"
+        )),
+        "environment variable TBENCH_SURELY_UNSET is not set",
+    );
+    rejected(
+        &[],
+        Some(&format!("{rest}expect_json = [\"name\"]\n")),
+        "targets.rest.expect_json: 'name' is not a JSON pointer",
+    );
+    rejected(
+        &["--server-fault", "status"],
+        Some(rest),
+        "--server-fault: cannot be used with [targets]",
+    );
+    rejected(
+        &[],
+        Some(&format!("{rest}[targets.grpc]\naddress = \"http://127.0.0.1:9\"\nmethod = \"a.B/C\"\nproto = [\"missing.proto\"]\n")),
+        "targets.grpc.proto: no file",
+    );
+    rejected(
+        &["--grpc-method", "a.B/C"],
+        None,
+        "--grpc and --grpc-method go together",
+    );
+    rejected(
+        &["--target-pid", "1"],
+        None,
+        "--target-pid names the process",
+    );
+    rejected(
+        &["--target", "127.0.0.1:9"],
+        Some(rest),
+        "give one or the other",
+    );
+}

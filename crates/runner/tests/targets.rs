@@ -114,7 +114,10 @@ expect_fields = ["name", "owner.name"]
             "server_cpu_s",
             "server_cpu_ms_per_1k_ok",
         ] {
-            assert_eq!(c[column], "", "{column} of an unsampled service is empty, not 0");
+            assert_eq!(
+                c[column], "",
+                "{column} of an unsampled service is empty, not 0"
+            );
         }
     }
     // The servers saw exactly those requests, with the configured ids, over each protocol.
@@ -157,8 +160,7 @@ expect_fields = ["name", "owner.name"]
         );
     }
     let manifest: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap())
-            .unwrap();
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
     let headers = &manifest["experiment"]["targets"]["rest"]["headers"];
     assert_eq!(headers["authorization"], "Bearer {{env.TBENCH_TEST_TOKEN}}");
     assert_eq!(headers["x-api-key"], "<redacted>");
@@ -186,8 +188,7 @@ expect_fields = ["name", "owner.name"]
     );
     let path = text_of("#network-path");
     assert!(
-        path.contains("transport: grpc plaintext, rest tls")
-            && path.contains("grpc TCP connect"),
+        path.contains("transport: grpc plaintext, rest tls") && path.contains("grpc TCP connect"),
         "network-path warning: {path}"
     );
     assert!(text_of("#insecure").is_empty());
@@ -196,7 +197,10 @@ expect_fields = ["name", "owner.name"]
     }
     assert!(html.contains("Server RSS and CPU — : not measured"));
     let stress = text_of("#stress table");
-    assert!(!stress.contains("0.0 ‡"), "no server RSS shown as zero: {stress}");
+    assert!(
+        !stress.contains("0.0 ‡"),
+        "no server RSS shown as zero: {stress}"
+    );
 }
 
 #[test]
@@ -246,7 +250,11 @@ request = '{{"id": {{{{id}}}}}}'
     };
     let h1 = row("h1/");
     assert_eq!(
-        (h1["class"].as_str(), h1["code"].as_str(), h1["count"].as_str()),
+        (
+            h1["class"].as_str(),
+            h1["code"].as_str(),
+            h1["count"].as_str()
+        ),
         ("bad_status", "404", "6")
     );
     let g = row("grpc/");
@@ -292,4 +300,78 @@ fn a_large_run_to_another_host_needs_yes_and_nothing_is_sent_without_it() {
         "the address and the plan are shown: {stdout}"
     );
     assert!(!out.exists(), "nothing was run");
+}
+
+#[test]
+fn tls_is_verified_unless_insecure_which_every_output_names() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(rest) = Hypercorn::start(tmp.path()) else {
+        return;
+    };
+    let exp = |extra: &str| {
+        format!(
+            r#"
+stacks = ["h1"]
+regimes = ["reuse"]
+concurrency = [1]
+requests_reuse = 5
+warmup_fraction = 0.0
+baseline_seconds = 0
+[targets.rest]
+url = "https://localhost:{}/items/{{{{id}}}}"
+{extra}
+"#,
+            rest.addr().port()
+        )
+    };
+    // The system's trust store does not know the suite's CA: every handshake fails.
+    let verified = tmp.path().join("verified");
+    std::fs::create_dir(&verified).unwrap();
+    let (output, out) = run(&exp(""), &verified, &[]);
+    assert!(output.status.success(), "{}", output_text(&output));
+    let failures = read_csv(&results_dir(&out).join("failures.csv"));
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert_eq!(
+        (failures[0]["class"].as_str(), failures[0]["count"].as_str()),
+        ("tls_failed", "5")
+    );
+
+    // insecure: the requests succeed, and the run says what it was everywhere.
+    let insecure = tmp.path().join("insecure");
+    std::fs::create_dir(&insecure).unwrap();
+    let pid = rest.pid().to_string();
+    let (output, out) = run(&exp("insecure = true"), &insecure, &["--target-pid", &pid]);
+    let text = output_text(&output);
+    assert!(output.status.success(), "{text}");
+    assert!(
+        text.contains("NOT verified (insecure)"),
+        "at the start: {text}"
+    );
+    assert!(text.contains("warning: insecure run"), "at the end: {text}");
+    let dir = results_dir(&out);
+    let cells = read_csv(&dir.join("cells.csv"));
+    assert_eq!(num(&cells[0], "ok"), 5.0);
+    assert!(
+        num(&cells[0], "server_rss_peak_bytes") > 1e6,
+        "--target-pid samples the service's process: {:?}",
+        cells[0]["server_rss_peak_bytes"]
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["service"]["insecure"], true);
+    let report = runner().arg("report").arg(&dir).output().unwrap();
+    assert!(report.status.success(), "{}", output_text(&report));
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("id=\"insecure\""), "the report names it");
+    let paper = runner()
+        .arg("paper")
+        .arg("--reference")
+        .arg(&dir)
+        .arg("--out")
+        .arg(tmp.path().join("paper"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&paper.stderr);
+    assert_eq!(paper.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("insecure run"), "{stderr}");
 }

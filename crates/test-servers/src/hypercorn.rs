@@ -27,6 +27,11 @@ pub fn app_path() -> PathBuf {
 }
 
 impl Hypercorn {
+    /// The server process's pid (hypercorn runs its app in this process: `--workers 0`).
+    pub fn pid(&self) -> u32 {
+        self._process.0.id()
+    }
+
     /// Starts hypercorn with the certificates in `cert_dir` and waits until it serves TCP and
     /// QUIC; `None` (after a note) when python3, hypercorn or aioquic is missing and
     /// `TBENCH_REQUIRE_HYPERCORN` is not `1`.
