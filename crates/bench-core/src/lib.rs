@@ -17,9 +17,9 @@ pub use call::Call;
 pub use failure::{classify_error, Failure, FailureClass, Phase};
 pub use service::{ServiceSpec, ServiceTime};
 pub use stack::{
-    BoundServer, Client, ClientImplementation, ClientSettings, ClientTls, ConnectTiming, Connected,
+    BoundServer, Client, ClientImplementation, ClientSettings, ConnectTiming, Connected,
     Connection, Reply, ServerSettings, Stack, Tuning, WireBytes,
 };
 pub use target::{Api, Calls};
-pub use tls::HandshakeVariant;
+pub use tls::{ClientTls, HandshakeVariant};
 pub use workload::{FaultKind, FaultSpec, PayloadProfile};

@@ -6,13 +6,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::future::BoxFuture;
-use rustls_pki_types::CertificateDer;
 
 use crate::call::Call;
 use crate::failure::Failure;
 use crate::service::ServiceSpec;
 use crate::target::{Api, Calls};
-use crate::tls::{HandshakeVariant, ServerIdentity};
+use crate::tls::{ClientTls, ServerIdentity};
 use crate::workload::{FaultSpec, PayloadProfile};
 
 /// What a server needs to serve the workload.
@@ -96,32 +95,6 @@ impl ClientImplementation {
 impl std::fmt::Display for ClientImplementation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-/// Client-side TLS: what to verify the server against, and the handshake variant.
-#[derive(Clone, Debug, Default)]
-pub struct ClientTls {
-    /// CA certificates to trust (the suite's CA for our servers, a user's private CA).
-    pub ca: Vec<CertificateDer<'static>>,
-    /// Trust the system's certificate store as well (a user's service with a public
-    /// certificate).
-    pub system_roots: bool,
-    pub variant: HandshakeVariant,
-    /// mTLS: the certificate chain and key the client presents.
-    pub identity: Option<Arc<ServerIdentity>>,
-    /// Accept any certificate (signatures are still checked): a first look at a service only.
-    pub insecure: bool,
-}
-
-impl ClientTls {
-    /// Trusting the suite's CA only, as clients of our own servers do.
-    pub fn suite(ca: Vec<CertificateDer<'static>>, variant: HandshakeVariant) -> Self {
-        ClientTls {
-            ca,
-            variant,
-            ..ClientTls::default()
-        }
     }
 }
 

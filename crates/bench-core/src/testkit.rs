@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use crate::call::Call;
 use crate::failure::FailureClass;
-use crate::stack::{ClientSettings, ClientTls, ServerSettings, Stack};
+use crate::stack::{ClientSettings, ServerSettings, Stack};
+use crate::tls::ClientTls;
 use crate::tls::{ensure_certs, load_ca, HandshakeVariant, ServerIdentity, SERVER_NAME};
 use crate::workload::{FaultSpec, PayloadProfile};
 

@@ -15,7 +15,6 @@ use rcgen::{
 };
 use rustls::client::Resumption;
 
-use crate::stack::ClientTls;
 use rustls_pki_types::pem::PemObject;
 pub use rustls_pki_types::CertificateDer;
 use rustls_pki_types::PrivateKeyDer;
@@ -258,6 +257,32 @@ pub fn server_config(
     // QUIC 0-RTT needs the server to accept early data; TCP stacks ignore this.
     config.max_early_data_size = u32::MAX;
     Ok(Arc::new(config))
+}
+
+/// Client-side TLS: what to verify the server against, and the handshake variant.
+#[derive(Clone, Debug, Default)]
+pub struct ClientTls {
+    /// CA certificates to trust (the suite's CA for our servers, a user's private CA).
+    pub ca: Vec<CertificateDer<'static>>,
+    /// Trust the system's certificate store as well (a user's service with a public
+    /// certificate).
+    pub system_roots: bool,
+    pub variant: HandshakeVariant,
+    /// mTLS: the certificate chain and key the client presents.
+    pub identity: Option<Arc<ServerIdentity>>,
+    /// Accept any certificate (signatures are still checked): a first look at a service only.
+    pub insecure: bool,
+}
+
+impl ClientTls {
+    /// Trusting the suite's CA only, as clients of our own servers do.
+    pub fn suite(ca: Vec<CertificateDer<'static>>, variant: HandshakeVariant) -> Self {
+        ClientTls {
+            ca,
+            variant,
+            ..ClientTls::default()
+        }
+    }
 }
 
 /// TLS 1.3-only client config: verifies the server against `tls.ca` (and the system's

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::rest::{Recorder, Seen};
+use crate::seen::{Recorder, Seen};
 use crate::{find_binary, read_text, skip, wait_listening, wait_until, Process};
 
 /// A running hypercorn; stopped when dropped.

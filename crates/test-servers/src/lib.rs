@@ -9,6 +9,7 @@ pub mod grpcio;
 pub mod hypercorn;
 pub mod nginx;
 pub mod rest;
+pub mod seen;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};

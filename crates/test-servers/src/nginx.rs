@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 
 use bench_core::tls::CertPaths;
 
-use crate::rest::{Recorder, Seen};
+use crate::seen::{Recorder, Seen};
 use crate::{find_binary, read_text, skip, wait_listening, Process};
 
 /// A running nginx; stopped when dropped.

@@ -8,6 +8,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use bench_core::target::{Api, IdRange, Targets};
+
+pub use crate::seen::{Recorder, Seen};
 use bench_core::tls::{load_ca, HandshakeVariant};
 use bench_core::{
     Call, Calls, ClientImplementation, ClientSettings, ClientTls, Failure, FailureClass,
@@ -19,29 +21,6 @@ pub const REQUEST_BOUND: Duration = Duration::from_secs(5);
 /// How long a server's log gets to show the requests it answered (nginx logs after the
 /// answer is out).
 const LOG_BOUND: Duration = Duration::from_secs(3);
-
-/// One request as the server recorded it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Seen {
-    pub method: String,
-    /// Path and query.
-    pub path: String,
-    /// "1.1", "2" or "3".
-    pub http_version: String,
-    /// The `x-seq` request header, where the server records it.
-    pub x_seq: Option<String>,
-    /// The request body, where the server records it.
-    pub body: Option<String>,
-}
-
-/// A server that records the requests it gets.
-pub trait Recorder {
-    fn name(&self) -> &'static str;
-    /// Where it serves TLS (and QUIC, if it does).
-    fn addr(&self) -> SocketAddr;
-    /// Every request so far, in order.
-    fn seen(&self) -> Vec<Seen>;
-}
 
 /// A target's calls from `[targets]` TOML text.
 pub fn calls(targets_toml: &str) -> Calls {
