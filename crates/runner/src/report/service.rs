@@ -18,15 +18,25 @@ fn median(mut v: Vec<u64>) -> Option<u64> {
     (!v.is_empty()).then(|| v[v.len() / 2])
 }
 
+/// Setup times of a stack, from the cells that time setup best: the single-user new-conn
+/// baseline (one connection at a time, so the times are the path's and not a queue's), else
+/// the new-conn cells, else any cell that opened connections.
 fn setup_of(stack: &str, cells: &[CellRow]) -> Setup {
+    let preferences: [fn(&CellRow) -> bool; 3] = [
+        |r| r.regime == "new-conn" && r.stage == "baseline",
+        |r| r.regime == "new-conn",
+        |_| true,
+    ];
     let of = |f: fn(&CellRow) -> u64| {
-        median(
-            cells
-                .iter()
-                .filter(|r| r.stack == stack && f(r) > 0)
-                .map(f)
-                .collect(),
-        )
+        preferences.iter().find_map(|prefer| {
+            median(
+                cells
+                    .iter()
+                    .filter(|r| r.stack == stack && prefer(r) && f(r) > 0)
+                    .map(f)
+                    .collect(),
+            )
+        })
     };
     Setup {
         stack: stack.to_string(),
@@ -100,7 +110,7 @@ pub fn network_path_warning(service: &ServiceRecord, cells: &[CellRow]) -> Optio
         })
         .collect();
     Some(format!(
-        "The targets do not share one network path, so this compares paths as well as protocols. {}{}. Measured setup (medians of the cells' p50): {}.",
+        "The targets do not share one network path, so this compares paths as well as protocols. {}{}. Measured setup (p50, single-user new-conn baseline where there is one): {}.",
         if differences.is_empty() {
             String::new()
         } else {
