@@ -34,6 +34,34 @@ pub fn main() -> ExitCode {
                 }
             }
         }
+        Some(Command::Agent {
+            listen,
+            certs,
+            cert,
+            key,
+            token_file,
+        }) => {
+            let token = match crate::exec::agent::read_token(token_file.as_deref()) {
+                Ok(t) => t,
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    return ExitCode::from(EXIT_INVALID);
+                }
+            };
+            let options = crate::exec::agent::AgentOptions {
+                listen,
+                certs: certs.unwrap_or_else(default_certs_dir),
+                identity: cert.zip(key),
+                token,
+            };
+            match crate::exec::agent::serve_blocking(options) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: agent: {e:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Some(Command::Load { certs, .. }) => match crate::exec::loadgen::child_main(&certs) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -150,7 +178,14 @@ pub fn main() -> ExitCode {
                     return ExitCode::from(EXIT_INVALID);
                 }
             };
-            match run_sweep(exp, service, &cli.run, Some(dir)) {
+            let agents = match agents_for(&exp, &cli.run) {
+                Ok(a) => a,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(EXIT_INVALID);
+                }
+            };
+            match run_sweep(exp, service, agents, &cli.run, Some(dir)) {
                 Ok(code) => code,
                 Err(e) => {
                     eprintln!("error: {e:#}");
@@ -173,7 +208,14 @@ pub fn main() -> ExitCode {
                     return ExitCode::from(EXIT_INVALID);
                 }
             };
-            match run_sweep(exp, service, &cli.run, None) {
+            let agents = match agents_for(&exp, &cli.run) {
+                Ok(a) => a,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(EXIT_INVALID);
+                }
+            };
+            match run_sweep(exp, service, agents, &cli.run, None) {
                 Ok(code) => code,
                 Err(e) => {
                     eprintln!("error: {e:#}");
@@ -330,9 +372,52 @@ fn service_targets(
     Ok(Some(service))
 }
 
+/// The experiment's agents, each checked once (TLS verified, token accepted) before the run;
+/// `None` without agents.
+fn agents_for(
+    exp: &settings::Experiment,
+    args: &cli::RunArgs,
+) -> Result<Option<crate::exec::agent::Agents>, String> {
+    if exp.agents.is_empty() {
+        return Ok(None);
+    }
+    let certs = args.certs.clone().unwrap_or_else(default_certs_dir);
+    let ca = exp
+        .agent_ca
+        .clone()
+        .unwrap_or_else(|| bench_core::tls::CertPaths::new(&certs).ca_cert());
+    bench_core::tls::install_crypto_provider();
+    let fail = |e: anyhow::Error| format!("agents: {e:#}");
+    let token = crate::exec::agent::read_token(exp.agent_token_file.as_deref()).map_err(fail)?;
+    let link =
+        crate::exec::agent::AgentLink::new(&ca, &exp.agent_server_name, token).map_err(fail)?;
+    let addrs = exp
+        .agents
+        .iter()
+        .map(|a| {
+            std::net::ToSocketAddrs::to_socket_addrs(a.as_str())
+                .ok()
+                .and_then(|mut i| i.next())
+                .ok_or_else(|| format!("agents: '{a}' does not resolve to an address"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    for addr in &addrs {
+        runtime.block_on(link.check(*addr)).map_err(fail)?;
+    }
+    Ok(Some(crate::exec::agent::Agents {
+        addrs,
+        link: std::sync::Arc::new(link),
+    }))
+}
+
 fn run_sweep(
     exp: settings::Experiment,
     service: Option<crate::exec::target::ServiceTargets>,
+    agents: Option<crate::exec::agent::Agents>,
     args: &cli::RunArgs,
     resume: Option<std::path::PathBuf>,
 ) -> anyhow::Result<ExitCode> {
@@ -358,6 +443,7 @@ fn run_sweep(
         .enable_all()
         .build()?;
     let ctx = run::RunContext {
+        agents: agents.map(std::sync::Arc::new),
         certs_dir: args.certs.clone().unwrap_or_else(default_certs_dir),
         client_threads,
         pinning,

@@ -91,6 +91,27 @@ pub enum Command {
         #[arg(long, required = true)]
         json: bool,
     },
+    /// Run cells' load for a runner on another host: listens for the runner over TLS (the
+    /// suite's certificate, or --cert/--key) and refuses anyone without the shared token
+    /// (TBENCH_AGENT_TOKEN or --token-file; never on the command line).
+    Agent {
+        /// Address to listen on (default: loopback only; give another address to be reached
+        /// from other hosts).
+        #[arg(long, default_value = "127.0.0.1:7400")]
+        listen: std::net::SocketAddr,
+        /// Certificate directory (default: certs/ of this checkout).
+        #[arg(long)]
+        certs: Option<PathBuf>,
+        /// The agent's certificate chain (PEM), with --key (default: the suite's certificate
+        /// for `localhost`).
+        #[arg(long, requires = "key")]
+        cert: Option<PathBuf>,
+        #[arg(long, requires = "cert")]
+        key: Option<PathBuf>,
+        /// File holding the shared token (default: the TBENCH_AGENT_TOKEN variable).
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+    },
     /// Internal: one cell's load generator, started by the runner (job on stdin).
     #[command(hide = true)]
     Load {

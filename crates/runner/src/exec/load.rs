@@ -42,6 +42,10 @@ pub struct LoadSpec {
     /// our server's item, whose id is `first_id + seq`.
     #[serde(default)]
     pub ids: Option<bench_core::target::IdRange>,
+    /// The `seq` of this phase's first request: a shard of a cell split over several load
+    /// generators continues the cell's sequence where the shard before it ends.
+    #[serde(default)]
+    pub seq_base: u64,
 }
 
 pub use crate::settings::Pacing;
@@ -167,7 +171,7 @@ impl Budget {
 impl Ticket {
     /// The call this ticket makes from `worker`.
     fn call(&self, spec: &LoadSpec, worker: u32) -> Call {
-        let seq = self.id - spec.first_id;
+        let seq = spec.seq_base + (self.id - spec.first_id);
         Call {
             id: spec.ids.map_or(self.id, |ids| ids.id(seq)),
             seq,
@@ -662,6 +666,7 @@ mod tests {
             rate: None,
             pacing: Pacing::Spin,
             ids: None,
+            seq_base: 0,
         }
     }
 

@@ -70,7 +70,7 @@ impl crate::exec::target::Timeouts for LoadJob {
 
 impl LoadJob {
     /// Longest the child may take: both phases' bounds plus connection setup and teardown.
-    fn deadline(&self) -> Duration {
+    pub fn deadline(&self) -> Duration {
         let phase = |s: &LoadSpec| s.max_duration + s.connect_bound + s.request_timeout;
         self.warmup.as_ref().map_or(Duration::ZERO, phase)
             + phase(&self.measured)

@@ -1,9 +1,11 @@
 //! How cells run: the cell loop, the server child (`runner serve`), the load-generator child
 //! (`runner load`) and the load engine inside it.
 
+pub mod agent;
 pub mod load;
 pub mod loadgen;
 pub mod pin;
 pub mod run;
 pub mod serve;
+pub mod shard;
 pub mod target;

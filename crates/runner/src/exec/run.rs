@@ -32,6 +32,8 @@ pub struct RunContext {
     pub service: Option<Arc<crate::exec::target::ServiceTargets>>,
     /// The pid of the user's service when it runs here, so its RSS and CPU are sampled.
     pub service_pid: Option<u32>,
+    /// Agents that send each cell's load instead of one local load generator.
+    pub agents: Option<Arc<crate::exec::agent::Agents>>,
     pub argv: Vec<String>,
 }
 
@@ -250,6 +252,7 @@ fn failed_cell(cell: &Cell, error: String) -> (CellResult, Vec<Sample>) {
             error: Some(error),
             emulated_packets: None,
             environment: None,
+            agents: Vec::new(),
         },
         Vec::new(),
     )
@@ -322,6 +325,7 @@ async fn run_cell(
         rate: cell.rate(),
         pacing: exp.pacing,
         ids: ctx.service.as_ref().map(|s| s.targets.ids),
+        seq_base: 0,
     };
     let job = LoadJob {
         stack: cell.stack.clone(),
@@ -353,6 +357,7 @@ async fn run_cell(
     let outcome = supervised(
         &job,
         &ctx.certs_dir,
+        ctx.agents.as_deref(),
         server.pid(),
         interval,
         bar,
@@ -362,7 +367,7 @@ async fn run_cell(
     .await;
     let server_exit = server.exited();
     server.stop().await;
-    let (finished, samples, server_res, client_res, net) = match outcome? {
+    let (finished, samples, server_res, client_res, net, agents) = match outcome? {
         Ok(done) => done,
         Err(e) => return Some(failed_cell(cell, format!("{e:#}"))),
     };
@@ -384,6 +389,11 @@ async fn run_cell(
                 net,
                 ..Default::default()
             }),
+            agents: if ctx.agents.is_some() {
+                agents
+            } else {
+                Vec::new()
+            },
         },
         samples,
     ))
@@ -397,37 +407,183 @@ type Supervised = (
     ResourceSummary,
     ResourceSummary,
     Option<crate::measure::netcounters::CellCounters>,
+    Vec<crate::exec::shard::AgentOutcome>,
 );
 
-/// Runs the cell's load generator while updating the bar (in seconds when `timed`, else in
-/// requests), sampling the server and the generator during the measured phase. `None` when
-/// the run was interrupted (the child is then ended and the cell not written).
+/// One load generator of a cell: a local child, or an agent.
+enum Loadgen {
+    Local(Box<LoadProcess>),
+    Remote(Box<crate::exec::agent::RemoteLoad>),
+}
+
+impl Loadgen {
+    async fn next(&mut self) -> anyhow::Result<Message> {
+        match self {
+            Loadgen::Local(p) => p.next().await,
+            Loadgen::Remote(r) => r.next().await,
+        }
+    }
+    async fn go(&mut self) -> anyhow::Result<()> {
+        match self {
+            Loadgen::Local(p) => p.go().await,
+            Loadgen::Remote(r) => r.go().await,
+        }
+    }
+    async fn kill(self) {
+        match self {
+            Loadgen::Local(p) => p.kill().await,
+            Loadgen::Remote(r) => r.kill().await,
+        }
+    }
+    async fn wait(self) {
+        match self {
+            Loadgen::Local(p) => p.wait().await,
+            Loadgen::Remote(r) => r.wait().await,
+        }
+    }
+    /// A local child's pid: the runner samples it; an agent samples its own.
+    fn pid(&self) -> Option<u32> {
+        match self {
+            Loadgen::Local(p) => Some(p.pid),
+            Loadgen::Remote(_) => None,
+        }
+    }
+    fn remote_client(&self) -> Option<ResourceSummary> {
+        match self {
+            Loadgen::Local(_) => None,
+            Loadgen::Remote(r) => r.client,
+        }
+    }
+}
+
+/// Starts the cell's load generators: one local child, or one share per agent.
+async fn start_loadgens(
+    job: &LoadJob,
+    certs_dir: &Path,
+    agents: Option<&crate::exec::agent::Agents>,
+) -> anyhow::Result<Vec<(Loadgen, String)>> {
+    let Some(agents) = agents else {
+        let local = LoadProcess::start(job, certs_dir).await?;
+        return Ok(vec![(Loadgen::Local(Box::new(local)), "local".into())]);
+    };
+    let jobs = crate::exec::shard::shard_jobs(job, agents.addrs.len());
+    let mut gens = Vec::new();
+    for (shard, addr) in jobs.iter().zip(&agents.addrs) {
+        let remote = crate::exec::agent::RemoteLoad::start(*addr, &agents.link, shard).await;
+        match remote {
+            Ok(r) => gens.push((Loadgen::Remote(Box::new(r)), addr.to_string())),
+            Err(e) => {
+                for (g, _) in gens {
+                    g.kill().await;
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(gens)
+}
+
+/// Runs the cell's load generators while updating the bar (in seconds when `timed`, else in
+/// requests), sampling the server and a local generator during the measured phase. Every
+/// generator's warm-up ends before any measures (the runner is the barrier: `go` to all at
+/// once); a generator that fails fails the cell and the others are stopped. `None` when the
+/// run was interrupted (the children are then ended and the cell not written).
+#[allow(clippy::too_many_arguments)]
 async fn supervised(
     job: &LoadJob,
     certs_dir: &Path,
+    agents: Option<&crate::exec::agent::Agents>,
     server_pid: Option<u32>,
     interval: Duration,
     bar: &ProgressBar,
     timed: bool,
     stop: &Arc<AtomicBool>,
 ) -> Option<anyhow::Result<Supervised>> {
-    let mut child = match LoadProcess::start(job, certs_dir).await {
-        Ok(c) => c,
+    let gens = match start_loadgens(job, certs_dir, agents).await {
+        Ok(g) => g,
         Err(e) => return Some(Err(e)),
     };
     if job.warmup.is_some() {
         bar.set_message("warm-up");
     }
+    let n = gens.len();
+    // Each generator is driven by a task of its own that forwards its messages; the
+    // supervisor answers on a channel per generator.
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<(usize, anyhow::Result<Message>)>(64);
+    let mut controls = Vec::new();
+    let mut pids = Vec::new();
+    let mut labels = Vec::new();
+    let mut tasks = Vec::new();
+    for (i, (mut gen, label)) in gens.into_iter().enumerate() {
+        pids.push(gen.pid());
+        labels.push(label);
+        let (ctl_tx, mut ctl_rx) = tokio::sync::mpsc::channel::<Control>(4);
+        controls.push(ctl_tx);
+        let tx = tx.clone();
+        tasks.push(tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    m = gen.next() => {
+                        let done = !matches!(m, Ok(Message::Measuring) | Ok(Message::Progress { .. }));
+                        if tx.send((i, m)).await.is_err() {
+                            gen.kill().await;
+                            return None;
+                        }
+                        if done {
+                            // Finished or failed: wait for the verdict (keep alive, or kill).
+                            return match ctl_rx.recv().await {
+                                Some(Control::Release) => {
+                                    let client = gen.remote_client();
+                                    gen.wait().await;
+                                    Some(client)
+                                }
+                                _ => {
+                                    gen.kill().await;
+                                    None
+                                }
+                            };
+                        }
+                    }
+                    c = ctl_rx.recv() => match c {
+                        Some(Control::Go) => {
+                            if let Err(e) = gen.go().await {
+                                let _ = tx.send((i, Err(e))).await;
+                            }
+                        }
+                        Some(Control::Release) | Some(Control::Kill) | None => {
+                            gen.kill().await;
+                            return None;
+                        }
+                    },
+                }
+            }
+        }));
+    }
+    drop(tx);
+    let kill_all = |controls: &Vec<tokio::sync::mpsc::Sender<Control>>| {
+        for c in controls {
+            let _ = c.try_send(Control::Kill);
+        }
+    };
     let mut sampler: Option<Sampler> = None;
     let mut net_before: Option<crate::measure::netcounters::Before> = None;
     let mut measuring_since = std::time::Instant::now();
+    let mut measuring = vec![false; n];
+    let mut progress = vec![(0u64, 0u64); n];
+    let mut finished: Vec<Option<Finished>> = (0..n).map(|_| None).collect();
     let mut tick = tokio::time::interval(Duration::from_millis(200));
-    loop {
-        let message = tokio::select! {
-            m = child.next() => m,
+    let outcome: anyhow::Result<()> = loop {
+        let (i, message) = tokio::select! {
+            m = rx.recv() => match m {
+                Some(m) => m,
+                None => break Err(anyhow::anyhow!("the load generators went away")),
+            },
             _ = tick.tick() => {
                 if stop.load(Ordering::SeqCst) {
-                    child.kill().await;
+                    kill_all(&controls);
+                    for t in tasks {
+                        let _ = t.await;
+                    }
                     if let Some(s) = sampler {
                         s.finish(Duration::ZERO);
                     }
@@ -438,16 +594,22 @@ async fn supervised(
         };
         match message {
             Ok(Message::Measuring) => {
-                sampler = Some(Sampler::start(server_pid, child.pid, interval));
-                net_before = crate::measure::netcounters::Before::take();
-                measuring_since = std::time::Instant::now();
-                if let Err(e) = child.go().await {
-                    child.kill().await;
-                    return Some(Err(e));
+                measuring[i] = true;
+                if measuring.iter().all(|m| *m) {
+                    // A local generator is sampled here; agents sample their own.
+                    let local = pids.iter().flatten().next().copied();
+                    sampler = Some(Sampler::start(server_pid, local, interval));
+                    net_before = crate::measure::netcounters::Before::take();
+                    measuring_since = std::time::Instant::now();
+                    for c in &controls {
+                        let _ = c.send(Control::Go).await;
+                    }
                 }
             }
-
             Ok(Message::Progress { done, failed }) => {
+                progress[i] = (done, failed);
+                let done: u64 = progress.iter().map(|p| p.0).sum();
+                let failed: u64 = progress.iter().map(|p| p.1).sum();
                 let elapsed = measuring_since.elapsed();
                 let rate = done as f64 / elapsed.as_secs_f64().max(1e-3);
                 if timed {
@@ -466,36 +628,75 @@ async fn supervised(
                 extended,
                 steady,
             }) => {
-                // The boundary reading, taken as soon as the phase is over.
-                let phase = Duration::from_secs_f64(elapsed_s);
-                let net = net_before.as_ref().and_then(|b| b.finish());
-                let (samples, server, client) = match sampler {
-                    Some(s) => s.finish(phase),
-                    None => Default::default(),
-                };
-                child.wait().await;
-                let finished = Finished {
+                finished[i] = Some(Finished {
                     warmup: *warmup,
                     measured: *measured,
-                    elapsed: phase,
+                    elapsed: Duration::from_secs_f64(elapsed_s),
                     cut_short,
                     extended,
                     steady,
-                };
-                return Some(Ok((finished, samples, server, client, net)));
+                });
+                if finished.iter().all(Option::is_some) {
+                    break Ok(());
+                }
             }
             Err(e) => {
-                child.kill().await;
-                if let Some(s) = sampler {
-                    s.finish(Duration::ZERO);
-                }
-                if stop.load(Ordering::SeqCst) {
-                    return None;
-                }
-                return Some(Err(e));
+                kill_all(&controls);
+                break Err(if n > 1 {
+                    e.context(format!("load generator {} of {n} ({})", i + 1, labels[i]))
+                } else {
+                    e
+                });
             }
         }
+    };
+    if let Err(e) = outcome {
+        for t in tasks {
+            let _ = t.await;
+        }
+        if let Some(s) = sampler {
+            s.finish(Duration::ZERO);
+        }
+        if stop.load(Ordering::SeqCst) {
+            return None;
+        }
+        return Some(Err(e));
     }
+    // The boundary reading, taken as soon as every phase is over.
+    let finished: Vec<Finished> = finished.into_iter().flatten().collect();
+    let phase = finished.iter().map(|f| f.elapsed).max().unwrap_or_default();
+    let net = net_before.as_ref().and_then(|b| b.finish());
+    let (samples, server, local_client) = match sampler {
+        Some(s) => s.finish(phase),
+        None => Default::default(),
+    };
+    for c in &controls {
+        let _ = c.send(Control::Release).await;
+    }
+    let mut shards = Vec::new();
+    for ((task, f), label) in tasks.into_iter().zip(finished).zip(&labels) {
+        let remote = task.await.ok().flatten().flatten();
+        let client = match remote {
+            Some(c) => c,
+            None => local_client,
+        };
+        shards.push(crate::exec::shard::ShardResult {
+            finished: f,
+            client,
+            label: label.clone(),
+        });
+    }
+    let (finished, client, per_agent) = crate::exec::shard::combine(shards);
+    Some(Ok((finished, samples, server, client, net, per_agent)))
+}
+
+/// What the supervisor tells a load generator's task.
+enum Control {
+    /// Start the measured phase.
+    Go,
+    /// The cell is over: let it exit after the last reading.
+    Release,
+    Kill,
 }
 
 /// The results directory a run would write, checked before anything is created.

@@ -46,7 +46,7 @@ pub struct Sample {
 }
 
 /// Summary of one process over a measured phase.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, serde::Serialize, serde::Deserialize)]
 pub struct ResourceSummary {
     /// Largest RSS among the readings.
     pub rss_peak_bytes: u64,
@@ -64,6 +64,7 @@ pub struct ResourceSummary {
     pub short_phase: bool,
     /// The process was read at both ends of the phase; `false` for a server the runner has
     /// no pid of (a service measured by `[targets]`): its columns are then empty, not zero.
+    #[serde(default)]
     pub sampled: bool,
 }
 
@@ -166,13 +167,13 @@ struct Track {
 impl Sampler {
     /// Resets both processes' RSS high-water marks and takes the first reading; returns once
     /// it is taken, so that what follows is inside the sampled window.
-    pub fn start(server_pid: Option<u32>, client_pid: u32, interval: Duration) -> Self {
+    pub fn start(server_pid: Option<u32>, client_pid: Option<u32>, interval: Duration) -> Self {
         let (stop, stopped) = mpsc::channel::<Duration>();
         let (first_taken, first) = mpsc::channel();
         let thread = std::thread::spawn(move || {
             let mut tracks = [
                 Track::new(server_pid, Role::Server),
-                Track::new(Some(client_pid), Role::Client),
+                Track::new(client_pid, Role::Client),
             ];
             let started = Instant::now();
             let mut samples = Vec::new();

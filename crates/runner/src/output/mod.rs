@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use crate::measure::sampler::{ResourceSummary, Sample};
 use crate::measure::stats::{LatencySummary, Measurements};
-use crate::output::rows::{CellRow, FailureRow, LatencyRow, ResourceRow, Row};
+use crate::output::rows::{AgentRow, CellRow, FailureRow, LatencyRow, ResourceRow, Row};
 use crate::plan::Cell;
 use crate::settings::Experiment;
 
@@ -42,6 +42,8 @@ pub struct CellResult {
     pub emulated_packets: Option<(u64, u64)>,
     /// Load average and steal time around the cell (`None` when the cell did not run).
     pub environment: Option<crate::measure::environment::CellEnvironment>,
+    /// With agents: what each measured (their histograms are already merged above).
+    pub agents: Vec<crate::exec::shard::AgentOutcome>,
 }
 
 impl CellResult {
@@ -123,6 +125,8 @@ pub struct ResultsWriter {
     resources: CsvFile,
     failures: CsvFile,
     latency: CsvFile,
+    /// Opened with the first cell that ran on agents.
+    agents: Option<CsvFile>,
 }
 
 /// Quantiles written to `latency.csv` for every cell: enough for a CDF, dense in the tail.
@@ -142,6 +146,7 @@ impl ResultsWriter {
             resources: CsvFile::open(dir.join("resources.csv"))?,
             failures: CsvFile::open(dir.join("failures.csv"))?,
             latency: CsvFile::open(dir.join("latency.csv"))?,
+            agents: None,
         })
     }
 
@@ -159,6 +164,34 @@ impl ResultsWriter {
             })
             .collect();
         self.resources.append(&resources)?;
+        if !result.agents.is_empty() {
+            let rows: Vec<AgentRow> = result
+                .agents
+                .iter()
+                .enumerate()
+                .map(|(i, a)| AgentRow {
+                    cell_key: key.clone(),
+                    agent: i as u32 + 1,
+                    address: a.label.clone(),
+                    sent: a.sent,
+                    ok: a.ok,
+                    failed: a.failed,
+                    latency_p50_us: a.latency.p50,
+                    latency_p99_us: a.latency.p99,
+                    latency_max_us: a.latency.max,
+                    elapsed_s: a.elapsed_s,
+                    client_rss_peak_bytes: a
+                        .client
+                        .rss_hwm_bytes
+                        .unwrap_or(a.client.rss_peak_bytes),
+                    client_cpu_s: a.client.cpu_s,
+                })
+                .collect();
+            if self.agents.is_none() {
+                self.agents = Some(CsvFile::open(self.dir.join("agents.csv"))?);
+            }
+            self.agents.as_mut().expect("opened").append(&rows)?;
+        }
         let m = &result.measured;
         let mut failures: Vec<FailureRow> = Vec::new();
         for c in FailureClass::ALL

@@ -304,6 +304,22 @@ knobs! {
     /// variant's cells are checked unless a threshold's `variants` selects.
     #[arg(skip)]
     thresholds: run<Vec<Threshold>> = Vec::new();
+    /// Agents (`runner agent` at HOST:PORT) that send each cell's load instead of one local
+    /// load generator: workers, requests and rate are split among them and their histograms
+    /// merged exactly (see "Agents").
+    #[arg(long, value_delimiter = ',', value_name = "HOST:PORT,...")]
+    agents: run<Vec<String>> = Vec::new();
+    /// The CA (PEM) the agents' certificates are verified against (default: the suite's CA
+    /// in --certs).
+    #[arg(long)]
+    agent_ca: run_opt<PathBuf> = None;
+    /// The name verified in the agents' certificates.
+    #[arg(long)]
+    agent_server_name: run<String> = "localhost".into();
+    /// File with the agents' shared token (default: the TBENCH_AGENT_TOKEN variable; never a
+    /// flag's value).
+    #[arg(long)]
+    agent_token_file: run_opt<PathBuf> = None;
     /// The user's own service, measured instead of our servers: `[targets.rest]` (the REST
     /// stacks), `[targets.grpc]` (the gRPC stack), `[targets.ids]` and `data` for the
     /// templates (file; `--url` and `--grpc-*` set the common parts).

@@ -269,6 +269,22 @@ impl Experiment {
         if !self.targets.is_empty() {
             self.check_targets()?;
         }
+        if !self.agents.is_empty() {
+            if self.needs_netns() {
+                return fail(
+                    "agents",
+                    "cannot be used with network emulation or namespace sysctls (the server's namespace is not reachable from the agents)".into(),
+                );
+            }
+            for a in &self.agents {
+                let valid = a.rsplit_once(':').is_some_and(|(host, port)| {
+                    !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+                });
+                if !valid {
+                    return fail("agents", format!("'{a}' is not HOST:PORT"));
+                }
+            }
+        }
         if !self.variants.is_empty() {
             for (name, e) in self.variant_experiments() {
                 e.check(known_stacks).map_err(|invalid| Invalid {

@@ -107,6 +107,10 @@ row_type! {
         /// and that were sent again on a new connection; empty in runs from before.
         #[serde(default)]
         pub requests_moved: Option<u64>,
+        /// The agents whose load was merged into this row (`agents.csv` has each); empty for
+        /// one local load generator and in runs from before.
+        #[serde(default)]
+        pub agents: Option<u32>,
         pub fail_connect_refused: u64,
         pub fail_connect_timeout: u64,
         pub fail_addr_unavailable: u64,
@@ -355,6 +359,7 @@ impl CellRow {
             connections_opened: m.connections_opened,
             connections_resumed: m.connections_resumed,
             requests_moved: Some(m.moved),
+            agents: (!r.agents.is_empty()).then_some(r.agents.len() as u32),
             fail_connect_refused: fail(FailureClass::ConnectRefused),
             fail_connect_timeout: fail(FailureClass::ConnectTimeout),
             fail_addr_unavailable: fail(FailureClass::AddrUnavailable),
@@ -437,7 +442,7 @@ mod tests {
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../results/scale/cells.csv");
         let table = super::super::read::<CellRow>(&path).unwrap();
         /// Columns the scale run predates; they come out empty.
-        const NEWER: [&str; 2] = ["client", "requests_moved"];
+        const NEWER: [&str; 3] = ["client", "requests_moved", "agents"];
         let older: Vec<&str> = CellRow::COLUMNS
             .iter()
             .copied()

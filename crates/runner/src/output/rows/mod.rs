@@ -9,7 +9,7 @@ mod samples;
 
 pub use cell::CellRow;
 pub use derived::{CompareRow, MemoryRow, SummaryRow, ThresholdRow};
-pub use samples::{FailureRow, LatencyRow, ResourceRow};
+pub use samples::{AgentRow, FailureRow, LatencyRow, ResourceRow};
 
 use std::path::Path;
 

@@ -42,3 +42,26 @@ row_type! {
         pub latency_us: u64,
     }
 }
+
+row_type! {
+    /// `agents.csv` (runs with agents): what each agent measured of a cell; the cell's row in
+    /// `cells.csv` holds the exact merge of all of them.
+    pub struct AgentRow {
+        pub cell_key: String,
+        /// 1-based, in the order of the `agents` setting.
+        pub agent: u32,
+        pub address: String,
+        pub sent: u64,
+        pub ok: u64,
+        pub failed: u64,
+        pub latency_p50_us: u64,
+        pub latency_p99_us: u64,
+        pub latency_max_us: u64,
+        #[serde(serialize_with = "fmt::dec::<3, _>")]
+        pub elapsed_s: f64,
+        /// The agent's load generator, sampled by the agent.
+        pub client_rss_peak_bytes: u64,
+        #[serde(serialize_with = "fmt::dec::<3, _>")]
+        pub client_cpu_s: f64,
+    }
+}

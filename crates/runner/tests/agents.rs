@@ -1,0 +1,261 @@
+//! Agents (`runner agent`) on loopback, driven by the real binary: a cell's load split over
+//! three agents and merged exactly; the control channel refusing a wrong token and a wrong
+//! CA before anything runs; an agent killed mid-cell failing its cell while the sweep goes on.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+
+const TOKEN: &str = "agents-test-token-0123456789";
+
+/// A `runner agent` on 127.0.0.1 (port chosen by the kernel), killed when dropped.
+struct Agent {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Agent {
+    fn start(certs: &Path, token: &str) -> Agent {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_runner"))
+            .args(["agent", "--listen", "127.0.0.1:0", "--certs"])
+            .arg(certs)
+            .env("TBENCH_AGENT_TOKEN", token)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("runner agent starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let ready: serde_json::Value = serde_json::from_str(&line).expect("ready line");
+        Agent {
+            child,
+            addr: ready["agent"].as_str().unwrap().to_string(),
+        }
+    }
+}
+
+fn run_with_agents(
+    agents: &[&Agent],
+    certs: &Path,
+    out: &Path,
+    token: &str,
+    extra: &[&str],
+) -> std::process::Output {
+    let list: Vec<&str> = agents.iter().map(|a| a.addr.as_str()).collect();
+    runner()
+        .args([
+            "--stacks",
+            "h1",
+            "--regime",
+            "reuse",
+            "--baseline-seconds",
+            "0",
+        ])
+        .arg("--agents")
+        .arg(list.join(","))
+        .arg("--certs")
+        .arg(certs)
+        .arg("--out")
+        .arg(out)
+        .args(extra)
+        .env("TBENCH_AGENT_TOKEN", token)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_cell_split_over_three_agents_is_merged_exactly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let certs = tmp.path().join("certs");
+    let agents: Vec<Agent> = (0..3).map(|_| Agent::start(&certs, TOKEN)).collect();
+    let refs: Vec<&Agent> = agents.iter().collect();
+    let out = tmp.path().join("results");
+    let output = run_with_agents(
+        &refs,
+        &certs,
+        &out,
+        TOKEN,
+        &["--concurrency", "6", "--requests", "601"],
+    );
+    assert!(output.status.success(), "{}", output_text(&output));
+    let dir = results_dir(&out);
+    let cells = read_csv(&dir.join("cells.csv"));
+    assert_eq!(cells.len(), 1);
+    assert_eq!(num(&cells[0], "ok"), 601.0);
+    assert_eq!(num(&cells[0], "agents"), 3.0);
+    let rows = read_csv(&dir.join("agents.csv"));
+    assert_eq!(rows.len(), 3);
+    let sum = |k: &str| rows.iter().map(|r| num(r, k)).sum::<f64>();
+    assert_eq!(sum("sent"), num(&cells[0], "sent"));
+    assert_eq!(sum("ok"), 601.0);
+    // Workers and requests split as evenly as integers allow.
+    let mut oks: Vec<f64> = rows.iter().map(|r| num(r, "ok")).collect();
+    oks.sort_by(f64::total_cmp);
+    assert_eq!(oks, [200.0, 200.0, 201.0]);
+    // The merged max is the largest agent's max; the merged p50 lies within the agents'.
+    let max = rows
+        .iter()
+        .map(|r| num(r, "latency_max_us"))
+        .fold(0.0, f64::max);
+    assert_eq!(num(&cells[0], "latency_max_us"), max);
+    let p50s: Vec<f64> = rows.iter().map(|r| num(r, "latency_p50_us")).collect();
+    let p50 = num(&cells[0], "latency_p50_us");
+    assert!(
+        p50s.iter().any(|v| *v <= p50) && p50s.iter().any(|v| *v >= p50),
+        "{p50} within {p50s:?}"
+    );
+    // Resources are the agents' own, summed.
+    assert_eq!(
+        num(&cells[0], "client_rss_peak_bytes") as u64 > 0,
+        rows.iter().all(|r| num(r, "client_rss_peak_bytes") > 0.0)
+    );
+}
+
+#[test]
+fn the_control_channel_refuses_a_wrong_token_and_a_wrong_ca() {
+    let tmp = tempfile::tempdir().unwrap();
+    let certs = tmp.path().join("certs");
+    let agent = Agent::start(&certs, TOKEN);
+    let out = tmp.path().join("results");
+    let output = run_with_agents(
+        &[&agent],
+        &certs,
+        &out,
+        "a-different-token-0123456789",
+        &["--concurrency", "1", "--requests", "10"],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("refused: wrong token"), "{stderr}");
+    assert!(!out.exists());
+    // A CA that did not sign the agent's certificate.
+    let other = tmp.path().join("other-ca");
+    let other_ca = bench_core::tls::ensure_certs(&other)
+        .unwrap()
+        .ca_cert()
+        .display()
+        .to_string();
+    let output = run_with_agents(
+        &[&agent],
+        &certs,
+        &out,
+        TOKEN,
+        &[
+            "--concurrency",
+            "1",
+            "--requests",
+            "10",
+            "--agent-ca",
+            &other_ca,
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("TLS handshake failed"), "{stderr}");
+    // The token never reaches the command line or the results.
+    assert!(!stderr.contains(TOKEN));
+}
+
+#[test]
+fn an_agent_killed_mid_cell_fails_the_cell_and_the_sweep_goes_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let certs = tmp.path().join("certs");
+    let survivor = Agent::start(&certs, TOKEN);
+    let mut victim = Agent::start(&certs, TOKEN);
+    let out = tmp.path().join("results");
+    let list = format!("{},{}", survivor.addr, victim.addr);
+    let mut run = runner()
+        .args([
+            "--stacks",
+            "h1",
+            "--regime",
+            "reuse",
+            "--baseline-seconds",
+            "0",
+        ])
+        .args(["--concurrency", "2,4", "--requests", "100000000"])
+        .args(["--max-cell-seconds", "4"])
+        .arg("--agents")
+        .arg(&list)
+        .arg("--certs")
+        .arg(&certs)
+        .arg("--out")
+        .arg(&out)
+        .env("TBENCH_AGENT_TOKEN", TOKEN)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let _ = victim.child.kill();
+    let _ = victim.child.wait();
+    let output = wait_bounded(&mut run, Duration::from_secs(60));
+    assert!(output.status.success(), "{}", output_text(&output));
+    let cells = read_csv(&results_dir(&out).join("cells.csv"));
+    assert_eq!(cells.len(), 2, "the sweep went on to the next level");
+    assert!(
+        cells[0]["error"].contains("load generator 2 of 2"),
+        "{:?}",
+        cells[0]["error"]
+    );
+    // The survivor stopped its share and serves the next run.
+    let out2 = tmp.path().join("again");
+    let output = run_with_agents(
+        &[&survivor],
+        &certs,
+        &out2,
+        TOKEN,
+        &["--concurrency", "1", "--requests", "20"],
+    );
+    assert!(output.status.success(), "{}", output_text(&output));
+    assert_eq!(
+        num(&read_csv(&results_dir(&out2).join("cells.csv"))[0], "ok"),
+        20.0
+    );
+}
+
+fn wait_bounded(child: &mut Child, bound: Duration) -> std::process::Output {
+    let until = std::time::Instant::now() + bound;
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            std::time::Instant::now() < until,
+            "the run did not end in time"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut stdout = Vec::new();
+    let mut stderr = Vec::new();
+    use std::io::Read;
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_end(&mut stdout)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_end(&mut stderr)
+        .unwrap();
+    std::process::Output {
+        status: child.wait().unwrap(),
+        stdout,
+        stderr,
+    }
+}
