@@ -444,6 +444,7 @@ fn run_sweep(
         .build()?;
     let ctx = run::RunContext {
         agents: agents.map(std::sync::Arc::new),
+        hosts: None,
         certs_dir: args.certs.clone().unwrap_or_else(default_certs_dir),
         client_threads,
         pinning,

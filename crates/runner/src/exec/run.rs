@@ -34,6 +34,8 @@ pub struct RunContext {
     pub service_pid: Option<u32>,
     /// Agents that send each cell's load instead of one local load generator.
     pub agents: Option<Arc<crate::exec::agent::Agents>>,
+    /// The hosts executor's namespaces: cells run in the server's host.
+    pub hosts: Option<Arc<crate::netem::hosts::Hosts>>,
     pub argv: Vec<String>,
 }
 
@@ -68,10 +70,23 @@ pub async fn run(
     ctx: RunContext,
     resume: Option<PathBuf>,
 ) -> anyhow::Result<RunOutcome> {
-    let ctx = Arc::new(ctx);
-    if netns_in_use(&exp) {
+    let mut ctx = ctx;
+    if netns_in_use(&exp) || exp.executor == crate::settings::Executor::Hosts {
         crate::netem::netns::remove_stale();
     }
+    // The hosts executor: the namespaces and their agents live as long as the run.
+    if exp.executor == crate::settings::Executor::Hosts {
+        ensure_certs(&ctx.certs_dir)?;
+        let hosts = crate::netem::hosts::Hosts::create(exp.host_agents, &ctx.certs_dir)?;
+        let ca = bench_core::tls::CertPaths::new(&ctx.certs_dir).ca_cert();
+        let link = crate::exec::agent::AgentLink::new(&ca, SERVER_NAME, hosts.token.clone())?;
+        ctx.agents = Some(Arc::new(crate::exec::agent::Agents {
+            addrs: hosts.agent_addrs.clone(),
+            link: Arc::new(link),
+        }));
+        ctx.hosts = Some(Arc::new(hosts));
+    }
+    let ctx = Arc::new(ctx);
     let planned = plan(&exp);
     let (dir, done, started_utc) = match resume {
         Some(dir) => {
@@ -273,7 +288,10 @@ async fn run_cell(
     };
     let serve = ServeOptions {
         stack: cell.stack.clone(),
-        listen: "127.0.0.1:0".parse().expect("address"),
+        listen: match ctx.hosts {
+            Some(_) => std::net::SocketAddr::from((crate::netem::hosts::SERVER_IP, 0)),
+            None => "127.0.0.1:0".parse().expect("address"),
+        },
         plaintext: cell.plaintext(),
         payload: cell.payload(),
         fault: exp
@@ -763,20 +781,31 @@ async fn run_isolated(
     if let Some(n) = cell.settings.client_nofile {
         crate::exec::pin::set_nofile_soft_limit(n.min(hard))?;
     }
-    let Some(ns) = netns.clone() else {
-        let outcome = run_cell(cell, ctx, bar, stop).await;
-        let _ = crate::exec::pin::set_nofile_soft_limit(soft_before);
-        return Ok(outcome);
+    // The namespace the cell's runtime threads live in: the cell's own, or the server's host.
+    let enter: Arc<dyn Fn() + Send + Sync> = match (netns.clone(), ctx.hosts.clone()) {
+        (Some(ns), _) => Arc::new(move || {
+            ns.enter()
+                .expect("cannot enter the cell's network namespace")
+        }),
+        (None, Some(hosts)) => Arc::new(move || {
+            hosts
+                .enter_server()
+                .expect("cannot enter the server's host namespace")
+        }),
+        (None, None) => {
+            let outcome = run_cell(cell, ctx, bar, stop).await;
+            let _ = crate::exec::pin::set_nofile_soft_limit(soft_before);
+            return Ok(outcome);
+        }
     };
+    let links_before = ctx.hosts.as_ref().map(|h| h.agent_link_bytes());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
-        .on_thread_start(move || {
-            ns.enter()
-                .expect("cannot enter the cell's network namespace");
-        })
+        .on_thread_start(move || enter())
         .build()
         .context("cannot start the cell's runtime")?;
+    let hosts = ctx.hosts.clone();
     let (cell, ctx, bar, stop) = (cell.clone(), ctx.clone(), bar.clone(), stop.clone());
     let outcome = tokio::task::spawn_blocking(move || {
         let outcome = runtime.block_on(async move {
@@ -789,6 +818,20 @@ async fn run_isolated(
     .await?;
     let _ = crate::exec::pin::set_nofile_soft_limit(soft_before);
     let mut outcome = outcome?;
+    if let (Some(hosts), Some(before), Some((result, _))) = (&hosts, links_before, outcome.as_mut())
+    {
+        // What crossed each agent host's interface during the cell.
+        for ((agent, after), before) in result
+            .agents
+            .iter_mut()
+            .zip(hosts.agent_link_bytes())
+            .zip(before)
+        {
+            agent.link = after
+                .zip(before)
+                .map(|((rx1, tx1), (rx0, tx0))| (rx1 - rx0, tx1 - tx0));
+        }
+    }
     if let (Some(ns), Some((result, _))) = (&netns, outcome.as_mut()) {
         result.emulated_packets = Some(ns.emulated_packets());
         result.environment = Some(crate::measure::environment::CellEnvironment {

@@ -90,6 +90,8 @@ pub struct AgentOutcome {
     pub latency: LatencySummary,
     pub elapsed_s: f64,
     pub client: ResourceSummary,
+    /// With the hosts executor: bytes its host's interface received and sent in the cell.
+    pub link: Option<(u64, u64)>,
 }
 
 /// The shards as one cell: histograms and counts added; the phase lasts as long as the
@@ -106,6 +108,7 @@ pub fn combine(shards: Vec<ShardResult>) -> (Finished, ResourceSummary, Vec<Agen
             latency: LatencySummary::of(&s.finished.measured.latency),
             elapsed_s: s.finished.elapsed.as_secs_f64(),
             client: s.client,
+            link: None,
         })
         .collect();
     let mut iter = shards.into_iter();

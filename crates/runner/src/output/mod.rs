@@ -185,6 +185,8 @@ impl ResultsWriter {
                         .rss_hwm_bytes
                         .unwrap_or(a.client.rss_peak_bytes),
                     client_cpu_s: a.client.cpu_s,
+                    link_received_bytes: a.link.map(|l| l.0),
+                    link_sent_bytes: a.link.map(|l| l.1),
                 })
                 .collect();
             if self.agents.is_none() {

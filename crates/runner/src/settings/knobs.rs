@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use bench_core::{ClientImplementation, HandshakeVariant, PayloadProfile};
 use serde::{Deserialize, Serialize};
 
-use super::{Pacing, Regime, Threshold};
+use super::{Executor, Pacing, Regime, Threshold};
 
 /// Whether a knob may differ between the variants of one run (`cell`) or is the run's alone
 /// (`run`), and whether it has a value by default (`…_opt`: none by default).
@@ -304,6 +304,13 @@ knobs! {
     /// variant's cells are checked unless a threshold's `variants` selects.
     #[arg(skip)]
     thresholds: run<Vec<Threshold>> = Vec::new();
+    /// Where servers and load generators run: `local` child processes, or `hosts`, a network
+    /// namespace per host on this machine joined by a bridge (see "Running on several hosts").
+    #[arg(long, value_enum)]
+    executor: run<Executor> = Executor::Local;
+    /// With the `hosts` executor: how many agent hosts send each cell's load.
+    #[arg(long, value_name = "N")]
+    host_agents: run<u32> = 3;
     /// Agents (`runner agent` at HOST:PORT) that send each cell's load instead of one local
     /// load generator: workers, requests and rate are split among them and their histograms
     /// merged exactly (see "Agents").

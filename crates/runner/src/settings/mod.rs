@@ -15,7 +15,7 @@ mod validate;
 
 pub use knobs::{Experiment, Knobs, KEYS};
 pub use netem_spec::Netem;
-pub use types::{Pacing, Threshold};
+pub use types::{Executor, Pacing, Threshold};
 
 /// When a worker opens connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

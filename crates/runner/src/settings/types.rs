@@ -8,6 +8,18 @@ use serde::{Deserialize, Serialize};
 
 use super::Regime;
 
+/// Where a run's server and load generators run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Executor {
+    /// Child processes on this machine, talking over loopback (or to `agents`).
+    #[default]
+    Local,
+    /// A network namespace per host on this machine (the server's and `host_agents` agents'),
+    /// joined by a bridge: traffic crosses real interfaces with their own addresses.
+    Hosts,
+}
+
 /// How an open-loop worker waits until a request is due. tokio's timer wheel has 1 ms
 /// slots and fires on the first tick after the deadline, so a plain timer sends ≈ 0.5–1 ms
 /// late, and that lateness would count as the server's latency.

@@ -269,6 +269,26 @@ impl Experiment {
         if !self.targets.is_empty() {
             self.check_targets()?;
         }
+        if self.executor == super::Executor::Hosts {
+            let why = if !self.agents.is_empty() {
+                Some("the hosts executor starts its own agents; give no `agents`")
+            } else if !self.targets.is_empty() {
+                Some("the hosts executor measures our server in its own host; [targets] are not reachable from there")
+            } else if self.needs_netns() {
+                Some("network emulation and namespace sysctls are not available with the hosts executor yet")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return fail("executor", why.into());
+            }
+            if !(1..=crate::netem::hosts::MAX_HOST_AGENTS).contains(&self.host_agents) {
+                return fail(
+                    "host_agents",
+                    format!("must be 1 to {}", crate::netem::hosts::MAX_HOST_AGENTS),
+                );
+            }
+        }
         if !self.agents.is_empty() {
             if self.needs_netns() {
                 return fail(

@@ -63,5 +63,9 @@ row_type! {
         pub client_rss_peak_bytes: u64,
         #[serde(serialize_with = "fmt::dec::<3, _>")]
         pub client_cpu_s: f64,
+        /// With the hosts executor: bytes the agent host's interface received and sent during
+        /// the cell (the traffic crossed the bridge); empty otherwise.
+        pub link_received_bytes: Option<u64>,
+        pub link_sent_bytes: Option<u64>,
     }
 }

@@ -1,0 +1,227 @@
+//! Several hosts on this machine (the `hosts` executor): a network namespace for the server and
+//! one per agent, each joined by a veth pair to a bridge that lives in a namespace of its own
+//! (the host's network is never touched), with addresses from 198.18.0.0/15 (RFC 2544's
+//! benchmark range). Server and agents talk across real interfaces with their own addresses,
+//! not loopback. Everything is removed on drop, also after an error or Ctrl-C.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+
+/// The server host's address; agent `i` (from 0) is `AGENT_BASE + i`.
+pub const SERVER_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+const AGENT_BASE: u8 = 11;
+/// The port each agent listens on, inside its own namespace.
+pub const AGENT_PORT: u16 = 7400;
+const PREFIX_LEN: u8 = 15;
+/// Most agent hosts one run creates.
+pub const MAX_HOST_AGENTS: u32 = 32;
+
+fn ip(args: &[&str]) -> anyhow::Result<()> {
+    let output = Command::new("ip")
+        .args(args)
+        .output()
+        .context("cannot run ip (install iproute2)")?;
+    if !output.status.success() {
+        bail!(
+            "ip {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+/// One namespace of the set.
+struct Host {
+    name: String,
+    handle: File,
+}
+
+/// The namespaces, the bridge and the agents running in their hosts.
+pub struct Hosts {
+    bridge: String,
+    server: Host,
+    agents: Vec<Host>,
+    processes: Vec<Child>,
+    pub agent_addrs: Vec<SocketAddr>,
+    /// The agents' token, made for this run and handed over in their environment.
+    pub token: String,
+}
+
+impl Hosts {
+    /// Creates the bridge, the server host and `n` agent hosts, and starts `runner agent` in
+    /// each agent host (certificates from `certs`).
+    pub fn create(n: u32, certs: &Path) -> anyhow::Result<Hosts> {
+        let base = format!("tbench-{}-h", std::process::id());
+        let bridge = format!("{base}-br");
+        ip(&["netns", "add", &bridge])?;
+        let mut hosts = Hosts {
+            bridge,
+            server: Host {
+                name: String::new(),
+                handle: File::open("/proc/self/ns/net")?,
+            },
+            agents: Vec::new(),
+            processes: Vec::new(),
+            agent_addrs: Vec::new(),
+            token: token(),
+        };
+        // From here on, dropping `hosts` removes what exists.
+        ip(&["-n", &hosts.bridge, "link", "add", "br0", "type", "bridge"])?;
+        ip(&["-n", &hosts.bridge, "link", "set", "br0", "up"])?;
+        ip(&["-n", &hosts.bridge, "link", "set", "lo", "up"])?;
+        hosts.server = hosts.host(&format!("{base}-srv"), "vsrv", SERVER_IP)?;
+        for i in 0..n {
+            let addr = Ipv4Addr::new(198, 18, 0, AGENT_BASE + i as u8);
+            let host = hosts.host(&format!("{base}-a{}", i + 1), &format!("va{}", i + 1), addr)?;
+            hosts.agents.push(host);
+        }
+        let exe = std::env::current_exe().context("cannot find the runner executable")?;
+        for (i, host) in hosts.agents.iter().enumerate() {
+            let listen =
+                SocketAddr::from((Ipv4Addr::new(198, 18, 0, AGENT_BASE + i as u8), AGENT_PORT));
+            let mut child = Command::new("ip")
+                .args(["netns", "exec", &host.name])
+                .arg(&exe)
+                .args(["agent", "--listen", &listen.to_string(), "--certs"])
+                .arg(certs)
+                .env(crate::exec::agent::TOKEN_ENV, &hosts.token)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .process_group(0)
+                .spawn()
+                .context("cannot start an agent in its host")?;
+            let stdout = child.stdout.take().expect("piped");
+            hosts.processes.push(child);
+            wait_ready(stdout).with_context(|| format!("agent {} did not start", i + 1))?;
+            hosts.agent_addrs.push(listen);
+        }
+        Ok(hosts)
+    }
+
+    /// A namespace joined to the bridge by a veth pair, `addr` on its end (`eth0`).
+    fn host(&self, name: &str, veth: &str, addr: Ipv4Addr) -> anyhow::Result<Host> {
+        ip(&["netns", "add", name])?;
+        let handle = File::open(format!("/var/run/netns/{name}"))
+            .context("cannot open a new network namespace")?;
+        let host = Host {
+            name: name.to_string(),
+            handle,
+        };
+        ip(&[
+            "-n",
+            &self.bridge,
+            "link",
+            "add",
+            veth,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "eth0",
+            "netns",
+            name,
+        ])?;
+        ip(&[
+            "-n",
+            &self.bridge,
+            "link",
+            "set",
+            veth,
+            "master",
+            "br0",
+            "up",
+        ])?;
+        let cidr = format!("{addr}/{PREFIX_LEN}");
+        ip(&["-n", name, "addr", "add", &cidr, "dev", "eth0"])?;
+        ip(&["-n", name, "link", "set", "eth0", "up"])?;
+        ip(&["-n", name, "link", "set", "lo", "up"])?;
+        Ok(host)
+    }
+
+    /// Moves the calling thread into the server's host (the server starts there, and the
+    /// runner reaches the agents from there, across the bridge).
+    pub fn enter_server(&self) -> nix::Result<()> {
+        nix::sched::setns(&self.server.handle, nix::sched::CloneFlags::CLONE_NEWNET)
+    }
+
+    /// Bytes each agent host's interface has received and sent so far.
+    pub fn agent_link_bytes(&self) -> Vec<Option<(u64, u64)>> {
+        self.agents
+            .iter()
+            .map(|h| link_bytes(&h.name, "eth0"))
+            .collect()
+    }
+
+    /// The namespaces' names (for tests and the manifest).
+    pub fn names(&self) -> Vec<String> {
+        std::iter::once(self.bridge.clone())
+            .chain(std::iter::once(self.server.name.clone()))
+            .chain(self.agents.iter().map(|h| h.name.clone()))
+            .filter(|n| !n.is_empty())
+            .collect()
+    }
+}
+
+impl Drop for Hosts {
+    fn drop(&mut self) {
+        for child in &mut self.processes {
+            // `ip netns exec` replaced itself with the agent: this is the agent's pid.
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        for name in self.names().iter().rev() {
+            let _ = ip(&["netns", "del", name]);
+        }
+    }
+}
+
+/// `(received, sent)` bytes of `dev` in namespace `ns`.
+fn link_bytes(ns: &str, dev: &str) -> Option<(u64, u64)> {
+    let output = Command::new("ip")
+        .args(["-n", ns, "-s", "-j", "link", "show", dev])
+        .output()
+        .ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&output.stdout).ok()?;
+    let stats = &v.get(0)?["stats64"];
+    Some((
+        stats["rx"]["bytes"].as_u64()?,
+        stats["tx"]["bytes"].as_u64()?,
+    ))
+}
+
+/// Waits (bounded) for an agent's ready line.
+fn wait_ready(stdout: std::process::ChildStdout) -> anyhow::Result<()> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let started = Instant::now();
+    let line = rx
+        .recv_timeout(Duration::from_secs(10))
+        .map_err(|_| anyhow!("no ready line after {:?}", started.elapsed()))?;
+    if !line.contains("\"agent\"") {
+        bail!("unexpected ready line: {line:?}");
+    }
+    Ok(())
+}
+
+/// A token for this run's agents, from the kernel's random source.
+fn token() -> String {
+    let mut bytes = [0u8; 16];
+    let ok = File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
+        .is_ok();
+    assert!(ok, "/dev/urandom is readable");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

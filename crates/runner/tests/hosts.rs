@@ -1,0 +1,122 @@
+//! The `hosts` executor (needs root and iproute2, as CI has): the server in one network
+//! namespace and three agents in three others, joined by a bridge with 198.18.0.0/15
+//! addresses. The merged row is the agents' sum, the agents' interfaces carried the traffic,
+//! and no namespace is left afterwards, also after SIGINT mid-cell.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// The namespaces of the hosts executor of the runner with `pid` (`tbench-<pid>-h-…`).
+fn host_namespaces(pid: u32) -> BTreeSet<String> {
+    let prefix = format!("tbench-{pid}-h-");
+    std::fs::read_dir("/var/run/netns")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().to_string())
+                .filter(|n| n.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_sweep_across_three_agent_hosts_merges_them_and_leaves_no_namespace() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("results");
+    let child = runner()
+        .args(["--executor", "hosts", "--host-agents", "3"])
+        .args([
+            "--stacks",
+            "h1,h3",
+            "--regime",
+            "reuse",
+            "--concurrency",
+            "3",
+        ])
+        .args(["--requests", "90", "--baseline-seconds", "0", "--out"])
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", output_text(&output));
+    let dir = results_dir(&out);
+    let cells = read_csv(&dir.join("cells.csv"));
+    let agents = read_csv(&dir.join("agents.csv"));
+    assert_eq!(cells.len(), 2);
+    for cell in &cells {
+        assert_eq!(cell["error"], "");
+        assert_eq!(num(cell, "ok"), 90.0);
+        assert_eq!(num(cell, "agents"), 3.0);
+        let rows: Vec<_> = agents
+            .iter()
+            .filter(|a| a["cell_key"] == cell["cell_key"])
+            .collect();
+        assert_eq!(rows.len(), 3);
+        let sent: f64 = rows.iter().map(|r| num(r, "sent")).sum();
+        assert_eq!(sent, num(cell, "sent"), "the merged row is the agents' sum");
+        for r in &rows {
+            assert!(r["address"].starts_with("198.18.0."), "{}", r["address"]);
+            // Each agent's 30 answers (≈ 256 B bodies, with TLS and headers) crossed its
+            // own interface.
+            assert!(
+                num(r, "link_received_bytes") > 30.0 * 256.0,
+                "{}: {}",
+                r["address"],
+                r["link_received_bytes"]
+            );
+            assert!(num(r, "link_sent_bytes") > 0.0);
+        }
+    }
+    assert!(host_namespaces(pid).is_empty(), "no namespace is left");
+}
+
+#[test]
+fn sigint_mid_cell_leaves_no_namespace() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("results");
+    let mut child = runner()
+        .args(["--executor", "hosts", "--host-agents", "2"])
+        .args(["--stacks", "h1", "--regime", "reuse", "--concurrency", "2"])
+        .args(["--requests", "100000000", "--max-cell-seconds", "20"])
+        .args(["--baseline-seconds", "0", "--out"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the hosts exist and a cell is running, then interrupt.
+    let until = Instant::now() + Duration::from_secs(20);
+    let pid = child.id();
+    // The bridge, the server's host and two agent hosts.
+    while host_namespaces(pid).len() < 4 {
+        assert!(Instant::now() < until, "the hosts were not created");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let until = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < until, "the run did not stop after SIGINT");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(130));
+    assert!(
+        host_namespaces(pid).is_empty(),
+        "no namespace is left after SIGINT"
+    );
+}
