@@ -375,3 +375,96 @@ url = "https://localhost:{}/items/{{{{id}}}}"
     assert_eq!(paper.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("insecure run"), "{stderr}");
 }
+
+/// A CA and a client certificate it signed (mTLS), written as PEM files into `dir`.
+fn client_identity(dir: &Path) -> (String, String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    // Distinct names: a leaf whose issuer equals its subject looks self-signed to OpenSSL.
+    ca.distinguished_name
+        .push(rcgen::DnType::CommonName, "test client CA");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::CrlSign,
+    ];
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca, ca_key);
+    let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let mut params = CertificateParams::new(vec!["bench-client".to_string()]).unwrap();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "bench-client");
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    params.use_authority_key_identifier_extension = true;
+    let cert = params.signed_by(&key, &issuer).unwrap();
+    let write = |name: &str, text: String| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    (
+        write("client-ca.pem", ca_cert.pem()),
+        write("client.pem", cert.pem()),
+        write("client.key", key.serialize_pem()),
+    )
+}
+
+#[test]
+fn a_service_that_requires_a_client_certificate_gets_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let certs = bench_core::tls::ensure_certs(tmp.path()).expect("certificates");
+    let (client_ca, client_cert, client_key) = client_identity(tmp.path());
+    // CERT_REQUIRED: the server refuses a handshake without a certificate its CA signed.
+    let Some(rest) =
+        Hypercorn::start_with(tmp.path(), &["--ca-certs", &client_ca, "--cert-reqs", "2"])
+    else {
+        return;
+    };
+    let exp = |extra: &str| {
+        format!(
+            r#"
+stacks = ["h1", "h2"]
+regimes = ["reuse"]
+concurrency = [1]
+requests_reuse = 5
+warmup_fraction = 0.0
+baseline_seconds = 0
+[targets.rest]
+url = "https://localhost:{}/items/{{{{id}}}}"
+ca = "{}"
+{extra}
+"#,
+            rest.addr().port(),
+            certs.ca_cert().display()
+        )
+    };
+    let without = tmp.path().join("without");
+    std::fs::create_dir(&without).unwrap();
+    let (output, out) = run(&exp(""), &without, &[]);
+    assert!(output.status.success(), "{}", output_text(&output));
+    for c in read_csv(&results_dir(&out).join("cells.csv")) {
+        assert_eq!(
+            num(&c, "ok"),
+            0.0,
+            "{}: no certificate, no answer",
+            c["cell_key"]
+        );
+    }
+    let with = tmp.path().join("with");
+    std::fs::create_dir(&with).unwrap();
+    let (output, out) = run(
+        &exp(&format!(
+            "client_cert = \"{client_cert}\"\nclient_key = \"{client_key}\""
+        )),
+        &with,
+        &[],
+    );
+    assert!(output.status.success(), "{}", output_text(&output));
+    let dir = results_dir(&out);
+    let failures = std::fs::read_to_string(dir.join("failures.csv")).unwrap_or_default();
+    for c in read_csv(&dir.join("cells.csv")) {
+        assert_eq!(num(&c, "ok"), 5.0, "{}: mTLS: {failures}", c["cell_key"]);
+    }
+}

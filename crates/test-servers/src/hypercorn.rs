@@ -36,6 +36,12 @@ impl Hypercorn {
     /// QUIC; `None` (after a note) when python3, hypercorn or aioquic is missing and
     /// `TBENCH_REQUIRE_HYPERCORN` is not `1`.
     pub fn start(cert_dir: &Path) -> Option<Hypercorn> {
+        Self::start_with(cert_dir, &[])
+    }
+
+    /// [`Hypercorn::start`] with further hypercorn arguments (e.g. `--ca-certs FILE
+    /// --cert-reqs 2`: clients must present a certificate that CA signed).
+    pub fn start_with(cert_dir: &Path, extra: &[&str]) -> Option<Hypercorn> {
         const HINT: &str = "pip install -r scripts/requirements.txt (hypercorn[h3], aioquic)";
         let Some(python) = find_binary(&["python3"], "--version") else {
             skip("python3", "TBENCH_REQUIRE_HYPERCORN", HINT);
@@ -68,6 +74,7 @@ impl Hypercorn {
             .arg(format!("127.0.0.1:{port}"))
             .arg("--insecure-bind")
             .arg(format!("127.0.0.1:{plain_port}"))
+            .args(extra)
             .arg(format!("{}:app", app_path().display()))
             .env("TBENCH_ASGI_LOG", dir.path().join("requests.jsonl"))
             // Keep __pycache__ out of the source tree.
