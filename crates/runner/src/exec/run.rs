@@ -132,6 +132,7 @@ pub async fn run(
             })
             .collect(),
         service: ctx.service.as_ref().map(|s| s.record(&exp)),
+        merged_from: Vec::new(),
         environment: Some(crate::measure::environment::Environment::read(
             exp.udp_buffer_bytes
                 .unwrap_or(bench_core::stack::DEFAULT_SERVER_UDP_BUFFER_BYTES),
@@ -240,6 +241,8 @@ fn failed_cell(cell: &Cell, error: String) -> (CellResult, Vec<Sample>) {
             cell: cell.clone(),
             measured: Measurements::default(),
             elapsed_s: 0.0,
+            measured_start_unix_s: None,
+            agents: 1,
             cut_short: true,
             extended: false,
             steady: None,
@@ -370,6 +373,8 @@ async fn run_cell(
         CellResult {
             cell: cell.clone(),
             elapsed_s: finished.elapsed.as_secs_f64(),
+            measured_start_unix_s: finished.started_unix_s,
+            agents: 1,
             cut_short: finished.cut_short,
             extended: finished.extended,
             steady: finished.steady,
@@ -462,6 +467,7 @@ async fn supervised(
                 warmup,
                 measured,
                 elapsed_s,
+                started_unix_s,
                 cut_short,
                 extended,
                 steady,
@@ -478,6 +484,7 @@ async fn supervised(
                     warmup: *warmup,
                     measured: *measured,
                     elapsed: phase,
+                    started_unix_s,
                     cut_short,
                     extended,
                     steady,
