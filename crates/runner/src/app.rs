@@ -134,6 +134,7 @@ pub fn main() -> ExitCode {
             out,
             fail_on_regression,
         }) => crate::report::compare::command(&base, &new, out.as_deref(), fail_on_regression),
+        Some(Command::Merge { dirs, out }) => output::merge::command(&dirs, &out),
         Some(Command::Check { file, run }) => {
             let args = cli::RunArgs {
                 experiment: Some(file.clone()),

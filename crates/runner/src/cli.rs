@@ -65,6 +65,17 @@ pub enum Command {
         #[arg(long, value_name = "PCT")]
         fail_on_regression: Option<f64>,
     },
+    /// Add up results directories of one experiment run separately (e.g. one per load-generator
+    /// host) into a new results directory: histograms (.hlog) added exactly, counts summed.
+    /// Exit 2 when the inputs are not results of the same experiment.
+    Merge {
+        /// Results directories (two or more) of the same experiment.
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// The new results directory (must not exist, or be empty).
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Validate an experiment file (and flags) without running anything; prints the cells and
     /// an estimated duration.
     Check {

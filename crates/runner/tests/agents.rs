@@ -119,6 +119,32 @@ fn a_cell_split_over_three_agents_is_merged_exactly() {
         p50s.iter().any(|v| *v <= p50) && p50s.iter().any(|v| *v >= p50),
         "{p50} within {p50s:?}"
     );
+    // Each agent's histograms are in its own .hlog; added up they are the cell's, exactly.
+    let hlog = |name: &str| {
+        runner::output::hlog::read(&dir.join("hlog").join(name))
+            .unwrap()
+            .get("latency")
+            .unwrap()
+            .clone()
+    };
+    let merged = hlog("h1_reuse_c6_r1.hlog");
+    let mut sum = hlog("h1_reuse_c6_r1.agent-1.hlog");
+    for i in 2..=3 {
+        sum.add(hlog(&format!("h1_reuse_c6_r1.agent-{i}.hlog")))
+            .unwrap();
+    }
+    assert_eq!(sum.len(), 601);
+    for q in [0.0, 0.5, 0.9, 0.99, 0.999, 1.0] {
+        assert_eq!(
+            sum.value_at_quantile(q),
+            merged.value_at_quantile(q),
+            "q {q}"
+        );
+    }
+    assert_eq!(
+        sum.value_at_quantile(0.99),
+        num(&cells[0], "latency_p99_us") as u64
+    );
     // Resources are the agents' own, summed.
     assert_eq!(
         num(&cells[0], "client_rss_peak_bytes") as u64 > 0,

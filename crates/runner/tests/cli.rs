@@ -29,11 +29,16 @@ fn flags_without_help(help: &str) -> Vec<String> {
 
 #[test]
 fn every_flag_has_help_text() {
-    for args in [&["--help"][..], &["serve", "--help"], &["check", "--help"]] {
+    for args in [
+        &["--help"][..],
+        &["serve", "--help"],
+        &["check", "--help"],
+        &["merge", "--help"],
+    ] {
         let out = runner().args(args).output().expect("runner runs");
         assert!(out.status.success(), "{args:?}: {}", output_text(&out));
         let help = String::from_utf8_lossy(&out.stdout);
-        if args[0] != "serve" {
+        if !["serve", "merge"].contains(&args[0]) {
             assert!(help.contains("--netem <SPEC>"), "{args:?}: {help}");
         }
         let bare = flags_without_help(&help);

@@ -91,6 +91,10 @@ pub enum Message {
         warmup: Box<Measurements>,
         measured: Box<Measurements>,
         elapsed_s: f64,
+        /// Wall-clock start of the measured phase, seconds since the Unix epoch (this host's
+        /// clock).
+        #[serde(default)]
+        started_unix_s: Option<f64>,
         cut_short: bool,
         extended: bool,
         steady: Option<SteadyWindow>,
@@ -102,6 +106,8 @@ pub struct Finished {
     pub warmup: Measurements,
     pub measured: Measurements,
     pub elapsed: Duration,
+    /// Wall-clock start of the measured phase, seconds since the Unix epoch.
+    pub started_unix_s: Option<f64>,
     pub cut_short: bool,
     /// Requests past the budget were sent to meet the minimum measured duration.
     pub extended: bool,
@@ -230,6 +236,7 @@ pub fn child_main(certs_dir: &Path) -> anyhow::Result<()> {
                 })
             })
             .collect();
+        let started = std::time::SystemTime::now();
         let mut result = load::run(client, job.measured, pool.clone(), progress).await;
         ticker.abort();
         for poller in pollers {
@@ -240,6 +247,10 @@ pub fn child_main(certs_dir: &Path) -> anyhow::Result<()> {
             warmup: Box::new(warmup),
             measured: Box::new(result.measurements),
             elapsed_s: result.elapsed.as_secs_f64(),
+            started_unix_s: started
+                .duration_since(std::time::UNIX_EPOCH)
+                .ok()
+                .map(|d| d.as_secs_f64()),
             cut_short: result.cut_short,
             extended: result.extended,
             steady: result.steady,

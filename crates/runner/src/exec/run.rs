@@ -149,6 +149,7 @@ pub async fn run(
             })
             .collect(),
         service: ctx.service.as_ref().map(|s| s.record(&exp)),
+        merged_from: Vec::new(),
         environment: Some(crate::measure::environment::Environment::read(
             exp.udp_buffer_bytes
                 .unwrap_or(bench_core::stack::DEFAULT_SERVER_UDP_BUFFER_BYTES),
@@ -257,6 +258,8 @@ fn failed_cell(cell: &Cell, error: String) -> (CellResult, Vec<Sample>) {
             cell: cell.clone(),
             measured: Measurements::default(),
             elapsed_s: 0.0,
+            measured_start_unix_s: None,
+            agents: 1,
             cut_short: true,
             extended: false,
             steady: None,
@@ -267,7 +270,7 @@ fn failed_cell(cell: &Cell, error: String) -> (CellResult, Vec<Sample>) {
             error: Some(error),
             emulated_packets: None,
             environment: None,
-            agents: Vec::new(),
+            per_agent: Vec::new(),
         },
         Vec::new(),
     )
@@ -385,7 +388,7 @@ async fn run_cell(
     .await;
     let server_exit = server.exited();
     server.stop().await;
-    let (finished, samples, server_res, client_res, net, agents) = match outcome? {
+    let (finished, samples, server_res, client_res, net, per_agent) = match outcome? {
         Ok(done) => done,
         Err(e) => return Some(failed_cell(cell, format!("{e:#}"))),
     };
@@ -393,6 +396,8 @@ async fn run_cell(
         CellResult {
             cell: cell.clone(),
             elapsed_s: finished.elapsed.as_secs_f64(),
+            measured_start_unix_s: finished.started_unix_s,
+            agents: per_agent.len().max(1) as u32,
             cut_short: finished.cut_short,
             extended: finished.extended,
             steady: finished.steady,
@@ -407,8 +412,8 @@ async fn run_cell(
                 net,
                 ..Default::default()
             }),
-            agents: if ctx.agents.is_some() {
-                agents
+            per_agent: if ctx.agents.is_some() {
+                per_agent
             } else {
                 Vec::new()
             },
@@ -642,6 +647,7 @@ async fn supervised(
                 warmup,
                 measured,
                 elapsed_s,
+                started_unix_s,
                 cut_short,
                 extended,
                 steady,
@@ -650,6 +656,7 @@ async fn supervised(
                     warmup: *warmup,
                     measured: *measured,
                     elapsed: Duration::from_secs_f64(elapsed_s),
+                    started_unix_s,
                     cut_short,
                     extended,
                     steady,
@@ -822,7 +829,7 @@ async fn run_isolated(
     {
         // What crossed each agent host's interface during the cell.
         for ((agent, after), before) in result
-            .agents
+            .per_agent
             .iter_mut()
             .zip(hosts.agent_link_bytes())
             .zip(before)

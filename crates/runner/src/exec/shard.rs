@@ -92,6 +92,8 @@ pub struct AgentOutcome {
     pub client: ResourceSummary,
     /// With the hosts executor: bytes its host's interface received and sent in the cell.
     pub link: Option<(u64, u64)>,
+    /// Its own histograms and counts (written as its `.hlog`; the cell's are their sum).
+    pub measured: crate::measure::stats::Measurements,
 }
 
 /// The shards as one cell: histograms and counts added; the phase lasts as long as the
@@ -109,6 +111,7 @@ pub fn combine(shards: Vec<ShardResult>) -> (Finished, ResourceSummary, Vec<Agen
             elapsed_s: s.finished.elapsed.as_secs_f64(),
             client: s.client,
             link: None,
+            measured: s.finished.measured.clone(),
         })
         .collect();
     let mut iter = shards.into_iter();

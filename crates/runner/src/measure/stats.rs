@@ -13,8 +13,9 @@ pub const MAX_TRACKABLE_US: u64 = 60_000_000;
 
 /// Three significant digits; the bucket array grows with the largest latency recorded
 /// (`record` clamps at [`MAX_TRACKABLE_US`]), so a cell whose answers take milliseconds
-/// holds half the memory of one sized for 60 s up front.
-fn histogram() -> Histogram<u64> {
+/// holds half the memory of one sized for 60 s up front. Every histogram of the suite has
+/// this precision, so adding two ([`Histogram::add`]) is exact.
+pub fn histogram() -> Histogram<u64> {
     let mut h = Histogram::new_with_bounds(1, 2, 3).expect("valid histogram bounds");
     h.auto(true);
     h
@@ -350,6 +351,195 @@ mod tests {
         assert_eq!(back.wire, m.wire);
         assert_eq!(back.body_bytes, m.body_bytes);
         assert!(json.len() < 200_000, "{} bytes", json.len());
+    }
+
+    /// xorshift64*: the property test's samples, reproducible from the seed.
+    struct XorShift(u64);
+
+    impl XorShift {
+        fn next(&mut self) -> u64 {
+            let mut x = self.0;
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            self.0 = x;
+            x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+        /// Uniform in (0, 1].
+        fn unit(&mut self) -> f64 {
+            ((self.next() >> 11) + 1) as f64 / (1u64 << 53) as f64
+        }
+    }
+
+    /// A latency in µs over the whole range and past it: a dense low band (exact buckets),
+    /// log-uniform 1 µs .. 60 s, a Pareto tail (α = 1.1, past 60 s now and then: clamped),
+    /// and a cluster around `base`.
+    fn latency_us(rng: &mut XorShift, base: u64) -> u64 {
+        match rng.below(4) {
+            0 => 1 + rng.below(3_000),
+            1 => 10f64.powf(rng.unit() * 7.78) as u64,
+            2 => (200.0 / rng.unit().powf(1.0 / 1.1)).min(1e9) as u64,
+            _ => base + rng.below(base / 4 + 1),
+        }
+    }
+
+    /// Every figure cells.csv and latency.csv report of a `Measurements`, and its buckets.
+    #[derive(Debug, PartialEq)]
+    struct Figures {
+        /// Per histogram: count, min, p50, p90, p95, p99, p99.9, max and mean (exactly).
+        histograms: Vec<(&'static str, u64, LatencySummary)>,
+        /// latency.csv's quantiles of the latency histogram, and its every (value, count)
+        /// bucket (the other histograms' buckets cost too much time in a debug build).
+        cdf: Vec<u64>,
+        buckets: Vec<(u64, u64)>,
+        counts: (u64, u64, [u64; FailureClass::ALL.len()], u64, u64),
+        /// Per code the count (exact while a class has at most MAX_CODES_PER_CLASS codes:
+        /// which ones fold into OTHER_CODES past that depends on arrival order), not the
+        /// example (the first message one agent saw need not be the first of all).
+        codes: Vec<(String, String, u64)>,
+        connections: (u64, u64, WireBytes, u64),
+    }
+
+    fn figures(m: &Measurements) -> Figures {
+        let histograms = [
+            ("latency", &m.latency),
+            ("ttfb", &m.ttfb),
+            ("connect", &m.connect),
+            ("handshake", &m.handshake),
+            ("pacing_lag", &m.pacing_lag),
+        ]
+        .into_iter()
+        .map(|(name, h)| (name, h.len(), LatencySummary::of(h)))
+        .collect();
+        Figures {
+            histograms,
+            cdf: crate::output::CDF_QUANTILES
+                .iter()
+                .map(|q| m.latency.value_at_quantile(*q))
+                .collect(),
+            buckets: m
+                .latency
+                .iter_recorded()
+                .map(|v| (v.value_iterated_to(), v.count_at_value()))
+                .collect(),
+            counts: (m.sent, m.ok, m.failures, m.late, m.moved),
+            codes: m
+                .failure_codes
+                .iter()
+                .flat_map(|(class, codes)| {
+                    codes
+                        .iter()
+                        .map(move |(code, c)| (class.clone(), code.clone(), c.count))
+                })
+                .collect(),
+            connections: (
+                m.connections_opened,
+                m.connections_resumed,
+                m.wire,
+                m.body_bytes,
+            ),
+        }
+    }
+
+    /// Issue 16's exact merge: random samples split at random over 1..=8 agents, merged, give
+    /// the figures of one `Measurements` fed every sample, also after each agent's trip
+    /// through JSON (how agents ship them) and through its `.hlog` file.
+    #[test]
+    fn merged_agents_report_exactly_what_one_histogram_of_all_samples_reports() {
+        const ITERATIONS: usize = 64;
+        let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
+        let started = std::time::Instant::now();
+        for iteration in 0..ITERATIONS {
+            let agents = 1 + rng.below(8) as usize;
+            let samples = match iteration % 10 {
+                0 => rng.below(3),
+                _ => rng.below(2_000),
+            };
+            let base = 1 + rng.below(100_000);
+            let mut all = Measurements::default();
+            let mut parts: Vec<Measurements> = vec![Measurements::default(); agents];
+            for _ in 0..samples {
+                let part = &mut parts[rng.below(agents as u64) as usize];
+                let roll = rng.below(100);
+                if roll < 85 {
+                    let latency = Duration::from_micros(latency_us(&mut rng, base));
+                    let reply = Reply {
+                        ttfb: Duration::from_micros(latency_us(&mut rng, base / 2 + 1)),
+                        body_bytes: rng.below(4096),
+                        ..Reply::default()
+                    };
+                    all.record_ok(latency, &reply);
+                    part.record_ok(latency, &reply);
+                } else if roll < 95 {
+                    let class =
+                        FailureClass::ALL[rng.below(FailureClass::ALL.len() as u64) as usize];
+                    let mut failure = Failure::new(class, format!("detail {}", rng.below(5)));
+                    if rng.below(2) == 0 {
+                        failure = failure.with_code(format!("{}", 400 + rng.below(30)));
+                    }
+                    all.record_failure(failure.clone());
+                    part.record_failure(failure);
+                } else {
+                    let timing = ConnectTiming {
+                        tcp_connect: Duration::from_micros(rng.below(2) * latency_us(&mut rng, 50)),
+                        handshake: Duration::from_micros(latency_us(&mut rng, 900)),
+                        resumed: rng.below(3) == 0,
+                    };
+                    all.record_connect(&timing);
+                    part.record_connect(&timing);
+                    let lag = Duration::from_micros(latency_us(&mut rng, 5));
+                    all.record_pacing_lag(lag);
+                    part.record_pacing_lag(lag);
+                    let wire = WireBytes {
+                        sent: rng.below(10_000),
+                        received: rng.below(10_000),
+                    };
+                    all.add_wire(wire);
+                    part.add_wire(wire);
+                }
+            }
+            let merge = |parts: &[Measurements]| {
+                let mut merged = Measurements::default();
+                for p in parts {
+                    merged.merge(p);
+                }
+                merged
+            };
+            let what = format!("iteration {iteration}: {samples} samples over {agents} agents");
+            let expected = figures(&all);
+            assert_eq!(figures(&merge(&parts)), expected, "{what}");
+
+            let shipped: Vec<Measurements> = parts
+                .iter()
+                .map(|p| serde_json::from_str(&serde_json::to_string(p).unwrap()).unwrap())
+                .collect();
+            assert_eq!(figures(&merge(&shipped)), expected, "{what}, via JSON");
+
+            let logged: Vec<Measurements> = parts
+                .iter()
+                .map(|p| {
+                    let window = crate::output::hlog::Window {
+                        start_unix_s: 1_764_000_000.0,
+                        duration_s: 10.0,
+                    };
+                    let text = crate::output::hlog::encode("h1/reuse/c8/r1", p, window).unwrap();
+                    // Counts as shipped; every histogram replaced by the log's.
+                    let mut back = p.clone();
+                    crate::output::hlog::decode(&text)
+                        .unwrap()
+                        .into_measurements(&mut back);
+                    back
+                })
+                .collect();
+            assert_eq!(figures(&merge(&logged)), expected, "{what}, via .hlog");
+        }
+        eprintln!(
+            "exact merge: {ITERATIONS} iterations in {:?}",
+            started.elapsed()
+        );
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! Results on disk: `cells.csv` (one row per cell, flushed as each cell ends),
-//! `resources.csv` (raw samples), `failures.csv` (an example message per failure class) and
-//! `manifest.json` (all knobs and the environment). README's "Results schema" defines each
-//! column.
+//! `resources.csv` (raw samples), `failures.csv` (an example message per failure class),
+//! `manifest.json` (all knobs and the environment), and per cell its histograms as an
+//! HdrHistogram interval log (`hlog/`). README's "Results schema" defines each column.
 
+pub mod hlog;
+pub mod merge;
 pub mod rows;
 pub mod summary;
 pub mod thresholds;
@@ -26,6 +28,13 @@ pub struct CellResult {
     pub cell: Cell,
     pub measured: Measurements,
     pub elapsed_s: f64,
+    /// Wall-clock start of the measured phase (seconds since the Unix epoch); `None` when
+    /// the cell did not run. With `elapsed_s` it is the window the `.hlog` file records and
+    /// `runner merge` unites.
+    pub measured_start_unix_s: Option<f64>,
+    /// Load generators whose measurements this result adds up: 1 for a cell this runner ran,
+    /// the sum of the inputs' for a cell of `runner merge`.
+    pub agents: u32,
     pub cut_short: bool,
     /// The phase went past its request budget to meet `min_cell_seconds`.
     pub extended: bool,
@@ -43,7 +52,7 @@ pub struct CellResult {
     /// Load average and steal time around the cell (`None` when the cell did not run).
     pub environment: Option<crate::measure::environment::CellEnvironment>,
     /// With agents: what each measured (their histograms are already merged above).
-    pub agents: Vec<crate::exec::shard::AgentOutcome>,
+    pub per_agent: Vec<crate::exec::shard::AgentOutcome>,
 }
 
 impl CellResult {
@@ -164,9 +173,9 @@ impl ResultsWriter {
             })
             .collect();
         self.resources.append(&resources)?;
-        if !result.agents.is_empty() {
+        if !result.per_agent.is_empty() {
             let rows: Vec<AgentRow> = result
-                .agents
+                .per_agent
                 .iter()
                 .enumerate()
                 .map(|(i, a)| AgentRow {
@@ -234,6 +243,20 @@ impl ResultsWriter {
             })
             .collect();
         self.latency.append(&latency)?;
+        if let (Some(start), None) = (result.measured_start_unix_s, &result.error) {
+            let window = hlog::Window {
+                start_unix_s: start,
+                duration_s: result.elapsed_s,
+            };
+            hlog::write(&self.dir, key, m, window)?;
+            for (i, agent) in result.per_agent.iter().enumerate() {
+                let window = hlog::Window {
+                    duration_s: agent.elapsed_s,
+                    ..window
+                };
+                hlog::write_agent(&self.dir, key, i + 1, &agent.measured, window)?;
+            }
+        }
         // The cell row goes last: a row in cells.csv means the cell's other data is on disk.
         self.cells.append(&[row])
     }
@@ -296,6 +319,34 @@ pub struct Manifest {
     /// as resolved; `None` when our own servers were measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service: Option<ServiceRecord>,
+    /// Set by `runner merge`: the runs this directory adds up, in the order given (an input
+    /// that was itself merged contributes its own runs); the other fields are the first
+    /// input's, but for the times, status, cell counts and command line. Absent in a run's
+    /// manifest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged_from: Vec<MergedInput>,
+}
+
+/// One run a `runner merge` added up, as the merged manifest records it.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct MergedInput {
+    /// Its results directory as given on the command line.
+    pub dir: String,
+    pub started_utc: String,
+    pub git_commit: String,
+    pub cpu_model: String,
+    pub kernel: String,
+    /// Rows of its `cells.csv`.
+    pub cells: usize,
+}
+
+impl MergedInput {
+    /// The same run (wherever its directory is now): started at the same instant on the
+    /// same kind of machine.
+    pub fn same_run(&self, other: &MergedInput) -> bool {
+        (&self.started_utc, &self.cpu_model, &self.kernel)
+            == (&other.started_utc, &other.cpu_model, &other.kernel)
+    }
 }
 
 /// The measured service's targets as the run found them (no secrets: header values are in

@@ -46,6 +46,11 @@ row_type! {
         pub pacing_lag_p99_us: Option<u64>,
         #[serde(default)]
         pub pacing_lag_max_us: Option<u64>,
+        /// Load generators whose measurements the row adds up (1 for one local load
+        /// generator, N with N agents, whose shares `agents.csv` lists; in a `runner merge`,
+        /// the sum of the inputs'); empty in runs from before.
+        #[serde(default)]
+        pub agents: Option<u32>,
         pub sent: u64,
         pub ok: u64,
         pub failed: u64,
@@ -53,6 +58,10 @@ row_type! {
         pub success_rate: f64,
         #[serde(serialize_with = "fmt::dec::<6, _>")]
         pub elapsed_s: f64,
+        /// Wall-clock start of the measured phase, seconds since the Unix epoch; empty when
+        /// the cell did not run, and in runs from before.
+        #[serde(default, serialize_with = "fmt::opt_dec::<6, _>")]
+        pub measured_start_unix_s: Option<f64>,
         /// `ok / elapsed_s`: the whole phase, ramp-up and drain included.
         #[serde(serialize_with = "fmt::dec::<3, _>")]
         pub throughput_rps: f64,
@@ -107,10 +116,6 @@ row_type! {
         /// and that were sent again on a new connection; empty in runs from before.
         #[serde(default)]
         pub requests_moved: Option<u64>,
-        /// The agents whose load was merged into this row (`agents.csv` has each); empty for
-        /// one local load generator and in runs from before.
-        #[serde(default)]
-        pub agents: Option<u32>,
         pub fail_connect_refused: u64,
         pub fail_connect_timeout: u64,
         pub fail_addr_unavailable: u64,
@@ -312,11 +317,13 @@ impl CellRow {
             pacing_lag_p50_us: lag(lags.p50),
             pacing_lag_p99_us: lag(lags.p99),
             pacing_lag_max_us: lag(lags.max),
+            agents: Some(r.agents),
             sent: m.sent,
             ok: m.ok,
             failed: m.failed(),
             success_rate: r.success_rate(),
             elapsed_s: r.elapsed_s,
+            measured_start_unix_s: r.measured_start_unix_s,
             throughput_rps: r.throughput_rps(),
             throughput_steady_rps: r.throughput_steady_rps(),
             steady_s: r.steady.map(|w| w.elapsed_s),
@@ -359,7 +366,6 @@ impl CellRow {
             connections_opened: m.connections_opened,
             connections_resumed: m.connections_resumed,
             requests_moved: Some(m.moved),
-            agents: (!r.agents.is_empty()).then_some(r.agents.len() as u32),
             fail_connect_refused: fail(FailureClass::ConnectRefused),
             fail_connect_timeout: fail(FailureClass::ConnectTimeout),
             fail_addr_unavailable: fail(FailureClass::AddrUnavailable),
@@ -442,7 +448,12 @@ mod tests {
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../results/scale/cells.csv");
         let table = super::super::read::<CellRow>(&path).unwrap();
         /// Columns the scale run predates; they come out empty.
-        const NEWER: [&str; 3] = ["client", "requests_moved", "agents"];
+        const NEWER: [&str; 4] = [
+            "client",
+            "agents",
+            "measured_start_unix_s",
+            "requests_moved",
+        ];
         let older: Vec<&str> = CellRow::COLUMNS
             .iter()
             .copied()

@@ -1,0 +1,377 @@
+//! `hlog/<cell>.hlog`: a cell's histograms as an HdrHistogram interval log, the format of
+//! HdrHistogram's own `HistogramLogWriter` (one line per tagged interval: start, length, max,
+//! then the histogram V2-deflate-compressed and base64-encoded), so that HdrHistogram's tools
+//! (Java `HistogramLogProcessor`, Python `hdrh`) read what the runner measured, and so that
+//! `runner merge` can add separately measured histograms exactly. Values are microseconds.
+//!
+//! One log per cell holds one interval, the measured phase: the `StartTime` and `BaseTime`
+//! headers are its wall-clock start, each interval starts at 0 (relative to `BaseTime`) and
+//! lasts the phase. Tags: `latency` and `ttfb` always, `connect`, `handshake` and `pacing_lag`
+//! when they recorded anything.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, UNIX_EPOCH};
+
+use anyhow::{anyhow, bail, Context};
+use base64::Engine as _;
+use hdrhistogram::serialization::interval_log::{
+    IntervalLogIterator, IntervalLogWriterBuilder, LogEntry, Tag,
+};
+use hdrhistogram::serialization::{Deserializer, V2DeflateSerializer};
+use hdrhistogram::Histogram;
+
+use crate::measure::stats::{histogram, Measurements};
+
+/// The folder of a results directory that holds the `.hlog` files.
+pub const DIR: &str = "hlog";
+
+/// The tags a log may hold, each naming a histogram of [`Measurements`].
+pub const TAGS: [&str; 5] = ["latency", "ttfb", "connect", "handshake", "pacing_lag"];
+
+/// Tags written even when their histogram is empty (a cell whose every request failed).
+const ALWAYS: [&str; 2] = ["latency", "ttfb"];
+
+/// `h1/reuse/c10/r1` → `h1_reuse_c10_r1.hlog`. Key parts never contain `/` or `_` except a
+/// variant's name, which comes first, so two cells of a run never share a file name.
+pub fn file_name(cell_key: &str) -> String {
+    format!("{}.hlog", stem(cell_key))
+}
+
+/// The log of one load generator of a cell that several ran: `<cell>.agent-<i>.hlog`, next
+/// to the cell's merged `<cell>.hlog` (reserved: written by the runner's agents).
+pub fn agent_file_name(cell_key: &str, agent: usize) -> String {
+    format!("{}.agent-{agent}.hlog", stem(cell_key))
+}
+
+fn stem(cell_key: &str) -> String {
+    cell_key.replace('/', "_")
+}
+
+/// Where the log of `cell_key` is in the results directory `dir`.
+pub fn path(dir: &Path, cell_key: &str) -> PathBuf {
+    dir.join(DIR).join(file_name(cell_key))
+}
+
+/// The measured phase in wall-clock time (this host's clock).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Window {
+    /// Seconds since the Unix epoch.
+    pub start_unix_s: f64,
+    pub duration_s: f64,
+}
+
+/// The histograms of one log, by tag (empty for a tag the log does not have), and the window
+/// its intervals cover.
+#[derive(Debug, Clone)]
+pub struct Histograms {
+    pub latency: Histogram<u64>,
+    pub ttfb: Histogram<u64>,
+    pub connect: Histogram<u64>,
+    pub handshake: Histogram<u64>,
+    pub pacing_lag: Histogram<u64>,
+    /// From the earliest interval start to the latest interval end; `None` without intervals.
+    pub window: Option<Window>,
+}
+
+impl Default for Histograms {
+    fn default() -> Self {
+        Histograms {
+            latency: histogram(),
+            ttfb: histogram(),
+            connect: histogram(),
+            handshake: histogram(),
+            pacing_lag: histogram(),
+            window: None,
+        }
+    }
+}
+
+impl Histograms {
+    fn slot(&mut self, tag: &str) -> Option<&mut Histogram<u64>> {
+        Some(match tag {
+            "latency" => &mut self.latency,
+            "ttfb" => &mut self.ttfb,
+            "connect" => &mut self.connect,
+            "handshake" => &mut self.handshake,
+            "pacing_lag" => &mut self.pacing_lag,
+            _ => return None,
+        })
+    }
+
+    /// The histogram of `tag`; `None` for a tag not in [`TAGS`].
+    pub fn get(&self, tag: &str) -> Option<&Histogram<u64>> {
+        Some(match tag {
+            "latency" => &self.latency,
+            "ttfb" => &self.ttfb,
+            "connect" => &self.connect,
+            "handshake" => &self.handshake,
+            "pacing_lag" => &self.pacing_lag,
+            _ => return None,
+        })
+    }
+
+    /// Puts the histograms into `m` in place of its own.
+    pub fn into_measurements(self, m: &mut Measurements) {
+        m.latency = self.latency;
+        m.ttfb = self.ttfb;
+        m.connect = self.connect;
+        m.handshake = self.handshake;
+        m.pacing_lag = self.pacing_lag;
+    }
+}
+
+fn tagged(m: &Measurements) -> [(&'static str, &Histogram<u64>); 5] {
+    [
+        ("latency", &m.latency),
+        ("ttfb", &m.ttfb),
+        ("connect", &m.connect),
+        ("handshake", &m.handshake),
+        ("pacing_lag", &m.pacing_lag),
+    ]
+}
+
+fn duration(seconds: f64) -> Duration {
+    if seconds.is_finite() && seconds > 0.0 {
+        Duration::from_secs_f64(seconds)
+    } else {
+        Duration::ZERO
+    }
+}
+
+/// The interval log of one cell's measured phase.
+pub fn encode(cell_key: &str, m: &Measurements, window: Window) -> anyhow::Result<Vec<u8>> {
+    let start = UNIX_EPOCH + duration(window.start_unix_s);
+    let mut out = Vec::new();
+    let mut serializer = V2DeflateSerializer::new();
+    let mut log = IntervalLogWriterBuilder::new()
+        .add_comment("[Histogram log format version 1.3]")
+        .add_comment(&format!(
+            "transport-bench cell {cell_key}: the measured phase (warm-up excluded), one interval per histogram"
+        ))
+        .add_comment(
+            "values in microseconds (1 us to 60 s, 3 significant digits); tags: latency, ttfb, connect, handshake, pacing_lag (README \"Results schema\")",
+        )
+        .with_start_time(start)
+        .with_base_time(start)
+        .begin_log_with(&mut out, &mut serializer)?;
+    for (tag, h) in tagged(m) {
+        if h.is_empty() && !ALWAYS.contains(&tag) {
+            continue;
+        }
+        log.write_histogram(
+            h,
+            Duration::ZERO,
+            duration(window.duration_s),
+            Tag::new(tag),
+        )
+        .map_err(|e| anyhow!("cannot encode the {tag} histogram of {cell_key}: {e}"))?;
+    }
+    drop(log);
+    Ok(out)
+}
+
+/// Writes the log of `cell_key` into `dir/hlog/` (whole or not at all) and returns its path.
+pub fn write(
+    dir: &Path,
+    cell_key: &str,
+    m: &Measurements,
+    window: Window,
+) -> anyhow::Result<PathBuf> {
+    write_named(dir, &file_name(cell_key), cell_key, m, window)
+}
+
+/// Writes the log of agent `agent` (1-based) of `cell_key` next to the cell's merged log.
+pub fn write_agent(
+    dir: &Path,
+    cell_key: &str,
+    agent: usize,
+    m: &Measurements,
+    window: Window,
+) -> anyhow::Result<PathBuf> {
+    write_named(dir, &agent_file_name(cell_key, agent), cell_key, m, window)
+}
+
+fn write_named(
+    dir: &Path,
+    name: &str,
+    cell_key: &str,
+    m: &Measurements,
+    window: Window,
+) -> anyhow::Result<PathBuf> {
+    let folder = dir.join(DIR);
+    std::fs::create_dir_all(&folder)
+        .with_context(|| format!("cannot create {}", folder.display()))?;
+    let path = folder.join(name);
+    let tmp = path.with_extension("hlog.tmp");
+    std::fs::write(&tmp, encode(cell_key, m, window)?)
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path)
+}
+
+/// Reads an interval log: each tagged interval's histogram is added to its tag's (intervals
+/// with the same tag add up; unknown tags are skipped). Refuses histograms of another
+/// precision than the suite's, which could not be added exactly.
+pub fn decode(bytes: &[u8]) -> anyhow::Result<Histograms> {
+    let mut out = Histograms::default();
+    let mut deserializer = Deserializer::new();
+    let (mut start_time, mut base_time) = (None::<Duration>, None::<Duration>);
+    let mut span: Option<(f64, f64)> = None;
+    for entry in IntervalLogIterator::new(bytes) {
+        let interval = match entry {
+            Ok(LogEntry::StartTime(t)) => {
+                start_time = Some(t);
+                continue;
+            }
+            Ok(LogEntry::BaseTime(t)) => {
+                base_time = Some(t);
+                continue;
+            }
+            Ok(LogEntry::Interval(i)) => i,
+            Err(e) => bail!("not an interval log ({e:?})"),
+        };
+        let Some(tag) = interval.tag() else {
+            bail!(
+                "an interval without a tag (expected one of {})",
+                TAGS.join(", ")
+            );
+        };
+        let tag = tag.as_str().to_string();
+        let Some(slot) = out.slot(&tag) else {
+            continue;
+        };
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(interval.encoded_histogram())
+            .with_context(|| format!("the {tag} histogram is not base64"))?;
+        let h: Histogram<u64> = deserializer
+            .deserialize(&mut raw.as_slice())
+            .with_context(|| format!("the {tag} histogram cannot be decoded"))?;
+        let suite = histogram();
+        if h.low() != suite.low() || h.sigfig() != suite.sigfig() {
+            bail!(
+                "the {tag} histogram has lowest value {} and {} significant digits, not the suite's {} and {}: it cannot be added exactly",
+                h.low(),
+                h.sigfig(),
+                suite.low(),
+                suite.sigfig()
+            );
+        }
+        slot.add(&h)
+            .map_err(|e| anyhow!("cannot add the {tag} histogram: {e}"))?;
+        // Java's HistogramLogReader: without BaseTime, timestamps more than a year before
+        // StartTime are relative to it, others are absolute.
+        let base = base_time.unwrap_or_else(|| match start_time {
+            Some(s) if interval.start_timestamp() + Duration::from_secs(365 * 24 * 3600) < s => s,
+            _ => Duration::ZERO,
+        });
+        let begin = (base + interval.start_timestamp()).as_secs_f64();
+        let end = begin + interval.duration().as_secs_f64();
+        span = Some(match span {
+            Some((b, e)) => (b.min(begin), e.max(end)),
+            None => (begin, end),
+        });
+    }
+    out.window = span.map(|(begin, end)| Window {
+        start_unix_s: begin,
+        duration_s: end - begin,
+    });
+    Ok(out)
+}
+
+/// [`decode`] of a file, its errors naming the file.
+pub fn read(path: &Path) -> anyhow::Result<Histograms> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    decode(&bytes).with_context(|| format!("{}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::stats::LatencySummary;
+    use bench_core::{ConnectTiming, Reply};
+
+    #[test]
+    fn file_names_follow_the_cell_key() {
+        assert_eq!(file_name("h1/reuse/c10/r1"), "h1_reuse_c10_r1.hlog");
+        assert_eq!(
+            file_name("no-tickets/h3/new-conn/baseline/r2"),
+            "no-tickets_h3_new-conn_baseline_r2.hlog"
+        );
+        assert_eq!(
+            agent_file_name("h1/reuse/c10/r1", 3),
+            "h1_reuse_c10_r1.agent-3.hlog"
+        );
+    }
+
+    #[test]
+    fn a_log_reads_back_as_the_histograms_and_window_written() {
+        let mut m = Measurements::default();
+        let reply = Reply {
+            ttfb: Duration::from_micros(80),
+            ..Reply::default()
+        };
+        for us in [90, 150, 2_000, 45_000, 59_000_000] {
+            m.record_ok(Duration::from_micros(us), &reply);
+        }
+        m.record_connect(&ConnectTiming {
+            tcp_connect: Duration::from_micros(40),
+            handshake: Duration::from_micros(900),
+            resumed: false,
+        });
+        let window = Window {
+            start_unix_s: 1_764_000_000.25,
+            duration_s: 12.5,
+        };
+        let text = encode("h2/reuse/c2/r1", &m, window).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert!(text.contains("#[StartTime: 1764000000.250 "), "{text}");
+        assert!(text.contains("Tag=latency,0.000,12.500,59"), "{text}");
+        assert!(text.contains("Tag=handshake,"), "{text}");
+        assert!(
+            !text.contains("Tag=pacing_lag"),
+            "empty and optional: {text}"
+        );
+        let back = decode(text.as_bytes()).unwrap();
+        assert_eq!(back.window, Some(window));
+        for (tag, h) in tagged(&m) {
+            let got = back.get(tag).unwrap();
+            assert_eq!(got.len(), h.len(), "{tag}");
+            assert_eq!(LatencySummary::of(got), LatencySummary::of(h), "{tag}");
+        }
+    }
+
+    #[test]
+    fn a_cell_without_successes_logs_empty_latency_and_ttfb() {
+        let window = Window {
+            start_unix_s: 1_764_000_000.0,
+            duration_s: 0.5,
+        };
+        let text = encode("h3/new-conn/c1/r1", &Measurements::default(), window).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert_eq!(text.matches("\nTag=").count(), 2, "{text}");
+        let back = decode(text.as_bytes()).unwrap();
+        assert!(back.latency.is_empty() && back.ttfb.is_empty());
+        assert_eq!(back.window, Some(window));
+    }
+
+    #[test]
+    fn foreign_precision_and_garbage_are_refused() {
+        let mut coarse = Histogram::<u64>::new_with_bounds(1, 1_000_000, 2).unwrap();
+        coarse.record(500).unwrap();
+        let mut out = Vec::new();
+        let mut serializer = V2DeflateSerializer::new();
+        IntervalLogWriterBuilder::new()
+            .begin_log_with(&mut out, &mut serializer)
+            .unwrap()
+            .write_histogram(
+                &coarse,
+                Duration::ZERO,
+                Duration::from_secs(1),
+                Tag::new("latency"),
+            )
+            .unwrap();
+        let e = decode(&out).unwrap_err().to_string();
+        assert!(e.contains("2 significant digits"), "{e}");
+        assert!(decode(b"cell_key,class\nx,y\n").is_err());
+    }
+}
