@@ -261,7 +261,7 @@ fn rendered_manifests_carry_the_settings_and_no_secret() {
         .unwrap();
     assert!(
         probe.command.as_ref().unwrap()[2].contains("/proc/net/udp"),
-        "HTTP/3 is ready when its UDP port is bound"
+        "HTTP/3 is ready when its UDP port is bound (the probe checks TCP and UDP)"
     );
     assert_eq!(
         server.resources.as_ref().unwrap().limits.as_ref().unwrap()["cpu"].0,

@@ -191,17 +191,17 @@ fn resources(text: &str) -> ResourceRequirements {
     }
 }
 
-/// Ready once something listens on `port` (read from /proc/net: a probe that connected would
-/// be a handshake failure in the process's log at every period).
-fn listening_probe(port: u16, udp: bool) -> Probe {
-    let (table, state) = if udp { ("udp", "07") } else { ("tcp", "0A") };
+/// Ready once `port` is bound: listening on TCP or bound on UDP (HTTP/3), read from
+/// /proc/net, so the probe needs no knowledge of the stack's protocol; a probe that connected
+/// would be a failed handshake in the process's log at every period.
+fn listening_probe(port: u16) -> Probe {
     Probe {
         exec: Some(ExecAction {
             command: Some(vec![
                 "sh".into(),
                 "-c".into(),
                 format!(
-                    "grep -qiE ':{port:04X} 0+:0000 {state}' /proc/net/{table} /proc/net/{table}6"
+                    "grep -qsiE ':{port:04X} 0+:0000 0A' /proc/net/tcp /proc/net/tcp6 || grep -qsiE ':{port:04X} 0+:0000 07' /proc/net/udp /proc/net/udp6"
                 ),
             ]),
         }),
@@ -251,7 +251,6 @@ pub fn cell_objects(cell: &Cell, cell_number: usize) -> CellObjects {
     let selector =
         |component: &'static str| labels(&[(CELL_LABEL, &id), (COMPONENT_LABEL, component)]);
     let (volume, mount) = certs_volume();
-    let udp = crate::registry::find(&cell.stack).is_some_and(|s| s.alpn() == b"h3");
 
     let serve = crate::exec::run::serve_options(
         cell,
@@ -282,7 +281,7 @@ pub fn cell_objects(cell: &Cell, cell_number: usize) -> CellObjects {
                         .collect(),
                 ),
                 ports: Some(vec![port("serve-tcp", "TCP"), port("serve-udp", "UDP")]),
-                readiness_probe: Some(listening_probe(SERVER_PORT, udp)),
+                readiness_probe: Some(listening_probe(SERVER_PORT)),
                 resources: Some(resources(&exp.k8s_server_resources)),
                 volume_mounts: Some(vec![mount.clone()]),
                 ..Container::default()
@@ -409,7 +408,7 @@ pub fn cell_objects(cell: &Cell, cell_number: usize) -> CellObjects {
                             protocol: Some("TCP".into()),
                             ..ContainerPort::default()
                         }]),
-                        readiness_probe: Some(listening_probe(AGENT_PORT, false)),
+                        readiness_probe: Some(listening_probe(AGENT_PORT)),
                         resources: Some(resources(&exp.k8s_agent_resources)),
                         volume_mounts: Some(vec![mount]),
                         ..Container::default()
