@@ -135,6 +135,21 @@ pub fn main() -> ExitCode {
             fail_on_regression,
         }) => crate::report::compare::command(&base, &new, out.as_deref(), fail_on_regression),
         Some(Command::Merge { dirs, out }) => output::merge::command(&dirs, &out),
+        Some(Command::K8s {
+            command: cli::K8sCommand::Render { experiment, out },
+        }) => {
+            let args = cli::RunArgs {
+                experiment: Some(experiment),
+                ..cli.run
+            };
+            match validated(&args).and_then(|exp| k8s_render(&exp, out.as_deref())) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(EXIT_INVALID)
+                }
+            }
+        }
         Some(Command::Check { file, run }) => {
             let args = cli::RunArgs {
                 experiment: Some(file.clone()),
@@ -285,6 +300,35 @@ fn describe_invalid(
         (Some(path), None) => format!("{}: {invalid}", path.display()),
         (None, _) => format!("experiment '{}': {invalid}", exp.name),
     }
+}
+
+/// `runner k8s render`: the first cell's manifests, to stdout as one YAML stream or to `out`
+/// as one file per object; which cell it is goes to stderr (and the stream's header).
+fn k8s_render(exp: &settings::Experiment, out: Option<&std::path::Path>) -> Result<(), String> {
+    use crate::exec::kubernetes;
+    let cells = plan::plan(exp);
+    let first = cells.first().ok_or("the experiment has no cell")?;
+    let (header, docs) =
+        kubernetes::render(exp, first, 1, cells.len()).map_err(|e| format!("{e:#}"))?;
+    eprintln!(
+        "manifests of cell 1 of {} ({}); the runner creates one such set per cell",
+        cells.len(),
+        first.key()
+    );
+    match out {
+        None => print!("{}", kubernetes::render_stream(&header, &docs)),
+        Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
+            for (name, doc) in &docs {
+                let path = dir.join(name);
+                std::fs::write(&path, format!("{header}{doc}"))
+                    .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+            }
+            eprintln!("{} manifests in {}", docs.len(), dir.display());
+        }
+    }
+    Ok(())
 }
 
 fn validated(args: &cli::RunArgs) -> Result<settings::Experiment, String> {

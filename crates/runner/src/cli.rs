@@ -123,6 +123,11 @@ pub enum Command {
         #[arg(long)]
         token_file: Option<PathBuf>,
     },
+    /// Kubernetes: the manifests the runner would create (see README "Running on Kubernetes").
+    K8s {
+        #[command(subcommand)]
+        command: K8sCommand,
+    },
     /// Internal: one cell's load generator, started by the runner (job on stdin).
     #[command(hide = true)]
     Load {
@@ -131,6 +136,23 @@ pub enum Command {
         /// The stack, so that `ps` shows which cell this is (the job names it too).
         #[arg(long)]
         stack: Option<String>,
+    },
+}
+
+/// `runner k8s …`.
+#[derive(Subcommand, Debug)]
+pub enum K8sCommand {
+    /// Print the manifests for the experiment's first cell as one YAML stream (the
+    /// namespace, the runner's ServiceAccount, Role and RoleBinding, the server pod and its
+    /// Service, the agents' Indexed Job and their Service), or write one file per object to
+    /// --out DIR. Secrets are referenced, never printed.
+    Render {
+        /// The experiment file (TOML); run flags given before `k8s` override its keys (e.g.
+        /// `runner --k8s-agents 5 k8s render x.toml`).
+        experiment: PathBuf,
+        /// Directory that receives one YAML file per object (default: print to stdout).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
     },
 }
 

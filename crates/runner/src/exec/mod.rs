@@ -2,6 +2,7 @@
 //! (`runner load`) and the load engine inside it.
 
 pub mod agent;
+pub mod kubernetes;
 pub mod load;
 pub mod loadgen;
 pub mod pin;
@@ -9,3 +10,4 @@ pub mod run;
 pub mod serve;
 pub mod shard;
 pub mod target;
+pub mod yaml;

@@ -278,6 +278,40 @@ fn failed_cell(cell: &Cell, error: String) -> (CellResult, Vec<Sample>) {
 
 /// Runs one cell; `None` when the run was interrupted during it (the cell is then not written,
 /// so a resumed run measures it again).
+/// The server of `cell` as `runner serve` flags: listening on `listen`, certificates in
+/// `certs`, pinned to `cpu` (the Kubernetes manifests start the same server).
+pub fn serve_options(
+    cell: &Cell,
+    listen: std::net::SocketAddr,
+    certs: std::path::PathBuf,
+    cpu: Option<usize>,
+) -> ServeOptions {
+    let exp = &*cell.settings;
+    ServeOptions {
+        stack: cell.stack.clone(),
+        listen,
+        plaintext: cell.plaintext(),
+        payload: cell.payload(),
+        fault: exp
+            .server_fault
+            .as_deref()
+            .map(|f| f.parse().expect("validated fault")),
+        threads: exp.server_threads,
+        backlog: exp.backlog,
+        certs: Some(certs),
+        cpu,
+        service_time: exp.service().time,
+        service_time_seed: exp.service_time_seed,
+        service_cpu_us: exp.service_cpu_us,
+        tuning: Some(bench_core::Tuning {
+            // A full-handshake cell resumes nothing: its server issues no tickets, so that
+            // full vs resumed isolates resumption.
+            no_session_tickets: cell.handshake() == bench_core::HandshakeVariant::Full,
+            ..exp.tuning()
+        }),
+    }
+}
+
 async fn run_cell(
     cell: &Cell,
     ctx: &RunContext,
@@ -289,32 +323,15 @@ async fn run_cell(
         0 => ctx.client_threads,
         n => n as usize,
     };
-    let serve = ServeOptions {
-        stack: cell.stack.clone(),
-        listen: match ctx.hosts {
+    let serve = serve_options(
+        cell,
+        match ctx.hosts {
             Some(_) => std::net::SocketAddr::from((crate::netem::hosts::SERVER_IP, 0)),
             None => "127.0.0.1:0".parse().expect("address"),
         },
-        plaintext: cell.plaintext(),
-        payload: cell.payload(),
-        fault: exp
-            .server_fault
-            .as_deref()
-            .map(|f| f.parse().expect("validated fault")),
-        threads: exp.server_threads,
-        backlog: exp.backlog,
-        certs: Some(ctx.certs_dir.clone()),
-        cpu: ctx.server_cpu,
-        service_time: exp.service().time,
-        service_time_seed: exp.service_time_seed,
-        service_cpu_us: exp.service_cpu_us,
-        tuning: Some(bench_core::Tuning {
-            // A full-handshake cell resumes nothing: its server issues no tickets, so that
-            // full vs resumed isolates resumption.
-            no_session_tickets: cell.handshake() == bench_core::HandshakeVariant::Full,
-            ..exp.tuning()
-        }),
-    };
+        ctx.certs_dir.clone(),
+        ctx.server_cpu,
+    );
     let service = ctx.service.as_ref().map(|s| s.for_stack(&cell.stack));
     let mut server = match (service, ctx.target) {
         (Some(target), _) => ServerHandle::External {

@@ -327,6 +327,32 @@ knobs! {
     /// flag's value).
     #[arg(long)]
     agent_token_file: run_opt<PathBuf> = None;
+    /// Kubernetes (`runner k8s render`): the image holding `runner` that the server pod and
+    /// the agent pods run (build it with the repository's Dockerfile and push it).
+    #[arg(long, value_name = "IMAGE")]
+    k8s_image: run<String> = "tbench-runner:latest".into();
+    /// Kubernetes: the namespace of everything the runner creates.
+    #[arg(long, value_name = "NAME")]
+    k8s_namespace: run<String> = "tbench".into();
+    /// Kubernetes: agent pods per cell (an Indexed Job of N pods; pod i sends shard i).
+    #[arg(long, value_name = "N")]
+    k8s_agents: run<u32> = 3;
+    /// Kubernetes: the server pod's CPU and memory, requests equal to limits (Guaranteed QoS),
+    /// e.g. cpu=2,memory=1Gi.
+    #[arg(long, value_name = "cpu=C,memory=M")]
+    k8s_server_resources: run<String> = "cpu=2,memory=1Gi".into();
+    /// Kubernetes: each agent pod's CPU and memory, requests equal to limits, e.g.
+    /// cpu=2,memory=1Gi.
+    #[arg(long, value_name = "cpu=C,memory=M")]
+    k8s_agent_resources: run<String> = "cpu=2,memory=1Gi".into();
+    /// Kubernetes: node labels every pod must match (`[k8s_node_selector]` table, or
+    /// key=value,... as a flag) (default: any node).
+    #[arg(long, value_parser = super::parse_labels, value_name = "KEY=VALUE,...")]
+    k8s_node_selector: run<super::Labels> = Default::default();
+    /// Kubernetes: keep agent pods off the server pod's node (required pod anti-affinity), so
+    /// that load and server do not share a machine.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
+    k8s_agents_off_server_node: run<bool> = true;
     /// The user's own service, measured instead of our servers: `[targets.rest]` (the REST
     /// stacks), `[targets.grpc]` (the gRPC stack), `[targets.ids]` and `data` for the
     /// templates (file; `--url` and `--grpc-*` set the common parts).

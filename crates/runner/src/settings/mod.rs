@@ -73,6 +73,52 @@ pub fn parse_name<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, Strin
         .map_err(|e| format!("'{text}': {e}"))
 }
 
+/// Labels (a node selector): key → value, sorted. An alias so that clap takes one value.
+pub type Labels = std::collections::BTreeMap<String, String>;
+
+/// `key=value,key=value` → [`Labels`].
+pub fn parse_labels(text: &str) -> Result<Labels, String> {
+    text.split(',')
+        .filter(|p| !p.trim().is_empty())
+        .map(|pair| match pair.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => {
+                Ok((k.trim().to_string(), v.trim().to_string()))
+            }
+            _ => Err(format!("'{pair}' is not key=value")),
+        })
+        .collect()
+}
+
+/// `cpu=2,memory=1Gi` → the quantities by name (only `cpu` and `memory`, each at most once,
+/// each a Kubernetes quantity: digits with an optional fraction and suffix).
+pub fn parse_resources(text: &str) -> Result<Labels, String> {
+    let quantities = parse_labels(text)?;
+    if quantities.is_empty() {
+        return Err("give cpu=…,memory=… (e.g. cpu=2,memory=1Gi)".into());
+    }
+    if text.split(',').filter(|p| !p.trim().is_empty()).count() != quantities.len() {
+        return Err(format!("'{text}' names a resource twice"));
+    }
+    for (name, value) in &quantities {
+        if name != "cpu" && name != "memory" {
+            return Err(format!(
+                "unknown resource '{name}' (expected cpu and memory)"
+            ));
+        }
+        let number_end = value
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(value.len());
+        let (number, suffix) = value.split_at(number_end);
+        let suffixes = ["", "m", "k", "M", "G", "T", "Ki", "Mi", "Gi", "Ti"];
+        if number.is_empty() || number.parse::<f64>().is_err() || !suffixes.contains(&suffix) {
+            return Err(format!(
+                "{name}: '{value}' is not a quantity like 500m, 2, 512Mi or 1Gi"
+            ));
+        }
+    }
+    Ok(quantities)
+}
+
 /// `90`, `90s`, `10m` or `1h` → seconds.
 pub fn parse_duration_s(text: &str) -> Result<u64, String> {
     let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {

@@ -289,6 +289,7 @@ impl Experiment {
                 );
             }
         }
+        self.check_k8s()?;
         if !self.agents.is_empty() {
             if self.needs_netns() {
                 return fail(
@@ -318,6 +319,52 @@ impl Experiment {
 
     /// With targets: every stack has one, their addresses parse, and no knob asks for
     /// something only our own server can do.
+    /// The Kubernetes knobs: names Kubernetes accepts, a sane agent count, quantities.
+    fn check_k8s(&self) -> Result<(), Invalid> {
+        let fail = |key: &str, message: String| {
+            Err(Invalid {
+                variant: None,
+                key: key.to_string(),
+                message,
+            })
+        };
+        let ns = &self.k8s_namespace;
+        let dns_label = !ns.is_empty()
+            && ns.len() <= 63
+            && ns
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && !ns.starts_with('-')
+            && !ns.ends_with('-');
+        if !dns_label {
+            return fail(
+                "k8s_namespace",
+                format!("'{ns}' is not a namespace name (lowercase letters, digits and '-', at most 63)"),
+            );
+        }
+        if self.k8s_image.trim().is_empty() || self.k8s_image.contains(char::is_whitespace) {
+            return fail("k8s_image", "must name an image".into());
+        }
+        if !(1..=crate::exec::kubernetes::MAX_AGENTS).contains(&self.k8s_agents) {
+            return fail(
+                "k8s_agents",
+                format!("must be 1 to {}", crate::exec::kubernetes::MAX_AGENTS),
+            );
+        }
+        for (key, value) in [
+            ("k8s_server_resources", &self.k8s_server_resources),
+            ("k8s_agent_resources", &self.k8s_agent_resources),
+        ] {
+            if let Err(e) = super::parse_resources(value) {
+                return fail(key, e);
+            }
+        }
+        if let Some(k) = self.k8s_node_selector.keys().find(|k| k.is_empty()) {
+            return fail("k8s_node_selector", format!("empty label key '{k}'"));
+        }
+        Ok(())
+    }
+
     fn check_targets(&self) -> Result<(), Invalid> {
         let fail = |key: &str, message: String| {
             Err(Invalid {

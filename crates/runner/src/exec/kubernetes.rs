@@ -1,0 +1,820 @@
+//! Kubernetes: what the runner creates per cell (the server pod and its headless Service, an
+//! Indexed Job of agent pods and their headless Service), the RBAC it needs, and the
+//! create → wait until ready → start and collect → delete sequence against the API server.
+//!
+//! The objects are k8s-openapi types, so `runner k8s render` prints exactly what the
+//! sequence would send. Secrets are referenced, never rendered: the agent token and the
+//! certificates live in Secrets the user creates (see [`secret_commands`]).
+//!
+//! Starting and collecting go through the agents' control channel (`runner agent`, TLS with
+//! the shared token), behind [`CellControl`], so that the API sequence is tested against
+//! kube-rs's mock service without a cluster or agents.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context};
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::core::v1::{
+    Affinity, Container, ContainerPort, EnvVar, EnvVarSource, ExecAction, Namespace,
+    ObjectFieldSelector, Pod, PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, Probe,
+    ResourceRequirements, SecretKeySelector, SecretVolumeSource, Service, ServiceAccount,
+    ServicePort, ServiceSpec, Volume, VolumeMount,
+};
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
+
+use crate::plan::Cell;
+use crate::settings::Experiment;
+
+/// The port the server pod listens on (TCP and, for HTTP/3, UDP).
+pub const SERVER_PORT: u16 = 8443;
+/// The port each agent pod's control channel listens on.
+pub const AGENT_PORT: u16 = 7400;
+/// The most agent pods per cell `k8s_agents` accepts.
+pub const MAX_AGENTS: u32 = 100;
+/// The Secret (created by the user) holding the agents' shared token under [`TOKEN_KEY`].
+pub const TOKEN_SECRET: &str = "tbench-agent-token";
+pub const TOKEN_KEY: &str = "token";
+/// The Secret (created by the user) holding `ca.pem`, `server.pem` and `server.key`.
+pub const CERTS_SECRET: &str = "tbench-certs";
+/// Where the certificates are mounted in every pod.
+pub const CERTS_DIR: &str = "/certs";
+/// The ServiceAccount the runner's own pod runs as.
+pub const SERVICE_ACCOUNT: &str = "tbench-runner";
+/// The label naming the cell an object belongs to.
+pub const CELL_LABEL: &str = "tbench.dev/cell";
+const COMPONENT_LABEL: &str = "app.kubernetes.io/component";
+/// The annotation Kubernetes puts on an Indexed Job's pods.
+const INDEX_ANNOTATION: &str = "batch.kubernetes.io/job-completion-index";
+
+/// What the user applies once (the runner cannot grant itself rights): the namespace, and the
+/// runner's ServiceAccount with the Role it needs and its binding.
+pub struct RunObjects {
+    pub namespace: Namespace,
+    pub service_account: ServiceAccount,
+    pub role: Role,
+    pub role_binding: RoleBinding,
+}
+
+/// What the runner creates for one cell, and deletes after it.
+#[derive(Clone)]
+pub struct CellObjects {
+    /// The cell's name prefix, also its [`CELL_LABEL`] value.
+    pub id: String,
+    pub namespace: String,
+    pub server_pod: Pod,
+    pub server_service: Service,
+    pub agents_service: Service,
+    pub agents_job: Job,
+    /// Agent pods (the Job's completions and parallelism).
+    pub agents: u32,
+}
+
+fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn meta(name: &str, namespace: &str, labels: BTreeMap<String, String>) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_string()),
+        namespace: Some(namespace.to_string()),
+        labels: Some(labels),
+        ..ObjectMeta::default()
+    }
+}
+
+fn common_labels() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("app.kubernetes.io/name", "tbench"),
+        ("app.kubernetes.io/managed-by", "tbench-runner"),
+    ]
+}
+
+/// The namespace and the runner's RBAC: pods, services and jobs created, read, watched and
+/// deleted in the namespace, and pods' logs read; nothing cluster-wide.
+pub fn run_objects(exp: &Experiment) -> RunObjects {
+    let ns = &exp.k8s_namespace;
+    let l = labels(&common_labels());
+    let verbs = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let manage = verbs(&["create", "get", "list", "watch", "delete"]);
+    let rule = |group: &str, resources: &[&str], verbs: Vec<String>| PolicyRule {
+        api_groups: Some(vec![group.to_string()]),
+        resources: Some(resources.iter().map(|s| s.to_string()).collect()),
+        verbs,
+        ..PolicyRule::default()
+    };
+    RunObjects {
+        namespace: Namespace {
+            metadata: ObjectMeta {
+                name: Some(ns.clone()),
+                labels: Some(l.clone()),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        },
+        service_account: ServiceAccount {
+            metadata: meta(SERVICE_ACCOUNT, ns, l.clone()),
+            ..ServiceAccount::default()
+        },
+        role: Role {
+            metadata: meta(SERVICE_ACCOUNT, ns, l.clone()),
+            rules: Some(vec![
+                rule("", &["pods", "services"], manage.clone()),
+                rule("", &["pods/log"], verbs(&["get"])),
+                rule("batch", &["jobs"], manage),
+            ]),
+        },
+        role_binding: RoleBinding {
+            metadata: meta(SERVICE_ACCOUNT, ns, l),
+            role_ref: RoleRef {
+                api_group: Some("rbac.authorization.k8s.io".into()),
+                kind: "Role".into(),
+                name: SERVICE_ACCOUNT.into(),
+            },
+            subjects: Some(vec![Subject {
+                kind: "ServiceAccount".into(),
+                name: SERVICE_ACCOUNT.into(),
+                namespace: Some(ns.clone()),
+                ..Subject::default()
+            }]),
+        },
+    }
+}
+
+/// `text` as a DNS label part: lowercase letters, digits and '-', at most `max` characters.
+fn dns_part(text: &str, max: usize) -> String {
+    let mut out: String = text
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .take(max)
+        .collect();
+    while out.ends_with('-') {
+        out.pop();
+    }
+    if out.is_empty() {
+        out.push('x');
+    }
+    out
+}
+
+/// The cell's name prefix: `tb-<experiment>-c<number>` (the number is the cell's 1-based
+/// position in the plan), short enough for `<prefix>-agents-<index>` to be a pod hostname.
+pub fn cell_id(exp_name: &str, cell_number: usize) -> String {
+    format!("tb-{}-c{cell_number}", dns_part(exp_name, 24))
+}
+
+/// Requests equal to limits (validated quantities): Guaranteed QoS, no CPU borrowing.
+fn resources(text: &str) -> ResourceRequirements {
+    let quantities: BTreeMap<String, Quantity> = crate::settings::parse_resources(text)
+        .expect("validated resources")
+        .into_iter()
+        .map(|(k, v)| (k, Quantity(v)))
+        .collect();
+    ResourceRequirements {
+        limits: Some(quantities.clone()),
+        requests: Some(quantities),
+        ..ResourceRequirements::default()
+    }
+}
+
+/// Ready once `port` is bound: listening on TCP or bound on UDP (HTTP/3), read from
+/// /proc/net, so the probe needs no knowledge of the stack's protocol; a probe that connected
+/// would be a failed handshake in the process's log at every period.
+fn listening_probe(port: u16) -> Probe {
+    Probe {
+        exec: Some(ExecAction {
+            command: Some(vec![
+                "sh".into(),
+                "-c".into(),
+                format!(
+                    "grep -qsiE ':{port:04X} 0+:0000 0A' /proc/net/tcp /proc/net/tcp6 || grep -qsiE ':{port:04X} 0+:0000 07' /proc/net/udp /proc/net/udp6"
+                ),
+            ]),
+        }),
+        period_seconds: Some(1),
+        failure_threshold: Some(3),
+        ..Probe::default()
+    }
+}
+
+fn certs_volume() -> (Volume, VolumeMount) {
+    (
+        Volume {
+            name: "certs".into(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(CERTS_SECRET.into()),
+                default_mode: Some(0o400),
+                ..SecretVolumeSource::default()
+            }),
+            ..Volume::default()
+        },
+        VolumeMount {
+            name: "certs".into(),
+            mount_path: CERTS_DIR.into(),
+            read_only: Some(true),
+            ..VolumeMount::default()
+        },
+    )
+}
+
+fn node_selector(exp: &Experiment) -> Option<BTreeMap<String, String>> {
+    (!exp.k8s_node_selector.is_empty()).then(|| exp.k8s_node_selector.clone())
+}
+
+/// The objects of `cell` (number `cell_number` in the plan).
+pub fn cell_objects(cell: &Cell, cell_number: usize) -> CellObjects {
+    let exp = &*cell.settings;
+    let ns = exp.k8s_namespace.clone();
+    let id = cell_id(&exp.name, cell_number);
+    let server_name = format!("{id}-server");
+    let agents_name = format!("{id}-agents");
+    let with = |component: &'static str| {
+        let mut l = common_labels();
+        l.push((COMPONENT_LABEL, component));
+        l.push((CELL_LABEL, &id));
+        labels(&l)
+    };
+    let selector =
+        |component: &'static str| labels(&[(CELL_LABEL, &id), (COMPONENT_LABEL, component)]);
+    let (volume, mount) = certs_volume();
+
+    let serve = crate::exec::run::serve_options(
+        cell,
+        std::net::SocketAddr::from(([0, 0, 0, 0], SERVER_PORT)),
+        CERTS_DIR.into(),
+        None,
+    );
+    let port = |name: &str, protocol: &str| ContainerPort {
+        name: Some(name.into()),
+        container_port: SERVER_PORT.into(),
+        protocol: Some(protocol.into()),
+        ..ContainerPort::default()
+    };
+    let server_pod = Pod {
+        metadata: meta(&server_name, &ns, with("server")),
+        spec: Some(PodSpec {
+            // A server that crashes fails its cell; it is never silently replaced.
+            restart_policy: Some("Never".into()),
+            node_selector: node_selector(exp),
+            automount_service_account_token: Some(false),
+            containers: vec![Container {
+                name: "server".into(),
+                image: Some(exp.k8s_image.clone()),
+                command: Some(vec!["runner".into()]),
+                args: Some(
+                    std::iter::once("serve".to_string())
+                        .chain(serve.to_args())
+                        .collect(),
+                ),
+                ports: Some(vec![port("serve-tcp", "TCP"), port("serve-udp", "UDP")]),
+                readiness_probe: Some(listening_probe(SERVER_PORT)),
+                resources: Some(resources(&exp.k8s_server_resources)),
+                volume_mounts: Some(vec![mount.clone()]),
+                ..Container::default()
+            }],
+            volumes: Some(vec![volume.clone()]),
+            ..PodSpec::default()
+        }),
+        ..Pod::default()
+    };
+    let service_port = |name: &str, port: u16, protocol: &str| ServicePort {
+        name: Some(name.into()),
+        port: port.into(),
+        protocol: Some(protocol.into()),
+        ..ServicePort::default()
+    };
+    // Headless: the names resolve to the pods' own addresses, no kube-proxy NAT in the path.
+    let headless = |name: &str, component: &'static str, ports: Vec<ServicePort>| Service {
+        metadata: meta(name, &ns, with(component)),
+        spec: Some(ServiceSpec {
+            cluster_ip: Some("None".into()),
+            selector: Some(selector(component)),
+            ports: Some(ports),
+            ..ServiceSpec::default()
+        }),
+        ..Service::default()
+    };
+    let server_service = headless(
+        &server_name,
+        "server",
+        vec![
+            service_port("serve-tcp", SERVER_PORT, "TCP"),
+            service_port("serve-udp", SERVER_PORT, "UDP"),
+        ],
+    );
+    let agents_service = headless(
+        &agents_name,
+        "agent",
+        vec![service_port("control", AGENT_PORT, "TCP")],
+    );
+
+    let env_from = |name: &str, source: EnvVarSource| EnvVar {
+        name: name.into(),
+        value_from: Some(source),
+        ..EnvVar::default()
+    };
+    let affinity = exp.k8s_agents_off_server_node.then(|| Affinity {
+        pod_anti_affinity: Some(PodAntiAffinity {
+            required_during_scheduling_ignored_during_execution: Some(vec![PodAffinityTerm {
+                label_selector: Some(LabelSelector {
+                    match_labels: Some(selector("server")),
+                    ..LabelSelector::default()
+                }),
+                topology_key: "kubernetes.io/hostname".into(),
+                ..PodAffinityTerm::default()
+            }]),
+            ..PodAntiAffinity::default()
+        }),
+        ..Affinity::default()
+    });
+    let n = exp.k8s_agents as i32;
+    let agents_job = Job {
+        metadata: meta(&agents_name, &ns, with("agent")),
+        spec: Some(JobSpec {
+            completion_mode: Some("Indexed".into()),
+            completions: Some(n),
+            parallelism: Some(n),
+            backoff_limit: Some(0),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(with("agent")),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    restart_policy: Some("Never".into()),
+                    // Pod i is <job>-<i>.<service>: the runner sends it shard i.
+                    subdomain: Some(agents_name.clone()),
+                    node_selector: node_selector(exp),
+                    affinity,
+                    automount_service_account_token: Some(false),
+                    containers: vec![Container {
+                        name: "agent".into(),
+                        image: Some(exp.k8s_image.clone()),
+                        command: Some(vec!["runner".into()]),
+                        args: Some(
+                            [
+                                "agent",
+                                "--listen",
+                                &format!("0.0.0.0:{AGENT_PORT}"),
+                                "--certs",
+                                CERTS_DIR,
+                            ]
+                            .iter()
+                            .map(|s| s.to_string())
+                            .collect(),
+                        ),
+                        env: Some(vec![
+                            env_from(
+                                crate::exec::agent::TOKEN_ENV,
+                                EnvVarSource {
+                                    secret_key_ref: Some(SecretKeySelector {
+                                        name: TOKEN_SECRET.into(),
+                                        key: TOKEN_KEY.into(),
+                                        optional: Some(false),
+                                    }),
+                                    ..EnvVarSource::default()
+                                },
+                            ),
+                            env_from(
+                                "JOB_COMPLETION_INDEX",
+                                EnvVarSource {
+                                    field_ref: Some(ObjectFieldSelector {
+                                        field_path: format!(
+                                            "metadata.annotations['{INDEX_ANNOTATION}']"
+                                        ),
+                                        ..ObjectFieldSelector::default()
+                                    }),
+                                    ..EnvVarSource::default()
+                                },
+                            ),
+                        ]),
+                        ports: Some(vec![ContainerPort {
+                            name: Some("control".into()),
+                            container_port: AGENT_PORT.into(),
+                            protocol: Some("TCP".into()),
+                            ..ContainerPort::default()
+                        }]),
+                        readiness_probe: Some(listening_probe(AGENT_PORT)),
+                        resources: Some(resources(&exp.k8s_agent_resources)),
+                        volume_mounts: Some(vec![mount]),
+                        ..Container::default()
+                    }],
+                    volumes: Some(vec![volume]),
+                    ..PodSpec::default()
+                }),
+            },
+            ..JobSpec::default()
+        }),
+        ..Job::default()
+    };
+    CellObjects {
+        id,
+        namespace: ns,
+        server_pod,
+        server_service,
+        agents_service,
+        agents_job,
+        agents: exp.k8s_agents,
+    }
+}
+
+/// How the user creates the two Secrets the pods reference (values never pass through the
+/// runner's output).
+pub fn secret_commands(namespace: &str) -> Vec<String> {
+    vec![
+        format!(
+            "kubectl -n {namespace} create secret generic {TOKEN_SECRET} --from-file={TOKEN_KEY}=PATH/TO/TOKEN"
+        ),
+        format!(
+            "kubectl -n {namespace} create secret generic {CERTS_SECRET} --from-file=certs/ca.pem --from-file=certs/server.pem --from-file=certs/server.key"
+        ),
+    ]
+}
+
+/// One object as a YAML document (k8s-openapi writes its apiVersion and kind).
+fn document<T: serde::Serialize>(object: &T) -> anyhow::Result<String> {
+    Ok(crate::exec::yaml::to_string(&serde_json::to_value(object)?))
+}
+
+/// The manifests `runner k8s render` writes for `cell` (number `cell_number` of `cells`): a
+/// header (comment lines naming the cell and how to create the Secrets), then each object as
+/// (file name, YAML document): the run's namespace and RBAC, then the cell's objects in the
+/// order the runner creates them.
+pub fn render(
+    exp: &Experiment,
+    cell: &Cell,
+    cell_number: usize,
+    cells: usize,
+) -> anyhow::Result<(String, Vec<(String, String)>)> {
+    let run = run_objects(exp);
+    let objects = cell_objects(cell, cell_number);
+    let mut header = format!(
+        "# tbench: the manifests for cell {cell_number} of {cells} ({}) of experiment '{}'.\n",
+        cell.key(),
+        exp.name
+    );
+    header.push_str(
+        "# Apply the namespace and RBAC once; the runner creates and deletes the rest per cell.\n",
+    );
+    header
+        .push_str("# The pods reference two Secrets the runner never prints; create them with:\n");
+    for c in secret_commands(&exp.k8s_namespace) {
+        header.push_str(&format!("#   {c}\n"));
+    }
+    let id = &objects.id;
+    let docs = vec![
+        ("00-namespace.yaml".to_string(), document(&run.namespace)?),
+        (
+            "01-serviceaccount.yaml".to_string(),
+            document(&run.service_account)?,
+        ),
+        ("02-role.yaml".to_string(), document(&run.role)?),
+        (
+            "03-rolebinding.yaml".to_string(),
+            document(&run.role_binding)?,
+        ),
+        (
+            format!("10-{id}-server-pod.yaml"),
+            document(&objects.server_pod)?,
+        ),
+        (
+            format!("11-{id}-server-service.yaml"),
+            document(&objects.server_service)?,
+        ),
+        (
+            format!("12-{id}-agents-service.yaml"),
+            document(&objects.agents_service)?,
+        ),
+        (
+            format!("13-{id}-agents-job.yaml"),
+            document(&objects.agents_job)?,
+        ),
+    ];
+    Ok((header, docs))
+}
+
+/// [`render`]'s output as one multi-document YAML stream.
+pub fn render_stream(header: &str, docs: &[(String, String)]) -> String {
+    let mut out = header.to_string();
+    for (_, d) in docs {
+        out.push_str("---\n");
+        out.push_str(d);
+    }
+    out
+}
+
+/// Where the ready pods are: the server's address and each agent's control address, by
+/// completion index (the shard it sends).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Endpoints {
+    pub server: String,
+    pub agents: Vec<String>,
+}
+
+/// Starting and collecting a cell once its pods are ready: the runner's side of the agents'
+/// control channel (connect with the token, hand over shard i to agent i, `go` to all, read
+/// their results). Behind a trait so that the API sequence is tested without agents.
+pub trait CellControl {
+    type Output;
+    fn run(
+        &mut self,
+        endpoints: &Endpoints,
+        stop: &AtomicBool,
+    ) -> impl Future<Output = anyhow::Result<Self::Output>>;
+}
+
+/// Runs cells' objects against one API server (a namespace's worth of rights).
+pub struct KubeExecutor {
+    client: kube::Client,
+    namespace: String,
+    /// How often the pods' state is read while waiting.
+    pub poll: Duration,
+    /// How long all pods get to become ready (image pulls included).
+    pub ready_timeout: Duration,
+}
+
+/// An object the executor created, to delete at the end.
+#[derive(Debug, Clone, PartialEq)]
+enum Created {
+    Pod(String),
+    Service(String),
+    Job(String),
+}
+
+impl KubeExecutor {
+    pub fn new(client: kube::Client, namespace: &str) -> Self {
+        KubeExecutor {
+            client,
+            namespace: namespace.to_string(),
+            poll: Duration::from_secs(1),
+            ready_timeout: Duration::from_secs(300),
+        }
+    }
+
+    fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// One cell: create its objects, wait until every pod is ready, start and collect through
+    /// `control`, and delete what was created (also after a failure or an interruption).
+    pub async fn run_cell<C: CellControl>(
+        &self,
+        objects: &CellObjects,
+        control: &mut C,
+        stop: &AtomicBool,
+    ) -> anyhow::Result<C::Output> {
+        let mut created = Vec::new();
+        let outcome = async {
+            self.create(objects, &mut created).await?;
+            let endpoints = self.wait_ready(objects, stop).await?;
+            if stop.load(Ordering::SeqCst) {
+                bail!("interrupted");
+            }
+            control.run(&endpoints, stop).await
+        }
+        .await;
+        let cleanup = self.delete(&created).await;
+        match (outcome, cleanup) {
+            (Ok(out), Ok(())) => Ok(out),
+            (Ok(_), Err(e)) => Err(e),
+            (Err(e), Ok(())) => Err(e),
+            (Err(e), Err(c)) => Err(e.context(format!("and cleaning up failed too: {c:#}"))),
+        }
+    }
+
+    async fn create(&self, o: &CellObjects, created: &mut Vec<Created>) -> anyhow::Result<()> {
+        let pp = PostParams::default();
+        let name = |m: &ObjectMeta| m.name.clone().unwrap_or_default();
+        self.api::<Pod>()
+            .create(&pp, &o.server_pod)
+            .await
+            .context("cannot create the server pod")?;
+        created.push(Created::Pod(name(&o.server_pod.metadata)));
+        for svc in [&o.server_service, &o.agents_service] {
+            self.api::<Service>()
+                .create(&pp, svc)
+                .await
+                .with_context(|| format!("cannot create the service {}", name(&svc.metadata)))?;
+            created.push(Created::Service(name(&svc.metadata)));
+        }
+        self.api::<Job>()
+            .create(&pp, &o.agents_job)
+            .await
+            .context("cannot create the agents' job")?;
+        created.push(Created::Job(name(&o.agents_job.metadata)));
+        Ok(())
+    }
+
+    /// Polls the server pod and the agent pods until all are ready; fails at once when one
+    /// of them fails (with its last log lines), when `stop` is set, or at the time bound.
+    pub async fn wait_ready(
+        &self,
+        o: &CellObjects,
+        stop: &AtomicBool,
+    ) -> anyhow::Result<Endpoints> {
+        let pods = self.api::<Pod>();
+        let server_name = o.server_pod.metadata.name.clone().unwrap_or_default();
+        let selector = format!("{CELL_LABEL}={},{COMPONENT_LABEL}=agent", o.id);
+        let deadline = tokio::time::Instant::now() + self.ready_timeout;
+        loop {
+            if stop.load(Ordering::SeqCst) {
+                bail!("interrupted while waiting for the pods");
+            }
+            let server = pods
+                .get(&server_name)
+                .await
+                .context("cannot read the server pod")?;
+            self.check_pod(&server, "server pod").await?;
+            let agents = pods
+                .list(&ListParams::default().labels(&selector))
+                .await
+                .context("cannot list the agent pods")?;
+            let mut ready = BTreeMap::new();
+            for pod in &agents.items {
+                let index = pod
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(INDEX_ANNOTATION))
+                    .and_then(|i| i.parse::<u32>().ok());
+                let what = match index {
+                    Some(i) => format!("agent pod {i}"),
+                    None => "agent pod".to_string(),
+                };
+                self.check_pod(pod, &what).await?;
+                if let (Some(i), Some(addr)) = (index, ready_address(pod, AGENT_PORT)) {
+                    ready.insert(i, addr);
+                }
+            }
+            let server_addr = ready_address(&server, SERVER_PORT);
+            if let Some(server) = &server_addr {
+                if (0..o.agents).all(|i| ready.contains_key(&i)) {
+                    return Ok(Endpoints {
+                        server: server.clone(),
+                        agents: ready.into_values().take(o.agents as usize).collect(),
+                    });
+                }
+            }
+            if tokio::time::Instant::now() >= deadline {
+                bail!(
+                    "the pods were not ready within {} s (server ready: {}, agents ready: {} of {})",
+                    self.ready_timeout.as_secs(),
+                    server_addr.is_some(),
+                    ready.len(),
+                    o.agents
+                );
+            }
+            let wake = (tokio::time::Instant::now() + self.poll).min(deadline);
+            while tokio::time::Instant::now() < wake && !stop.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(20).min(self.poll)).await;
+            }
+        }
+    }
+
+    /// Fails when `pod` failed, exited, or cannot start its container; the error names the
+    /// pod, the reason and its last log lines.
+    async fn check_pod(&self, pod: &Pod, what: &str) -> anyhow::Result<()> {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let Some(problem) = pod_problem(pod) else {
+            return Ok(());
+        };
+        let logs = self
+            .api::<Pod>()
+            .logs(
+                &name,
+                &LogParams {
+                    tail_lines: Some(5),
+                    ..LogParams::default()
+                },
+            )
+            .await
+            .ok()
+            .map(|l| l.trim().to_string())
+            .filter(|l| !l.is_empty());
+        match logs {
+            Some(logs) => bail!("{what} {name} failed: {problem}; its last log lines: {logs}"),
+            None => bail!("{what} {name} failed: {problem}"),
+        }
+    }
+
+    /// Deletes in the reverse order of creation; the Job with its pods (background
+    /// propagation). An object already gone is not an error.
+    async fn delete(&self, created: &[Created]) -> anyhow::Result<()> {
+        let mut errors = Vec::new();
+        for object in created.iter().rev() {
+            let result = match object {
+                Created::Pod(n) => self
+                    .api::<Pod>()
+                    .delete(n, &DeleteParams::default())
+                    .await
+                    .map(|_| ()),
+                Created::Service(n) => self
+                    .api::<Service>()
+                    .delete(n, &DeleteParams::default())
+                    .await
+                    .map(|_| ()),
+                Created::Job(n) => self
+                    .api::<Job>()
+                    .delete(n, &DeleteParams::background())
+                    .await
+                    .map(|_| ()),
+            };
+            match result {
+                Ok(()) => {}
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(e) => errors.push(format!("{object:?}: {e}")),
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(anyhow!("cannot delete {}", errors.join("; ")))
+        }
+    }
+}
+
+/// `IP:port` of a pod whose Ready condition is true.
+fn ready_address(pod: &Pod, port: u16) -> Option<String> {
+    let status = pod.status.as_ref()?;
+    let ready = status
+        .conditions
+        .as_ref()?
+        .iter()
+        .any(|c| c.type_ == "Ready" && c.status == "True");
+    let ip = status.pod_ip.as_ref()?;
+    ready.then(|| match ip.contains(':') {
+        true => format!("[{ip}]:{port}"),
+        false => format!("{ip}:{port}"),
+    })
+}
+
+/// Why `pod` cannot serve, if it cannot: it failed or exited (servers and agents run until
+/// deleted), or its container cannot start.
+pub fn pod_problem(pod: &Pod) -> Option<String> {
+    let status = pod.status.as_ref()?;
+    let fatal_waits = [
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "InvalidImageName",
+        "CrashLoopBackOff",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+    ];
+    for c in status.container_statuses.iter().flatten() {
+        let Some(state) = &c.state else { continue };
+        if let Some(t) = &state.terminated {
+            return Some(format!(
+                "container {} exited with code {}{}",
+                c.name,
+                t.exit_code,
+                t.reason
+                    .as_ref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default()
+            ));
+        }
+        if let Some(w) = &state.waiting {
+            let reason = w.reason.clone().unwrap_or_default();
+            if fatal_waits.contains(&reason.as_str()) {
+                return Some(format!(
+                    "container {}: {reason}{}",
+                    c.name,
+                    w.message
+                        .as_ref()
+                        .map(|m| format!(": {m}"))
+                        .unwrap_or_default()
+                ));
+            }
+        }
+    }
+    match status.phase.as_deref() {
+        Some("Failed") | Some("Succeeded") => Some(format!(
+            "phase {}{}",
+            status.phase.as_deref().unwrap_or_default(),
+            status
+                .message
+                .as_ref()
+                .map(|m| format!(": {m}"))
+                .unwrap_or_default()
+        )),
+        _ => None,
+    }
+}

@@ -1,0 +1,615 @@
+//! Kubernetes without a cluster: `runner k8s render` writes manifests that pass
+//! `kubernetes-validate --strict` (offline, bundled schemas; skipped with a note when it is
+//! missing unless `TBENCH_REQUIRE_KUBERNETES_VALIDATE=1`) and carry the settings and no
+//! secret; and the executor's create → wait → start and collect → delete sequence runs
+//! against kube-rs's mock API service (`tower_test::mock`, in-process: no network traffic),
+//! including a pod that fails, a cell interrupted while waiting and a create the API refuses.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use http::{Request, Response, StatusCode};
+use kube::client::Body;
+use runner::exec::kubernetes::{self, CellControl, CellObjects, Endpoints, KubeExecutor};
+use serde_json::{json, Value};
+
+const TOKEN: &str = "k8s-test-token-never-printed-0123456789";
+
+const EXPERIMENT: &str = r#"
+name = "k8s_Render.Test"
+stacks = ["h3", "h1"]
+regimes = ["reuse"]
+concurrency = [40]
+requests_reuse = 1000
+baseline_seconds = 0
+k8s_image = "registry.example/tbench/runner:1.2.3"
+k8s_namespace = "bench-ns"
+k8s_agents = 4
+k8s_server_resources = "cpu=2,memory=1Gi"
+k8s_agent_resources = "cpu=1500m,memory=512Mi"
+
+[k8s_node_selector]
+"node.example/pool" = "bench"
+"#;
+
+fn experiment_file(dir: &std::path::Path, extra: &str) -> std::path::PathBuf {
+    let path = dir.join("k8s.toml");
+    let text = EXPERIMENT.replace(
+        "[k8s_node_selector]",
+        &format!("{extra}\n[k8s_node_selector]"),
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn render(args: &[&str]) -> (String, String) {
+    let out = common::runner()
+        .args(args)
+        .env(runner::exec::agent::TOKEN_ENV, TOKEN)
+        .output()
+        .unwrap();
+    let text = common::output_text(&out);
+    assert!(out.status.success(), "runner k8s render failed: {text}");
+    (
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+fn kubernetes_validate() -> Option<&'static str> {
+    let found = Command::new("kubernetes-validate")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if found {
+        return Some("kubernetes-validate");
+    }
+    if std::env::var("TBENCH_REQUIRE_KUBERNETES_VALIDATE").as_deref() == Ok("1") {
+        panic!("kubernetes-validate is required (pip install -r scripts/requirements.txt)");
+    }
+    eprintln!("note: kubernetes-validate not found (pip install -r scripts/requirements.txt); schema validation skipped");
+    None
+}
+
+/// Every document `runner k8s render` prints passes the Kubernetes 1.37 schemas strictly
+/// (no unknown field anywhere), and so does every file of `--out DIR`.
+#[test]
+fn rendered_manifests_pass_kubernetes_validate_strict() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = experiment_file(dir.path(), "");
+    let (stream, stderr) = render(&["k8s", "render", file.to_str().unwrap()]);
+    assert!(stderr.contains("cell 1 of 2 (h3/reuse/c40/r1)"), "{stderr}");
+    let documents = stream.matches("\n---\n").count() + usize::from(stream.starts_with("---\n"));
+    assert_eq!(documents, 8, "{stream}");
+    let Some(validate) = kubernetes_validate() else {
+        return;
+    };
+    let path = dir.path().join("all.yaml");
+    std::fs::write(&path, &stream).unwrap();
+    let out = Command::new(validate)
+        .arg("--strict")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let text = common::output_text(&out);
+    assert!(
+        out.status.success(),
+        "kubernetes-validate --strict failed:\n{text}\n{stream}"
+    );
+    assert_eq!(text.matches(" passed for resource ").count(), 8, "{text}");
+    for kind in [
+        "namespace/bench-ns",
+        "serviceaccount/tbench-runner",
+        "role/tbench-runner",
+        "rolebinding/tbench-runner",
+        "pod/tb-k8s-render-test-c1-server",
+        "service/tb-k8s-render-test-c1-server",
+        "service/tb-k8s-render-test-c1-agents",
+        "job/tb-k8s-render-test-c1-agents",
+    ] {
+        assert!(
+            text.contains(&format!("passed for resource {kind} ")),
+            "{kind}: {text}"
+        );
+    }
+
+    // One file per object, each valid on its own.
+    let out_dir = dir.path().join("manifests");
+    let (stdout, _) = render(&[
+        "k8s",
+        "render",
+        file.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert!(stdout.is_empty(), "{stdout}");
+    let files: Vec<_> = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 8, "{files:?}");
+    let out = Command::new(validate)
+        .arg("--strict")
+        .args(&files)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", common::output_text(&out));
+}
+
+/// The rendered objects say what the settings say: image, namespace, N agent pods in an
+/// Indexed Job with their index exported, resources, node selector, anti-affinity (and none
+/// when turned off), the RBAC the runner needs; the token appears nowhere.
+#[test]
+fn rendered_manifests_carry_the_settings_and_no_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = experiment_file(dir.path(), "");
+    let (stream, stderr) = render(&["k8s", "render", file.to_str().unwrap()]);
+    assert!(
+        !stream.contains(TOKEN) && !stderr.contains(TOKEN),
+        "the token leaked"
+    );
+    assert!(stream.contains("kubectl -n bench-ns create secret generic tbench-agent-token"));
+    assert_eq!(
+        stream
+            .matches("image: \"registry.example/tbench/runner:1.2.3\"")
+            .count(),
+        2
+    );
+    assert!(!stream.contains("namespace: \"tbench\""), "{stream}");
+
+    // The same objects as the library builds them, field by field.
+    let exp = settings(&file);
+    let cells = runner::plan::plan(&exp);
+    let o = kubernetes::cell_objects(&cells[0], 1);
+    assert_eq!(o.namespace, "bench-ns");
+    let job = o.agents_job.spec.as_ref().unwrap();
+    assert_eq!(job.completion_mode.as_deref(), Some("Indexed"));
+    assert_eq!((job.completions, job.parallelism), (Some(4), Some(4)));
+    assert_eq!(job.backoff_limit, Some(0));
+    let agent_spec = job.template.spec.as_ref().unwrap();
+    let agent = &agent_spec.containers[0];
+    assert_eq!(
+        agent.image.as_deref(),
+        Some("registry.example/tbench/runner:1.2.3")
+    );
+    assert_eq!(
+        agent.args.as_ref().unwrap()[..3],
+        ["agent", "--listen", "0.0.0.0:7400"]
+    );
+    let env: BTreeMap<_, _> = agent
+        .env
+        .iter()
+        .flatten()
+        .map(|e| (e.name.as_str(), e))
+        .collect();
+    let token = env["TBENCH_AGENT_TOKEN"];
+    assert!(token.value.is_none(), "the token is a Secret reference");
+    let secret = token
+        .value_from
+        .as_ref()
+        .unwrap()
+        .secret_key_ref
+        .as_ref()
+        .unwrap();
+    assert_eq!(
+        (secret.name.as_str(), secret.key.as_str()),
+        ("tbench-agent-token", "token")
+    );
+    assert!(env.contains_key("JOB_COMPLETION_INDEX"));
+    assert_eq!(
+        agent_spec.subdomain.as_deref(),
+        Some("tb-k8s-render-test-c1-agents")
+    );
+    let limits = agent.resources.as_ref().unwrap().limits.as_ref().unwrap();
+    assert_eq!(limits["cpu"].0, "1500m");
+    assert_eq!(limits["memory"].0, "512Mi");
+    assert_eq!(
+        agent.resources.as_ref().unwrap().requests.as_ref(),
+        Some(limits),
+        "requests = limits"
+    );
+    let selector = agent_spec.node_selector.as_ref().unwrap();
+    assert_eq!(selector["node.example/pool"], "bench");
+    let anti = agent_spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.pod_anti_affinity.as_ref())
+        .and_then(|p| {
+            p.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .expect("agents kept off the server's node");
+    assert_eq!(anti[0].topology_key, "kubernetes.io/hostname");
+    let server_labels = o.server_pod.metadata.labels.as_ref().unwrap();
+    for (k, v) in anti[0]
+        .label_selector
+        .as_ref()
+        .unwrap()
+        .match_labels
+        .as_ref()
+        .unwrap()
+    {
+        assert_eq!(
+            server_labels.get(k),
+            Some(v),
+            "the anti-affinity selects the server pod"
+        );
+    }
+
+    let server = &o.server_pod.spec.as_ref().unwrap().containers[0];
+    let args = server.args.as_ref().unwrap();
+    assert_eq!(args[0], "serve", "{args:?}");
+    assert!(args.windows(2).any(|w| w == ["--stack", "h3"]), "{args:?}");
+    assert!(
+        args.windows(2).any(|w| w == ["--listen", "0.0.0.0:8443"]),
+        "{args:?}"
+    );
+    assert!(
+        args.windows(2).any(|w| w == ["--certs", "/certs"]),
+        "{args:?}"
+    );
+    let probe = server
+        .readiness_probe
+        .as_ref()
+        .unwrap()
+        .exec
+        .as_ref()
+        .unwrap();
+    assert!(
+        probe.command.as_ref().unwrap()[2].contains("/proc/net/udp"),
+        "HTTP/3 is ready when its UDP port is bound (the probe checks TCP and UDP)"
+    );
+    assert_eq!(
+        server.resources.as_ref().unwrap().limits.as_ref().unwrap()["cpu"].0,
+        "2"
+    );
+
+    let run = kubernetes::run_objects(&exp);
+    let rules = run.role.rules.unwrap();
+    let allows = |group: &str, resource: &str, verb: &str| {
+        rules.iter().any(|r| {
+            r.api_groups.iter().flatten().any(|g| g == group)
+                && r.resources.iter().flatten().any(|x| x == resource)
+                && r.verbs.iter().any(|v| v == verb)
+        })
+    };
+    for verb in ["create", "get", "list", "watch", "delete"] {
+        assert!(
+            allows("", "pods", verb) && allows("", "services", verb),
+            "{verb}"
+        );
+        assert!(allows("batch", "jobs", verb), "{verb}");
+    }
+    assert!(allows("", "pods/log", "get"));
+    assert!(
+        !allows("", "secrets", "get"),
+        "the runner never reads secrets"
+    );
+
+    // Anti-affinity off, and flags before `k8s` override the file.
+    let (stream, _) = render(&[
+        "--k8s-agents-off-server-node=false",
+        "--k8s-agents",
+        "2",
+        "k8s",
+        "render",
+        file.to_str().unwrap(),
+    ]);
+    assert!(!stream.contains("podAntiAffinity"), "{stream}");
+    assert!(stream.contains("completions: 2\n"), "{stream}");
+
+    // An invalid setting is refused with its key and exit status 2.
+    let bad = experiment_file(dir.path(), "k8s_agent_resources = \"cpu=lots\"");
+    let out = common::runner()
+        .args(["k8s", "render", bad.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", common::output_text(&out));
+    assert!(
+        common::output_text(&out).contains("k8s_agent_resources"),
+        "{}",
+        common::output_text(&out)
+    );
+}
+
+fn settings(file: &std::path::Path) -> runner::settings::Experiment {
+    let (_, knobs) = runner::settings::file::read(file).unwrap();
+    let exp = runner::settings::resolve(Some(&knobs), &Default::default());
+    exp.validate(&runner::registry::names()).unwrap();
+    exp
+}
+
+// ---------------------------------------------------------------------------------------
+// The executor's API sequence against kube-rs's mock service.
+// ---------------------------------------------------------------------------------------
+
+#[derive(Clone, Copy, PartialEq)]
+enum Scenario {
+    /// Pods become ready on the second poll.
+    Ready,
+    /// Agent pod 1 cannot pull its image.
+    AgentFails,
+    /// Pods never become ready; the stop flag is set at the second poll.
+    Interrupted,
+    /// Creating the Job is forbidden (RBAC).
+    JobForbidden,
+}
+
+/// What the fake API server saw, and what the fake control channel did, in order.
+type Log = Arc<Mutex<Vec<String>>>;
+
+fn pod_json(name: &str, ip: &str, ready: bool, index: Option<u32>, waiting: Option<&str>) -> Value {
+    let mut pod = json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": { "name": name, "namespace": "bench-ns" },
+        "spec": { "containers": [ { "name": "c", "image": "i" } ] },
+        "status": {
+            "phase": if waiting.is_some() { "Pending" } else { "Running" },
+            "podIP": ip,
+            "conditions": [ { "type": "Ready", "status": if ready { "True" } else { "False" } } ],
+        }
+    });
+    if let Some(i) = index {
+        pod["metadata"]["annotations"] =
+            json!({ "batch.kubernetes.io/job-completion-index": i.to_string() });
+        pod["metadata"]["name"] = json!(format!("{name}-{i}-x7k2p"));
+    }
+    if let Some(reason) = waiting {
+        pod["status"]["containerStatuses"] = json!([{
+            "name": "agent", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+            "state": { "waiting": { "reason": reason, "message": "pull access denied" } }
+        }]);
+    }
+    pod
+}
+
+/// A fake API server: answers the executor's requests for `scenario`, recording each as
+/// `METHOD path` (and the delete propagation policy).
+async fn fake_api(
+    mut handle: tower_test::mock::Handle<Request<Body>, Response<Body>>,
+    scenario: Scenario,
+    objects: CellObjects,
+    log: Log,
+    stop: Arc<AtomicBool>,
+) {
+    let mut polls = 0;
+    let server = objects.server_pod.metadata.name.clone().unwrap();
+    let job = objects.agents_job.metadata.name.clone().unwrap();
+    while let Some((request, send)) = handle.next_request().await {
+        let method = request.method().clone();
+        let path = request.uri().path().to_string();
+        let query = request.uri().query().unwrap_or("").to_string();
+        let body = request.into_body().collect_bytes().await.unwrap();
+        let mut entry = format!("{method} {path}");
+        let reply = |status: StatusCode, body: Value| {
+            Response::builder()
+                .status(status)
+                .body(Body::from(serde_json::to_vec(&body).unwrap()))
+                .unwrap()
+        };
+        let response = match (method.as_str(), path.as_str()) {
+            ("POST", p) if p.ends_with("/jobs") && scenario == Scenario::JobForbidden => reply(
+                StatusCode::FORBIDDEN,
+                json!({ "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 403,
+                        "reason": "Forbidden",
+                        "message": "jobs.batch is forbidden: User cannot create resource" }),
+            ),
+            ("POST", _) => {
+                let object: Value = serde_json::from_slice(&body).unwrap();
+                assert_eq!(object["metadata"]["namespace"], "bench-ns");
+                entry.push_str(&format!(
+                    " {}",
+                    object["metadata"]["name"].as_str().unwrap()
+                ));
+                reply(StatusCode::CREATED, object)
+            }
+            ("GET", p) if p.ends_with("/log") => {
+                assert!(query.contains("tailLines=5"), "{query}");
+                entry.push_str(&format!("?{query}"));
+                Response::new(Body::from(
+                    b"pulling registry.example/tbench: denied\n".to_vec(),
+                ))
+            }
+            ("GET", p) if p.ends_with(&format!("/pods/{server}")) => {
+                polls += 1;
+                if scenario == Scenario::Interrupted && polls == 2 {
+                    stop.store(true, Ordering::SeqCst);
+                }
+                let ready = scenario != Scenario::Interrupted && polls >= 2;
+                reply(
+                    StatusCode::OK,
+                    pod_json(&server, "10.0.0.2", ready, None, None),
+                )
+            }
+            ("GET", p) if p.ends_with("/pods") => {
+                assert!(query.contains("labelSelector="), "{query}");
+                let ready = scenario != Scenario::Interrupted && polls >= 2;
+                // Listed in reverse index order: the executor orders them by index.
+                let items: Vec<Value> = (0..objects.agents)
+                    .rev()
+                    .map(|i| {
+                        let waiting =
+                            (scenario == Scenario::AgentFails && i == 1).then_some("ErrImagePull");
+                        pod_json(&job, &format!("10.0.1.{}", 10 + i), ready, Some(i), waiting)
+                    })
+                    .collect();
+                reply(
+                    StatusCode::OK,
+                    json!({ "apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items }),
+                )
+            }
+            ("DELETE", _) => {
+                let params: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                if let Some(policy) = params["propagationPolicy"].as_str() {
+                    entry.push_str(&format!(" ({policy})"));
+                }
+                reply(
+                    StatusCode::OK,
+                    json!({ "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success" }),
+                )
+            }
+            other => panic!("unexpected request {other:?}"),
+        };
+        log.lock().unwrap().push(entry);
+        send.send_response(response);
+    }
+}
+
+/// The agents' control channel, faked: records the endpoints it was given.
+struct FakeControl {
+    log: Log,
+}
+
+impl CellControl for FakeControl {
+    type Output = Endpoints;
+    async fn run(
+        &mut self,
+        endpoints: &Endpoints,
+        _stop: &AtomicBool,
+    ) -> anyhow::Result<Endpoints> {
+        self.log
+            .lock()
+            .unwrap()
+            .push("control: go to all, collect".into());
+        Ok(endpoints.clone())
+    }
+}
+
+/// Runs one cell's sequence against the fake API; returns the outcome and the log.
+async fn run_scenario(scenario: Scenario) -> (anyhow::Result<Endpoints>, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = settings(&experiment_file(dir.path(), ""));
+    let cells = runner::plan::plan(&exp);
+    let objects = kubernetes::cell_objects(&cells[0], 1);
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(service, "default");
+    let log: Log = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let api = tokio::spawn(fake_api(
+        handle,
+        scenario,
+        objects.clone(),
+        log.clone(),
+        stop.clone(),
+    ));
+    let mut executor = KubeExecutor::new(client, &objects.namespace);
+    executor.poll = std::time::Duration::from_millis(10);
+    executor.ready_timeout = std::time::Duration::from_secs(20);
+    let mut control = FakeControl { log: log.clone() };
+    let outcome = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        executor.run_cell(&objects, &mut control, &stop),
+    )
+    .await
+    .expect("the sequence ends");
+    drop(executor);
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), api).await;
+    let log = log.lock().unwrap().clone();
+    (outcome, log)
+}
+
+const NS: &str = "/api/v1/namespaces/bench-ns";
+const BATCH: &str = "/apis/batch/v1/namespaces/bench-ns";
+
+fn created() -> Vec<String> {
+    vec![
+        format!("POST {NS}/pods tb-k8s-render-test-c1-server"),
+        format!("POST {NS}/services tb-k8s-render-test-c1-server"),
+        format!("POST {NS}/services tb-k8s-render-test-c1-agents"),
+        format!("POST {BATCH}/jobs tb-k8s-render-test-c1-agents"),
+    ]
+}
+
+fn deleted() -> Vec<String> {
+    vec![
+        format!("DELETE {BATCH}/jobs/tb-k8s-render-test-c1-agents (Background)"),
+        format!("DELETE {NS}/services/tb-k8s-render-test-c1-agents"),
+        format!("DELETE {NS}/services/tb-k8s-render-test-c1-server"),
+        format!("DELETE {NS}/pods/tb-k8s-render-test-c1-server"),
+    ]
+}
+
+fn polls(log: &[String]) -> usize {
+    log.iter()
+        .filter(|l| l.starts_with(&format!("GET {NS}/pods/tb-")) && !l.contains("/log"))
+        .count()
+}
+
+/// Create the four objects, poll until the server and all four agents are ready, start and
+/// collect once with the agents in index order, then delete everything (the Job with its
+/// pods), in reverse order.
+#[tokio::test]
+async fn executor_creates_waits_starts_collects_and_deletes() {
+    let (outcome, log) = run_scenario(Scenario::Ready).await;
+    let endpoints = outcome.expect("the cell succeeds");
+    assert_eq!(endpoints.server, "10.0.0.2:8443");
+    assert_eq!(
+        endpoints.agents,
+        [
+            "10.0.1.10:7400",
+            "10.0.1.11:7400",
+            "10.0.1.12:7400",
+            "10.0.1.13:7400"
+        ]
+    );
+    assert_eq!(log[..4], created()[..], "{log:#?}");
+    assert_eq!(polls(&log), 2, "{log:#?}");
+    let control = log.iter().position(|l| l.starts_with("control")).unwrap();
+    assert_eq!(log[control + 1..], deleted()[..], "{log:#?}");
+}
+
+/// An agent pod that cannot pull its image fails the cell with an error naming the pod, the
+/// reason and its last log line; the agents are never started, and everything is deleted.
+#[tokio::test]
+async fn a_failing_pod_fails_the_cell_and_everything_is_deleted() {
+    let (outcome, log) = run_scenario(Scenario::AgentFails).await;
+    let error = format!("{:#}", outcome.expect_err("the cell fails"));
+    assert!(error.contains("agent pod 1"), "{error}");
+    assert!(
+        error.contains("ErrImagePull: pull access denied"),
+        "{error}"
+    );
+    assert!(
+        error.contains("pulling registry.example/tbench: denied"),
+        "{error}"
+    );
+    assert!(!log.iter().any(|l| l.starts_with("control")), "{log:#?}");
+    assert_eq!(log[..4], created()[..], "{log:#?}");
+    assert!(
+        log.iter()
+            .any(|l| l.contains("-agents-1-x7k2p/log?") && l.contains("tailLines=5")),
+        "{log:#?}"
+    );
+    assert_eq!(log[log.len() - 4..], deleted()[..], "{log:#?}");
+}
+
+/// Ctrl-C while the pods start (the stop flag the runner's signal handler sets): the wait
+/// ends at once, nothing is started, everything created is deleted.
+#[tokio::test]
+async fn an_interrupted_cell_deletes_everything() {
+    let (outcome, log) = run_scenario(Scenario::Interrupted).await;
+    let error = format!("{:#}", outcome.expect_err("the cell is interrupted"));
+    assert!(error.contains("interrupted"), "{error}");
+    assert!(!log.iter().any(|l| l.starts_with("control")), "{log:#?}");
+    assert_eq!(polls(&log), 2, "no poll after the stop flag: {log:#?}");
+    assert_eq!(log[..4], created()[..], "{log:#?}");
+    assert_eq!(log[log.len() - 4..], deleted()[..], "{log:#?}");
+}
+
+/// A create the API refuses (here RBAC: the Role lacks jobs) fails the cell with the API's
+/// message, and only what was created is deleted.
+#[tokio::test]
+async fn a_refused_create_deletes_only_what_was_created() {
+    let (outcome, log) = run_scenario(Scenario::JobForbidden).await;
+    let error = format!("{:#}", outcome.expect_err("the cell fails"));
+    assert!(error.contains("cannot create the agents' job"), "{error}");
+    assert!(error.contains("forbidden"), "{error}");
+    assert_eq!(log[..3], created()[..3], "{log:#?}");
+    assert_eq!(log[3], format!("POST {BATCH}/jobs"), "{log:#?}");
+    assert_eq!(log[4..], deleted()[1..], "{log:#?}");
+}
