@@ -270,7 +270,7 @@ pub fn findings(b: &Breakdown, measured: MeasuredCpu) -> Vec<String> {
             };
             let cpu = match (measured("h3", regime, side), measured(tcp, regime, side)) {
                 (Some(q), Some(t)) if t > 0.0 => format!(
-                    " The reference run measured {:.0} against {:.0} ms of CPU per 1,000 requests at {} workers ({:.1}×): {}",
+                    " The reference run (at its own commit) measured {:.0} against {:.0} ms of CPU per 1,000 requests at {} workers ({:.1}×): {}",
                     q,
                     t,
                     b.concurrency.unwrap_or(0),
