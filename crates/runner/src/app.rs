@@ -110,11 +110,18 @@ pub fn main() -> ExitCode {
             reference,
             claims,
             scale,
+            breakdown,
             out,
             allow_mixed,
         }) => {
-            match paper::write_with_scale(&reference, &claims, scale.as_deref(), &out, allow_mixed)
-            {
+            match paper::write_with_scale(
+                &reference,
+                &claims,
+                scale.as_deref(),
+                breakdown.as_deref(),
+                &out,
+                allow_mixed,
+            ) {
                 Ok(written) => {
                     for w in &written.warnings {
                         eprintln!("warning: {w}");

@@ -42,6 +42,10 @@ pub enum Command {
         /// stack's knee past the study's 500 workers, and why).
         #[arg(long)]
         scale: Option<PathBuf>,
+        /// `breakdown.csv` of scripts/quic-breakdown: adds the section on where QUIC's
+        /// instructions go (per request, by group, both sides, both regimes).
+        #[arg(long)]
+        breakdown: Option<PathBuf>,
         /// Directory that receives reproduction.md.
         #[arg(long, default_value = "paper")]
         out: PathBuf,

@@ -30,6 +30,11 @@ pub struct H3Client {
     target: SocketAddr,
     server_name: String,
     config: quinn::ClientConfig,
+    /// One endpoint configuration for every connection's endpoint: `EndpointConfig::default()`
+    /// draws a fresh stateless-reset key from the system RNG and sets up an HMAC key for it,
+    /// per call; the key only needs to be secret, not per endpoint (a server's endpoints
+    /// share one), so the client draws it once instead of once per connection.
+    endpoint_config: quinn::EndpointConfig,
     variant: HandshakeVariant,
     handshake_timeout: Duration,
     tuning: bench_core::Tuning,
@@ -81,6 +86,7 @@ impl H3Client {
                 config.transport_config(crate::tuning::transport_config(&settings.tuning, 0));
                 config
             },
+            endpoint_config: quinn::EndpointConfig::default(),
             tuning: settings.tuning.clone(),
             sources: SourceAddresses::new(settings.target, settings.tuning.source_addresses),
             variant: tls.variant,
@@ -98,7 +104,7 @@ impl H3Client {
         let socket = RefusalAwareSocket::connect(self.target, self.sources.next(), &self.tuning)
             .map_err(|e| classify_error(Phase::Connect, &e))?;
         let mut endpoint = quinn::Endpoint::new_with_abstract_socket(
-            quinn::EndpointConfig::default(),
+            self.endpoint_config.clone(),
             None,
             socket.clone(),
             Arc::new(quinn::TokioRuntime),

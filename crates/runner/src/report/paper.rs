@@ -7,7 +7,7 @@
 //! the other modules hold no study-specific numbers or stack names: [`run`] (the runs and
 //! views of them), [`provenance`] (setup, provenance table, mixing check), [`tables`] (the
 //! reference sweep), [`verdicts`] (judging each claim kind), [`scale`] (beyond 500 workers,
-//! memory fits), [`threats`] (threats to validity), [`stats`] and [`text`] (figures and
+//! memory fits), [`breakdown`] (where QUIC's instructions go, from `scripts/quic-breakdown`), [`threats`] (threats to validity), [`stats`] and [`text`] (figures and
 //! formats).
 
 use std::fmt::Write;
@@ -17,6 +17,7 @@ use anyhow::{bail, Context};
 
 use crate::output::rows::CellRow;
 
+mod breakdown;
 mod claims;
 mod provenance;
 mod run;
@@ -53,20 +54,27 @@ pub fn write(
     out_dir: &Path,
     allow_mixed: bool,
 ) -> anyhow::Result<Written> {
-    write_with_scale(reference, claims, None, out_dir, allow_mixed)
+    write_with_scale(reference, claims, None, None, out_dir, allow_mixed)
 }
 
 /// [`write`], plus the "Beyond 500" section from a run of `experiments/scale.toml`; that run
-/// joins the provenance table and the mixed-provenance check like any claim run.
+/// joins the provenance table and the mixed-provenance check like any claim run. With
+/// `breakdown` (a `breakdown.csv` of `scripts/quic-breakdown`), the instruction breakdown
+/// section too: its counts are deterministic, so it is not part of the timing provenance
+/// check, and the section names the commit it was measured at.
 pub fn write_with_scale(
     reference: &Path,
     claims: &[PathBuf],
     scale: Option<&Path>,
+    breakdown: Option<&Path>,
     out_dir: &Path,
     allow_mixed: bool,
 ) -> anyhow::Result<Written> {
     let reference = Run::load(reference)?;
     let scale_run = scale.map(Run::load).transpose()?;
+    let breakdown_data = breakdown
+        .map(|p| breakdown::Breakdown::load(p).map(|b| (b, p)))
+        .transpose()?;
     let claim_runs: Vec<Run> = claims
         .iter()
         .map(|d| Run::load(d))
@@ -115,6 +123,10 @@ pub fn write_with_scale(
     verdicts::section(&mut out, &reference, &claim_runs);
     if let Some(run) = &scale_run {
         scale::section(&mut out, run);
+    }
+    if let Some((b, path)) = &breakdown_data {
+        let measured = breakdown::reference_cpu(&reference, b.concurrency.unwrap_or(0));
+        breakdown::section(&mut out, b, path, &measured);
     }
     threats(&mut out, &runs, &provs, &problems);
 

@@ -1,0 +1,402 @@
+//! The paper's "Where QUIC's cost goes" section, from the instruction counts that
+//! `scripts/quic-breakdown` writes (`results/quic-breakdown/breakdown.csv`): instructions and
+//! system calls per request, grouped by what the code does, for each stack, regime and side.
+//! The section only formats and compares the committed figures; the grouping is the script's.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::path::Path;
+
+use anyhow::{bail, Context};
+
+use super::run::{Run, View};
+use super::text::thousands;
+use crate::report::label;
+
+/// The groups in the order the script reports them, with the row label the paper prints.
+pub const GROUPS: [(&str, &str); 10] = [
+    (
+        "handshake_crypto",
+        "handshake cryptography (ECDHE, ECDSA, key schedule, certificate)",
+    ),
+    (
+        "packet_protection",
+        "packet/record protection (AEAD, QUIC header protection)",
+    ),
+    ("tls_quic_state", "TLS and QUIC state machines"),
+    ("http", "HTTP layer and request handling"),
+    ("socket_io", "socket I/O in user space (UDP/TCP)"),
+    ("setup_teardown", "endpoint/connection setup and teardown"),
+    ("runtime", "runtime scheduling (tokio, timers, locks)"),
+    ("allocation", "allocation"),
+    ("instrument", "load generator and measurement"),
+    ("other", "other"),
+];
+
+/// Figures of one stack, regime and side: instructions and system calls per request by group.
+#[derive(Debug, Default, Clone)]
+pub struct Side {
+    pub instructions: BTreeMap<String, f64>,
+    pub syscalls: BTreeMap<String, f64>,
+}
+
+impl Side {
+    pub fn total_instructions(&self) -> f64 {
+        self.instructions.values().sum()
+    }
+    pub fn total_syscalls(&self) -> f64 {
+        self.syscalls.values().sum()
+    }
+    fn ir(&self, group: &str) -> f64 {
+        self.instructions.get(group).copied().unwrap_or(0.0)
+    }
+}
+
+/// `breakdown.csv`, keyed by (stack, regime, side).
+#[derive(Debug, Default)]
+pub struct Breakdown {
+    pub cells: BTreeMap<(String, String, String), Side>,
+    /// The commit the manifest beside the CSV records, if any.
+    pub commit: Option<String>,
+    pub concurrency: Option<u64>,
+}
+
+impl Breakdown {
+    pub fn load(csv_path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(csv_path)
+            .with_context(|| format!("cannot read {}", csv_path.display()))?;
+        let mut b = Self::parse(&text).with_context(|| format!("{}", csv_path.display()))?;
+        let manifest = csv_path.with_file_name("manifest.json");
+        if let Ok(text) = std::fs::read_to_string(&manifest) {
+            let m: serde_json::Value = serde_json::from_str(&text)
+                .with_context(|| format!("{} is not JSON", manifest.display()))?;
+            b.commit = m["commit"].as_str().map(str::to_string);
+            b.concurrency = m["concurrency"].as_u64();
+        }
+        Ok(b)
+    }
+
+    pub fn parse(text: &str) -> anyhow::Result<Self> {
+        let mut reader = csv::Reader::from_reader(text.as_bytes());
+        let headers = reader.headers()?.clone();
+        let col = |name: &str| {
+            headers
+                .iter()
+                .position(|h| h == name)
+                .with_context(|| format!("no column {name}"))
+        };
+        let (stack, regime, side, group, ir, sc) = (
+            col("stack")?,
+            col("regime")?,
+            col("side")?,
+            col("group")?,
+            col("instructions_per_request")?,
+            col("syscalls_per_request")?,
+        );
+        let mut b = Breakdown::default();
+        for row in reader.records() {
+            let row = row?;
+            let group_name = &row[group];
+            if !GROUPS.iter().any(|(g, _)| *g == group_name) {
+                bail!("unknown group '{group_name}'");
+            }
+            let num = |i: usize| -> anyhow::Result<f64> {
+                row[i]
+                    .parse::<f64>()
+                    .with_context(|| format!("'{}' is not a number", &row[i]))
+            };
+            let cell = b
+                .cells
+                .entry((row[stack].into(), row[regime].into(), row[side].into()))
+                .or_default();
+            cell.instructions.insert(group_name.into(), num(ir)?);
+            cell.syscalls.insert(group_name.into(), num(sc)?);
+        }
+        if b.cells.is_empty() {
+            bail!("no rows");
+        }
+        Ok(b)
+    }
+
+    fn get(&self, stack: &str, regime: &str, side: &str) -> Option<&Side> {
+        self.cells
+            .get(&(stack.to_string(), regime.to_string(), side.to_string()))
+    }
+
+    fn stacks(&self) -> Vec<String> {
+        let mut s: Vec<String> = self.cells.keys().map(|k| k.0.clone()).collect();
+        s.dedup();
+        // QUIC last, so the table reads "TCP stack, then HTTP/3".
+        s.sort_by_key(|name| (name == "h3", name.clone()));
+        s.dedup();
+        s
+    }
+}
+
+/// Thousands of instructions, one decimal below 10k.
+fn kinstr(x: f64) -> String {
+    let k = x / 1e3;
+    if k.abs() < 10.0 {
+        format!("{k:.1}")
+    } else {
+        thousands(k)
+    }
+}
+
+/// Measured CPU ms per 1,000 requests of a stack, regime and side at `c` workers in the
+/// reference run (mean over repetitions), to set the instruction counts beside.
+pub type MeasuredCpu<'a> = &'a dyn Fn(&str, &str, &str) -> Option<f64>;
+
+/// The reference run's CPU per 1,000 requests at the breakdown's concurrency, if it has it.
+pub(super) fn reference_cpu(
+    reference: &Run,
+    c: u64,
+) -> impl Fn(&str, &str, &str) -> Option<f64> + '_ {
+    move |stack: &str, regime: &str, side: &str| {
+        let col = format!("{side}_cpu_ms_per_1k_ok");
+        View::new(reference, None)
+            .stat(stack, regime, c, &col)
+            .map(|iv| iv.mean)
+    }
+}
+
+/// Appends the section.
+pub fn section(out: &mut String, b: &Breakdown, source: &Path, measured: MeasuredCpu) {
+    let _ = writeln!(out, "## Where QUIC's cost goes: instructions per request\n");
+    let stacks = b.stacks();
+    let _ = writeln!(
+        out,
+        "_From `{}`{}{}, written by `scripts/quic-breakdown`: server and load generator of one new-connection and one reuse cell per stack under valgrind's callgrind, each cell run at two request counts and differenced, so start-up, certificates and the reuse pool's own handshakes cancel; thousands of instructions (Ir) per request, each function's own cost in the group its crate or module puts it (the mapping is documented in the script; generic code is charged to its callers). Instruction counts are deterministic and include no kernel work: the kernel's UDP or TCP path shows only as the system calls per request in the last row (callgrind's `sysCount`)._\n",
+        source.display(),
+        b.concurrency
+            .map(|c| format!(" ({c} workers)"))
+            .unwrap_or_default(),
+        b.commit
+            .as_deref()
+            .map(|c| format!(" at `{}`", &c[..c.len().min(12)]))
+            .unwrap_or_default(),
+    );
+    for regime in ["new-conn", "reuse"] {
+        let cols: Vec<(&str, &String)> = ["client", "server"]
+            .iter()
+            .flat_map(|side| stacks.iter().map(move |s| (*side, s)))
+            .filter(|(side, s)| b.get(s, regime, side).is_some())
+            .collect();
+        if cols.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "### {regime}\n");
+        let mut head = String::from("| group |");
+        let mut rule = String::from("|---|");
+        for (side, s) in &cols {
+            let role = if *side == "client" {
+                "load generator"
+            } else {
+                "server"
+            };
+            let _ = write!(head, " {role} {} |", label(s));
+            rule.push_str("---:|");
+        }
+        let _ = writeln!(out, "{head}\n{rule}");
+        for (group, name) in GROUPS {
+            let mut row = format!("| {name} |");
+            for (side, s) in &cols {
+                let v = b.get(s, regime, side).map_or(0.0, |c| c.ir(group));
+                let _ = write!(row, " {} |", kinstr(v));
+            }
+            let _ = writeln!(out, "{row}");
+        }
+        let mut total = String::from("| **total** |");
+        let mut sys = String::from("| system calls per request |");
+        for (side, s) in &cols {
+            let c = b.get(s, regime, side).expect("listed");
+            let _ = write!(total, " **{}** |", kinstr(c.total_instructions()));
+            let _ = write!(sys, " {:.1} |", c.total_syscalls());
+        }
+        let _ = writeln!(out, "{total}\n{sys}\n");
+    }
+    for line in findings(b, measured) {
+        let _ = writeln!(out, "- {line}");
+    }
+    out.push('\n');
+}
+
+/// The computed sentences: the HTTP/3 gap per regime and side, what explains it, and what
+/// that means for C4 (a handshake-rate cap) and C5 (memory).
+pub fn findings(b: &Breakdown, measured: MeasuredCpu) -> Vec<String> {
+    let mut lines = Vec::new();
+    let stacks = b.stacks();
+    let Some(tcp) = stacks.iter().find(|s| s.as_str() != "h3") else {
+        return lines;
+    };
+    for regime in ["new-conn", "reuse"] {
+        for side in ["client", "server"] {
+            let (Some(q), Some(t)) = (b.get("h3", regime, side), b.get(tcp, regime, side)) else {
+                continue;
+            };
+            let (qt, tt) = (q.total_instructions(), t.total_instructions());
+            if tt <= 0.0 || qt <= tt {
+                continue;
+            }
+            let gap = qt - tt;
+            let mut parts: Vec<(f64, &str)> = GROUPS
+                .iter()
+                .map(|(g, name)| (q.ir(g) - t.ir(g), *name))
+                .filter(|(d, _)| *d > 0.0)
+                .collect();
+            parts.sort_by(|a, b| b.0.total_cmp(&a.0));
+            let top: Vec<String> = parts
+                .iter()
+                .take(3)
+                .map(|(d, name)| format!("{name} {:.0} %", d / gap * 100.0))
+                .collect();
+            let crypto = q.ir("handshake_crypto") - t.ir("handshake_crypto");
+            let crypto_note = if parts
+                .iter()
+                .take(3)
+                .any(|(_, n)| n.starts_with("handshake"))
+            {
+                String::new()
+            } else {
+                format!(
+                    "; handshake cryptography accounts for {:.0} % of it",
+                    crypto / gap * 100.0
+                )
+            };
+            let role = if side == "client" {
+                "load generator"
+            } else {
+                "server"
+            };
+            let cpu = match (measured("h3", regime, side), measured(tcp, regime, side)) {
+                (Some(q), Some(t)) if t > 0.0 => format!(
+                    " The reference run (at its own commit) measured {:.0} against {:.0} ms of CPU per 1,000 requests at {} workers ({:.1}×): {}",
+                    q,
+                    t,
+                    b.concurrency.unwrap_or(0),
+                    q / t,
+                    if q / t > 1.25 * qt / tt {
+                        "much more than the instruction ratio, so most of the measured gap is outside user-space instructions (the kernel's socket and UDP path, page faults, cache misses), which callgrind does not count."
+                    } else {
+                        "about the instruction ratio."
+                    }
+                ),
+                _ => String::new(),
+            };
+            lines.push(format!(
+                "{regime}, {role}: {} executes {}k instructions per request, {} {}k ({:.1}×). Of the difference ({}k), the largest shares are {}{crypto_note}, and HTTP/3 makes {:.1} system calls per request against {:.1}.{cpu}",
+                label("h3"),
+                kinstr(qt),
+                label(tcp),
+                kinstr(tt),
+                qt / tt,
+                kinstr(gap),
+                top.join(", "),
+                q.total_syscalls(),
+                t.total_syscalls(),
+            ));
+        }
+    }
+    if let (Some(c), Some(s)) = (
+        b.get("h3", "new-conn", "client"),
+        b.get("h3", "new-conn", "server"),
+    ) {
+        let per_conn = c.total_instructions() + s.total_instructions();
+        lines.push(format!(
+            "C4 (HTTP/3 capped at 36–39 req/s under new connections): one new HTTP/3 connection with its request costs client and server together {}k instructions here, so a cap of 39 connections per second would mean a machine retiring no more than {:.0} million instructions per second for them: the study's cap is not the protocol's CPU cost. What this cost does bound is the new-connection rate on two shared cores, and the rows above say which part of it is cryptography any TLS 1.3 handshake pays and which is QUIC's and quinn's machinery.",
+            kinstr(per_conn),
+            39.0 * per_conn / 1e6,
+        ));
+    }
+    if let (Some(q), Some(t)) = (
+        b.get("h3", "reuse", "server"),
+        b.get(tcp, "reuse", "server"),
+    ) {
+        lines.push(format!(
+            "C5 (QUIC RSS 12× gRPC's): instruction counts do not measure memory. What they add is that a reused-connection request allocates more on the HTTP/3 server ({}k instructions in the allocator against {}k on {}): per-stream state created and freed with every request, which is churn; the resident memory per open connection is the fit under C5 above.",
+            kinstr(q.ir("allocation")),
+            kinstr(t.ir("allocation")),
+            label(tcp),
+        ));
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FIXTURE: &str = "stack,regime,side,group,instructions_per_request,syscalls_per_request,requests_low,requests_high
+h1,new-conn,client,handshake_crypto,200000,0.00,40,120
+h1,new-conn,client,tls_quic_state,50000,0.00,40,120
+h1,new-conn,client,socket_io,10000,6.00,40,120
+h3,new-conn,client,handshake_crypto,210000,0.00,40,120
+h3,new-conn,client,tls_quic_state,300000,0.00,40,120
+h3,new-conn,client,setup_teardown,90000,4.50,40,120
+h3,new-conn,client,socket_io,40000,9.00,40,120
+h3,new-conn,server,tls_quic_state,250000,1.00,40,120
+";
+
+    #[test]
+    fn parses_and_finds_the_gap() {
+        let b = Breakdown::parse(FIXTURE).unwrap();
+        let c = b.get("h3", "new-conn", "client").unwrap();
+        assert_eq!(c.total_instructions(), 640_000.0);
+        assert_eq!(c.total_syscalls(), 13.5);
+        assert_eq!(b.stacks(), vec!["h1".to_string(), "h3".to_string()]);
+        let measured = |stack: &str, regime: &str, side: &str| match (stack, regime, side) {
+            ("h3", "new-conn", "client") => Some(770.0),
+            ("h1", "new-conn", "client") => Some(300.0),
+            _ => None,
+        };
+        let lines = findings(&b, &measured);
+        // 640k vs 260k: the gap of 380k is 250k state machines (66 %), 90k setup, 30k I/O;
+        // crypto only 10k of it.
+        assert!(
+            lines[0].contains("640k") || lines[0].contains("640"),
+            "{}",
+            lines[0]
+        );
+        assert!(lines[0].contains("2.5×"), "{}", lines[0]);
+        assert!(
+            lines[0].contains("TLS and QUIC state machines 66 %"),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[0].contains("handshake cryptography accounts for 3 %"),
+            "{}",
+            lines[0]
+        );
+        // 770 / 300 = 2.6× measured against 2.5× in instructions: "about the ratio".
+        assert!(
+            lines[0].contains("(2.6×): about the instruction ratio"),
+            "{}",
+            lines[0]
+        );
+        assert!(lines.iter().any(|l| l.starts_with("C4")));
+        let mut out = String::new();
+        section(
+            &mut out,
+            &b,
+            Path::new("results/quic-breakdown/breakdown.csv"),
+            &|_: &str, _: &str, _: &str| None,
+        );
+        assert!(out.contains("## Where QUIC's cost goes"));
+        assert!(
+            out.contains("| **total** | **260** | **640** | **250** |"),
+            "{out}"
+        );
+        assert!(
+            out.contains("| system calls per request | 6.0 | 13.5 | 1.0 |"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn rejects_an_unknown_group_or_column() {
+        let bad = FIXTURE.replace("h1,new-conn,client,socket_io", "h1,new-conn,client,sockets");
+        assert!(Breakdown::parse(&bad).is_err());
+        assert!(Breakdown::parse("stack,regime\nh1,reuse\n").is_err());
+    }
+}
