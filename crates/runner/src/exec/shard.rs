@@ -6,6 +6,7 @@
 use crate::exec::load::{LoadSpec, SteadyWindow};
 use crate::exec::loadgen::{Finished, LoadJob};
 use crate::measure::sampler::ResourceSummary;
+pub use crate::measure::stats::AgentOutcome;
 use crate::measure::stats::LatencySummary;
 
 /// `total` split into `parts` as evenly as integers allow, the larger parts first.
@@ -78,22 +79,6 @@ pub struct ShardResult {
     pub client: ResourceSummary,
     /// Where it ran (`local`, or the agent's address).
     pub label: String,
-}
-
-/// What one agent measured of a cell, for `agents.csv`.
-#[derive(Debug, Clone)]
-pub struct AgentOutcome {
-    pub label: String,
-    pub sent: u64,
-    pub ok: u64,
-    pub failed: u64,
-    pub latency: LatencySummary,
-    pub elapsed_s: f64,
-    pub client: ResourceSummary,
-    /// With the hosts executor: bytes its host's interface received and sent in the cell.
-    pub link: Option<(u64, u64)>,
-    /// Its own histograms and counts (written as its `.hlog`; the cell's are their sum).
-    pub measured: crate::measure::stats::Measurements,
 }
 
 /// The shards as one cell: histograms and counts added; the phase lasts as long as the

@@ -241,6 +241,22 @@ mod buckets {
     }
 }
 
+/// What one agent measured of a cell, for `agents.csv`.
+#[derive(Debug, Clone)]
+pub struct AgentOutcome {
+    pub label: String,
+    pub sent: u64,
+    pub ok: u64,
+    pub failed: u64,
+    pub latency: LatencySummary,
+    pub elapsed_s: f64,
+    pub client: crate::measure::sampler::ResourceSummary,
+    /// With the hosts executor: bytes its host's interface received and sent in the cell.
+    pub link: Option<(u64, u64)>,
+    /// Its own histograms and counts (written as its `.hlog`; the cell's are their sum).
+    pub measured: Measurements,
+}
+
 /// Summary figures of one histogram in microseconds (0 when it is empty).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct LatencySummary {

@@ -52,7 +52,7 @@ pub struct CellResult {
     /// Load average and steal time around the cell (`None` when the cell did not run).
     pub environment: Option<crate::measure::environment::CellEnvironment>,
     /// With agents: what each measured (their histograms are already merged above).
-    pub per_agent: Vec<crate::exec::shard::AgentOutcome>,
+    pub per_agent: Vec<crate::measure::stats::AgentOutcome>,
 }
 
 impl CellResult {
