@@ -71,19 +71,7 @@ async fn nginx_chunked_close_and_no_content() {
     let (port, close_port) = (free_port(), free_port());
     let config = dir.path().join("nginx.conf");
     std::fs::write(&config, nginx_config(dir.path(), port, close_port)).unwrap();
-    let child = Command::new(&nginx)
-        .arg("-p")
-        .arg(dir.path())
-        .arg("-c")
-        .arg(&config)
-        .arg("-e")
-        .arg(dir.path().join("error.log"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start nginx");
-    let mut nginx = Process(child);
+    let mut nginx = test_servers::nginx::spawn(&nginx, dir.path(), &config);
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     let close_addr: SocketAddr = ([127, 0, 0, 1], close_port).into();
     wait_listening(addr, &mut nginx.0);

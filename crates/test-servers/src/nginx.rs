@@ -96,19 +96,7 @@ impl Nginx {
         let (port, plain_port) = (crate::free_port(), crate::free_port());
         let conf = dir.path().join("nginx.conf");
         std::fs::write(&conf, config(dir.path(), &certs, port, plain_port)).unwrap();
-        let child = Command::new(&nginx)
-            .arg("-p")
-            .arg(dir.path())
-            .arg("-c")
-            .arg(&conf)
-            .arg("-e")
-            .arg(dir.path().join("error.log"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start nginx");
-        let mut process = Process(child);
+        let mut process = spawn(&nginx, dir.path(), &conf);
         let addr: SocketAddr = ([127, 0, 0, 1], port).into();
         let plain: SocketAddr = ([127, 0, 0, 1], plain_port).into();
         wait_listening(addr, &mut process.0);
@@ -154,4 +142,22 @@ impl Recorder for Nginx {
             })
             .collect()
     }
+}
+
+/// Starts `nginx` with prefix `dir` and configuration `conf` (its error log in `dir`);
+/// stopped when the returned process is dropped.
+pub fn spawn(nginx: &str, dir: &Path, conf: &Path) -> Process {
+    let child = Command::new(nginx)
+        .arg("-p")
+        .arg(dir)
+        .arg("-c")
+        .arg(conf)
+        .arg("-e")
+        .arg(dir.join("error.log"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start nginx");
+    Process(child)
 }

@@ -384,50 +384,6 @@ impl RemoteLoad {
     }
 }
 
-/// An agent started by the runner itself (tests, the `hosts` executor): `runner agent` as a
-/// child, its address read from its ready line.
-pub struct AgentProcess {
-    child: tokio::process::Child,
-    pub addr: SocketAddr,
-}
-
-impl AgentProcess {
-    /// Starts `runner agent --listen listen` with the token in its environment.
-    pub async fn start(listen: SocketAddr, certs: &Path, token: &str) -> anyhow::Result<Self> {
-        let exe = std::env::current_exe().context("cannot find the runner executable")?;
-        let mut child = tokio::process::Command::new(exe)
-            .arg("agent")
-            .arg("--listen")
-            .arg(listen.to_string())
-            .arg("--certs")
-            .arg(certs)
-            .env(TOKEN_ENV, token)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::inherit())
-            .kill_on_drop(true)
-            .process_group(0)
-            .spawn()
-            .context("cannot start an agent")?;
-        let stdout = child.stdout.take().expect("piped");
-        let mut lines = BufReader::new(stdout).lines();
-        let line = tokio::time::timeout(HELLO_BOUND, lines.next_line())
-            .await
-            .map_err(|_| anyhow!("the agent did not start in time"))??
-            .ok_or_else(|| anyhow!("the agent exited at once"))?;
-        let ready: serde_json::Value = serde_json::from_str(&line)?;
-        let addr = ready["agent"]
-            .as_str()
-            .and_then(|a| a.parse().ok())
-            .ok_or_else(|| anyhow!("unexpected agent ready line {line}"))?;
-        Ok(AgentProcess { child, addr })
-    }
-
-    pub async fn stop(mut self) {
-        let _ = self.child.kill().await;
-    }
-}
-
 /// Shared by the cells of a run: the agents' addresses and how to reach them.
 pub struct Agents {
     pub addrs: Vec<SocketAddr>,

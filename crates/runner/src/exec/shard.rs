@@ -143,16 +143,16 @@ fn add(a: ResourceSummary, b: ResourceSummary) -> ResourceSummary {
     }
 }
 
-/// The shards' requests, for checks: they add up to the cell's.
-pub fn total_requests(jobs: &[LoadJob]) -> u64 {
-    jobs.iter().map(|j| j.measured.requests).sum()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::settings::Regime;
     use std::time::Duration;
+
+    /// The shards' requests, for checks: they add up to the cell's.
+    pub fn total_requests(jobs: &[LoadJob]) -> u64 {
+        jobs.iter().map(|j| j.measured.requests).sum()
+    }
 
     fn spec(concurrency: u32, requests: u64) -> LoadSpec {
         LoadSpec {
