@@ -71,10 +71,19 @@ fn open_loop_shows_a_stall_that_closed_loop_hides() {
         "--server-fault",
         "stall-300ms:0.0015",
     ];
-    let (_a, closed) = run(&common);
+    let (a, closed) = run(&common);
     let mut open_args = common.to_vec();
     open_args.extend(["--rate", "500"]);
-    let (_b, open) = run(&open_args);
+    let (b, open) = run(&open_args);
+    // Only the open-loop run probed the machine's own stalls (the floor under pacing lag).
+    let probe = |out: &Run| {
+        let manifest: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.dir().join("manifest.json")).unwrap())
+                .unwrap();
+        manifest["environment"]["stall_probe"].clone()
+    };
+    assert!(probe(&a).is_null(), "closed loop: {}", probe(&a));
+    assert_eq!(probe(&b)["probe_ms"], 1000, "open loop: {}", probe(&b));
     let (closed, open) = (&closed[0], &open[0]);
     assert_eq!(closed["mode"], "closed");
     assert_eq!(open["mode"], "open");

@@ -63,6 +63,18 @@ fn watch_signals(stop: Arc<AtomicBool>) {
     });
 }
 
+/// How long the open-loop stall probe spins before the first cell.
+const STALL_PROBE: Duration = Duration::from_secs(1);
+
+/// Probes the machine's stalls on the load generator's core (the runner's, which its load
+/// generators inherit: CPU 1 when pinned).
+async fn stall_probe(pinned: bool) -> crate::measure::stalls::StallProbe {
+    let cpu = pinned.then_some(1);
+    tokio::task::spawn_blocking(move || crate::measure::stalls::StallProbe::run(STALL_PROBE, cpu))
+        .await
+        .expect("the stall probe does not panic")
+}
+
 /// Runs the experiment into a new results directory, or, with `resume`, runs the cells that
 /// directory does not have yet and appends them.
 pub async fn run(
@@ -155,6 +167,13 @@ pub async fn run(
                 .unwrap_or(bench_core::stack::DEFAULT_SERVER_UDP_BUFFER_BYTES),
         )),
     };
+    if planned.iter().any(|c| c.rate().is_some()) {
+        let probe = stall_probe(exp.pin).await;
+        eprintln!("open loop: {}", probe.describe());
+        if let Some(env) = manifest.environment.as_mut() {
+            env.stall_probe = Some(probe);
+        }
+    }
     manifest.write(&dir)?;
     // Made once here, before any server or load generator reads them.
     ensure_certs(&ctx.certs_dir)?;

@@ -43,6 +43,9 @@ pub struct Environment {
     /// `getsockopt` of a fresh TCP socket left at the kernel's defaults (`tcp_rmem`/`tcp_wmem`).
     pub tcp_rcvbuf_default_bytes: usize,
     pub tcp_sndbuf_default_bytes: usize,
+    /// Open-loop runs: how late the machine itself ran a spinning thread on the load
+    /// generator's core, probed as the run starts (the floor under pacing lag).
+    pub stall_probe: Option<crate::measure::stalls::StallProbe>,
 }
 
 /// The sysctls recorded, by name and `/proc/sys` path.
@@ -96,6 +99,7 @@ impl Environment {
             udp_sndbuf_effective_bytes: udp_snd,
             tcp_rcvbuf_default_bytes: tcp_rcv,
             tcp_sndbuf_default_bytes: tcp_snd,
+            stall_probe: None,
         }
     }
 }

@@ -4,4 +4,5 @@
 pub mod environment;
 pub mod netcounters;
 pub mod sampler;
+pub mod stalls;
 pub mod stats;

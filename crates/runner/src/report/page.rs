@@ -486,7 +486,30 @@ fn notes(results: &Results, stress: &[&CellRow], stats: &Stats) -> Vec<String> {
         ));
     }
     notes.extend(crate::measure::netcounters::mechanism_notes(&results.cells));
+    notes.extend(pacing_floor_note(results));
     notes
+}
+
+/// Open loop: the cells' pacing lag beside the floor the machine itself sets (the stall probe
+/// in the manifest), so a reader can tell the generator's lateness from the machine's.
+fn pacing_floor_note(results: &Results) -> Option<String> {
+    let probe: crate::measure::stalls::StallProbe =
+        serde_json::from_value(results.manifest["environment"]["stall_probe"].clone()).ok()?;
+    let lags: Vec<u64> = results
+        .cells
+        .iter()
+        .filter_map(|r| r.pacing_lag_p99_us)
+        .collect();
+    let (lo, hi) = (lags.iter().min()?, lags.iter().max()?);
+    let range = if lo == hi {
+        format!("{lo} µs")
+    } else {
+        format!("{lo}–{hi} µs")
+    };
+    Some(format!(
+        "Open loop: pacing lag p99 {range} across the cells. Before the run, {}; lag at or under that floor is the machine's, not the load generator's.",
+        probe.describe()
+    ))
 }
 
 /// The "Memory per open connection" section: the OLS fits of `memory.csv`, computed from the
