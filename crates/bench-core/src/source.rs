@@ -3,10 +3,12 @@
 //! each closed connection holds its port in TIME_WAIT for 60 s) are not the first limit of a
 //! new-connection or many-connection cell.
 //!
-//! Only loopback targets spread: all of 127.0.0.0/8 is local on Linux (also inside a private
-//! namespace whose `lo` is up, where the runner's cells reach their server at 127.0.0.1), so
-//! 127.0.0.1 + k needs no setup. Any other target (an external server, IPv6) keeps the kernel's
-//! choice, since only addresses configured on an interface could be bound.
+//! Loopback targets spread over 127.0.0.1 + k: all of 127.0.0.0/8 is local on Linux (also
+//! inside a private namespace whose `lo` is up), so they need no setup. Any other IPv4 target
+//! spreads over the addresses this host has on the target's own subnet (an interface that is
+//! up, whose address and netmask contain the target: the agent hosts of the `hosts` executor,
+//! or a load machine with several addresses on the service's network). With fewer than two
+//! such addresses, or IPv6, the kernel chooses, since only configured addresses can be bound.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -15,44 +17,106 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// The most addresses a client spreads over: 127.0.0.1 … 127.255.255.254 stay inside 127/8.
 pub const MAX_SOURCE_ADDRESSES: u32 = (1 << 24) - 2;
 
+/// Where the source addresses come from.
+#[derive(Debug)]
+enum Pool {
+    /// The kernel picks the source.
+    Kernel,
+    /// 127.0.0.1 + k, k < count.
+    Loopback { count: u32 },
+    /// Addresses configured on the target's subnet, in ascending order.
+    OnLink(Vec<Ipv4Addr>),
+}
+
 /// The source addresses of one client and the counter that takes them in turn.
 #[derive(Debug)]
 pub struct SourceAddresses {
-    /// The first address (127.0.0.1); `None` = the kernel picks the source.
-    first: Option<u32>,
-    count: u32,
+    pool: Pool,
     /// Connects so far; shared by every worker of the client, hence atomic.
     next: AtomicU64,
 }
 
 impl SourceAddresses {
-    /// Spreads over `count` addresses when `target` is IPv4 loopback and `count > 1`;
-    /// otherwise leaves the source to the kernel (today's behaviour).
+    /// Spreads over `count` addresses when `count > 1`: 127.0.0.1 + k for an IPv4 loopback
+    /// target, otherwise up to `count` of this host's addresses on the target's subnet (when it
+    /// has at least two); else leaves the source to the kernel.
     pub fn new(target: SocketAddr, count: u32) -> Self {
-        let loopback = matches!(target.ip(), IpAddr::V4(ip) if ip.is_loopback());
+        let local = match target.ip() {
+            IpAddr::V4(ip) if !ip.is_loopback() && count > 1 => on_link_addresses(ip),
+            _ => Vec::new(),
+        };
+        Self::with_local(target, count, local)
+    }
+
+    /// [`SourceAddresses::new`] with this host's on-link addresses given (for tests).
+    fn with_local(target: SocketAddr, count: u32, mut local: Vec<Ipv4Addr>) -> Self {
         let count = count.min(MAX_SOURCE_ADDRESSES);
+        let pool = match target.ip() {
+            IpAddr::V4(ip) if ip.is_loopback() && count > 1 => Pool::Loopback { count },
+            IpAddr::V4(_) => {
+                local.sort();
+                local.dedup();
+                local.truncate(count as usize);
+                if local.len() > 1 {
+                    Pool::OnLink(local)
+                } else {
+                    Pool::Kernel
+                }
+            }
+            IpAddr::V6(_) => Pool::Kernel,
+        };
         SourceAddresses {
-            first: (loopback && count > 1).then_some(u32::from(Ipv4Addr::new(127, 0, 0, 1))),
-            count,
+            pool,
             next: AtomicU64::new(0),
         }
     }
 
     /// How many addresses connections actually spread over (1 = the kernel's choice).
     pub fn count(&self) -> u32 {
-        if self.first.is_some() {
-            self.count
-        } else {
-            1
+        match &self.pool {
+            Pool::Kernel => 1,
+            Pool::Loopback { count } => *count,
+            Pool::OnLink(addrs) => addrs.len() as u32,
         }
     }
 
     /// The source address of the next connection, or `None` to let the kernel choose.
     pub fn next(&self) -> Option<IpAddr> {
-        let first = self.first?;
-        let k = self.next.fetch_add(1, Ordering::Relaxed) % u64::from(self.count);
-        Some(IpAddr::V4(Ipv4Addr::from(first + k as u32)))
+        let k = |n: u64| self.next.fetch_add(1, Ordering::Relaxed) % n;
+        match &self.pool {
+            Pool::Kernel => None,
+            Pool::Loopback { count } => {
+                let first = u32::from(Ipv4Addr::new(127, 0, 0, 1));
+                Some(IpAddr::V4(Ipv4Addr::from(
+                    first + k(u64::from(*count)) as u32,
+                )))
+            }
+            Pool::OnLink(addrs) => Some(IpAddr::V4(addrs[k(addrs.len() as u64) as usize])),
+        }
     }
+}
+
+/// This host's IPv4 addresses on interfaces that are up and whose subnet contains `target`
+/// (none when the interfaces cannot be read: the kernel then chooses).
+fn on_link_addresses(target: Ipv4Addr) -> Vec<Ipv4Addr> {
+    use nix::ifaddrs::getifaddrs;
+    use nix::net::if_::InterfaceFlags;
+    let Ok(interfaces) = getifaddrs() else {
+        return Vec::new();
+    };
+    interfaces
+        .filter(|i| i.flags.contains(InterfaceFlags::IFF_UP))
+        .filter_map(|i| {
+            let addr = i.address?.as_sockaddr_in()?.ip();
+            let mask = i.netmask?.as_sockaddr_in()?.ip();
+            same_subnet(addr, mask, target).then_some(addr)
+        })
+        .collect()
+}
+
+fn same_subnet(addr: Ipv4Addr, mask: Ipv4Addr, target: Ipv4Addr) -> bool {
+    let (a, m, t) = (u32::from(addr), u32::from(mask), u32::from(target));
+    m != 0 && a != t && a & m == t & m
 }
 
 /// Binds a client TCP socket to `source` (port 0) before connect, with
@@ -99,17 +163,63 @@ mod tests {
     }
 
     #[test]
-    fn one_address_or_a_non_loopback_target_leaves_the_source_to_the_kernel() {
-        for (target, count) in [
-            ("127.0.0.1:443", 1),
-            ("127.0.0.1:443", 0),
-            ("198.18.0.2:443", 16),
-            ("[::1]:443", 16),
+    fn one_address_or_a_target_without_local_addresses_on_its_subnet_leaves_the_source_to_the_kernel(
+    ) {
+        let one = vec![Ipv4Addr::new(198, 18, 0, 11)];
+        for (target, count, local) in [
+            ("127.0.0.1:443", 1, vec![]),
+            ("127.0.0.1:443", 0, vec![]),
+            ("198.18.0.2:443", 16, vec![]),
+            ("198.18.0.2:443", 16, one.clone()),
+            (
+                "198.18.0.2:443",
+                1,
+                vec![one[0], Ipv4Addr::new(198, 19, 0, 2)],
+            ),
+            ("[::1]:443", 16, vec![]),
         ] {
-            let s = SourceAddresses::new(target.parse().unwrap(), count);
+            let s = SourceAddresses::with_local(target.parse().unwrap(), count, local);
             assert_eq!(take(&s, 3), [None, None, None], "{target} × {count}");
             assert_eq!(s.count(), 1);
         }
+        // A host with no address on 203.0.113.0/24 (TEST-NET-3): nothing is read as on-link.
+        let s = SourceAddresses::new("203.0.113.9:443".parse().unwrap(), 16);
+        assert_eq!(s.count(), 1);
+    }
+
+    #[test]
+    fn other_targets_spread_over_this_hosts_addresses_on_their_subnet() {
+        let a = |c: u8, d: u8| Ipv4Addr::new(198, c, 0, d);
+        let s = SourceAddresses::with_local(
+            "198.18.0.1:443".parse().unwrap(),
+            3,
+            vec![a(19, 2), a(18, 11), a(19, 1), a(18, 11), a(19, 3)],
+        );
+        assert_eq!(s.count(), 3);
+        let ip = |c, d| Some(IpAddr::V4(a(c, d)));
+        assert_eq!(take(&s, 4), [ip(18, 11), ip(19, 1), ip(19, 2), ip(18, 11)]);
+        assert!(same_subnet(
+            a(19, 2),
+            Ipv4Addr::new(255, 254, 0, 0),
+            a(18, 1)
+        ));
+        assert!(!same_subnet(
+            a(19, 2),
+            Ipv4Addr::new(255, 255, 0, 0),
+            a(18, 1)
+        ));
+        assert!(!same_subnet(
+            a(18, 1),
+            Ipv4Addr::new(255, 254, 0, 0),
+            a(18, 1)
+        ));
+    }
+
+    #[test]
+    fn on_link_addresses_include_loopbacks_own_subnet() {
+        // 127.0.0.1/8 on `lo` is on the subnet of any 127/8 address but itself.
+        let found = on_link_addresses(Ipv4Addr::new(127, 0, 0, 2));
+        assert!(found.contains(&Ipv4Addr::LOCALHOST), "{found:?}");
     }
 
     #[tokio::test]

@@ -120,3 +120,55 @@ fn sigint_mid_cell_leaves_no_namespace() {
         "no namespace is left after SIGINT"
     );
 }
+
+/// Spreading beyond loopback: an agent host has several addresses on the server's subnet, and
+/// its connections spread over them. With 100 ephemeral ports and no TIME_WAIT reuse (the
+/// cell's sysctls, set in every host), 300 new connections need more than one source address:
+/// spread over 4 they all complete; from one address they run out of ports. The next cell
+/// without sysctls gets the namespace's defaults back.
+#[test]
+fn agent_hosts_spread_connections_over_their_addresses_and_sysctls_reach_every_host() {
+    let (_tmp, dir) = run_toml(
+        r#"
+name = "hosts-spread"
+executor = "hosts"
+host_agents = 1
+stacks = ["h1"]
+regimes = ["new-conn"]
+concurrency = [10]
+requests_new_conn = 300
+warmup_fraction = 0
+baseline_seconds = 0
+source_addresses = 4
+[[variants]]
+name = "spread"
+port_range = "40000 40099"
+tcp_tw_reuse = 0
+[[variants]]
+name = "one-address"
+port_range = "40000 40099"
+tcp_tw_reuse = 0
+source_addresses = 1
+[[variants]]
+name = "defaults"
+source_addresses = 1
+"#,
+    );
+    let rows = read_csv(&dir.join("cells.csv"));
+    let find = |variant: &str| {
+        rows.iter()
+            .find(|r| r["variant"] == variant)
+            .unwrap_or_else(|| panic!("{variant}: {rows:?}"))
+    };
+    let spread = find("spread");
+    assert_eq!(spread["error"], "", "{spread:?}");
+    assert_eq!(num(spread, "agents"), 1.0);
+    assert_eq!(num(spread, "fail_addr_unavailable"), 0.0, "{spread:?}");
+    assert_eq!(num(spread, "ok"), 300.0, "{spread:?}");
+    let one = find("one-address");
+    assert!(num(one, "fail_addr_unavailable") > 0.0, "{one:?}");
+    assert!(num(one, "ok") < 300.0, "{one:?}");
+    // The default range (≈ 28,000 ports) again: one address is plenty for 300 connections.
+    let defaults = find("defaults");
+    assert_eq!(num(defaults, "ok"), 300.0, "{defaults:?}");
+}

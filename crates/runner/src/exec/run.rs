@@ -89,7 +89,13 @@ pub async fn run(
     // The hosts executor: the namespaces and their agents live as long as the run.
     if exp.executor == crate::settings::Executor::Hosts {
         ensure_certs(&ctx.certs_dir)?;
-        let hosts = crate::netem::hosts::Hosts::create(exp.host_agents, &ctx.certs_dir)?;
+        // Each agent host gets as many source addresses as the most any cell spreads over.
+        let addresses = plan(&exp)
+            .iter()
+            .map(|c| c.settings.source_addresses)
+            .max()
+            .unwrap_or(1);
+        let hosts = crate::netem::hosts::Hosts::create(exp.host_agents, addresses, &ctx.certs_dir)?;
         let ca = bench_core::tls::CertPaths::new(&ctx.certs_dir).ca_cert();
         let link = crate::exec::agent::AgentLink::new(&ca, SERVER_NAME, hosts.token.clone())?;
         ctx.agents = Some(Arc::new(crate::exec::agent::Agents {
@@ -810,7 +816,11 @@ async fn run_isolated(
     stop: &Arc<AtomicBool>,
     index: usize,
 ) -> anyhow::Result<Option<(CellResult, Vec<Sample>)>> {
-    let netns = if cell.settings.needs_netns() {
+    // The hosts executor's hosts are namespaces already: the cell's sysctls go to them.
+    if let Some(hosts) = &ctx.hosts {
+        hosts.apply_sysctls(&cell.settings.sysctls())?;
+    }
+    let netns = if cell.settings.needs_netns() && ctx.hosts.is_none() {
         Some(Arc::new(crate::netem::netns::Netns::create(
             &cell.settings,
             index,

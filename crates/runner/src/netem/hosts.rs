@@ -22,6 +22,9 @@ pub const AGENT_PORT: u16 = 7400;
 const PREFIX_LEN: u8 = 15;
 /// Most agent hosts one run creates.
 pub const MAX_HOST_AGENTS: u32 = 32;
+/// Most addresses one agent host has: its own and up to 254 more (198.19.<agent>.1–254), which
+/// its load generators spread their connections over (`source_addresses`).
+pub const MAX_AGENT_ADDRESSES: u32 = 255;
 
 fn ip(args: &[&str]) -> anyhow::Result<()> {
     let output = Command::new("ip")
@@ -32,6 +35,28 @@ fn ip(args: &[&str]) -> anyhow::Result<()> {
         bail!(
             "ip {} failed: {}",
             args.join(" "),
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+/// Runs `ip -n NS -batch -` on `commands` (one per line; nothing to do when empty).
+fn ip_batch(ns: &str, commands: &str) -> anyhow::Result<()> {
+    if commands.is_empty() {
+        return Ok(());
+    }
+    let mut child = Command::new("ip")
+        .args(["-n", ns, "-batch", "-"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("cannot run ip (install iproute2)")?;
+    std::io::Write::write_all(&mut child.stdin.take().expect("piped"), commands.as_bytes())?;
+    let output = child.wait_with_output()?;
+    if !output.status.success() {
+        bail!(
+            "ip -n {ns} -batch failed: {}",
             String::from_utf8_lossy(&output.stderr).trim()
         );
     }
@@ -53,12 +78,17 @@ pub struct Hosts {
     pub agent_addrs: Vec<SocketAddr>,
     /// The agents' token, made for this run and handed over in their environment.
     pub token: String,
+    /// A new namespace's values of the sysctls a cell may set (`key=value`).
+    default_sysctls: Vec<String>,
+    /// The values every host has now: the defaults, then the last cell's.
+    sysctls: std::sync::Mutex<Vec<String>>,
 }
 
 impl Hosts {
-    /// Creates the bridge, the server host and `n` agent hosts, and starts `runner agent` in
-    /// each agent host (certificates from `certs`).
-    pub fn create(n: u32, certs: &Path) -> anyhow::Result<Hosts> {
+    /// Creates the bridge, the server host and `n` agent hosts with `addresses` addresses each
+    /// (at most [`MAX_AGENT_ADDRESSES`]), and starts `runner agent` in each agent host
+    /// (certificates from `certs`).
+    pub fn create(n: u32, addresses: u32, certs: &Path) -> anyhow::Result<Hosts> {
         let base = format!("tbench-{}-h", std::process::id());
         let bridge = format!("{base}-br");
         ip(&["netns", "add", &bridge])?;
@@ -72,6 +102,8 @@ impl Hosts {
             processes: Vec::new(),
             agent_addrs: Vec::new(),
             token: token(),
+            default_sysctls: Vec::new(),
+            sysctls: Default::default(),
         };
         // From here on, dropping `hosts` removes what exists.
         ip(&["-n", &hosts.bridge, "link", "add", "br0", "type", "bridge"])?;
@@ -82,7 +114,15 @@ impl Hosts {
             let addr = Ipv4Addr::new(198, 18, 0, AGENT_BASE + i as u8);
             let host = hosts.host(&format!("{base}-a{}", i + 1), &format!("va{}", i + 1), addr)?;
             hosts.agents.push(host);
+            // More source addresses on the same /15, so a cell's connections from this host are
+            // not limited to one address's ephemeral ports.
+            let extra: String = (1..addresses.clamp(1, MAX_AGENT_ADDRESSES))
+                .map(|k| format!("addr add 198.19.{i}.{k}/{PREFIX_LEN} dev eth0\n"))
+                .collect();
+            ip_batch(&hosts.agents[i as usize].name, &extra)?;
         }
+        hosts.default_sysctls = defaults(&hosts.agents[0].name)?;
+        *hosts.sysctls.lock().expect("not poisoned") = hosts.default_sysctls.clone();
         let exe = std::env::current_exe().context("cannot find the runner executable")?;
         for (i, host) in hosts.agents.iter().enumerate() {
             let listen =
@@ -147,6 +187,43 @@ impl Hosts {
         Ok(host)
     }
 
+    /// Sets a cell's namespace sysctls (`key=value`) in every host, and the namespace defaults
+    /// for those it leaves unset, so no cell inherits the previous cell's settings.
+    pub fn apply_sysctls(&self, cell: &[String]) -> anyhow::Result<()> {
+        let mut current = self.sysctls.lock().expect("not poisoned");
+        let wanted: Vec<String> = self
+            .default_sysctls
+            .iter()
+            .map(|default| {
+                let key = default.split('=').next().unwrap_or_default();
+                cell.iter()
+                    .find(|s| s.split('=').next() == Some(key))
+                    .unwrap_or(default)
+                    .clone()
+            })
+            .collect();
+        if wanted == *current {
+            return Ok(());
+        }
+        for host in std::iter::once(&self.server).chain(&self.agents) {
+            let output = Command::new("ip")
+                .args(["netns", "exec", &host.name, "sysctl", "-q", "-w"])
+                .args(&wanted)
+                .output()
+                .context("cannot run sysctl in a host")?;
+            if !output.status.success() {
+                bail!(
+                    "sysctl in host {} failed: {}",
+                    host.name,
+                    String::from_utf8_lossy(&output.stderr).trim()
+                );
+            }
+        }
+        // Only the defaults' keys are ever set, so the next cell can restore each of them.
+        *current = wanted;
+        Ok(())
+    }
+
     /// Moves the calling thread into the server's host (the server starts there, and the
     /// runner reaches the agents from there, across the bridge).
     pub fn enter_server(&self) -> nix::Result<()> {
@@ -182,6 +259,34 @@ impl Drop for Hosts {
             let _ = ip(&["netns", "del", name]);
         }
     }
+}
+
+/// The sysctls a cell may set ([`crate::settings::Experiment::sysctls`]), as a new namespace has
+/// them (`key=value`).
+fn defaults(ns: &str) -> anyhow::Result<Vec<String>> {
+    const KEYS: [&str; 3] = [
+        "net.ipv4.ip_local_port_range",
+        "net.ipv4.tcp_tw_reuse",
+        "net.core.somaxconn",
+    ];
+    let output = Command::new("ip")
+        .args(["netns", "exec", ns, "sysctl", "-n"])
+        .args(KEYS)
+        .output()
+        .context("cannot run sysctl in a host")?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    let values: Vec<String> = text
+        .lines()
+        .map(|v| v.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    if !output.status.success() || values.len() != KEYS.len() {
+        bail!("cannot read the namespace sysctls of host {ns}");
+    }
+    Ok(KEYS
+        .iter()
+        .zip(values)
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect())
 }
 
 /// `(received, sent)` bytes of `dev` in namespace `ns`.

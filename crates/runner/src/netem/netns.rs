@@ -141,17 +141,7 @@ impl Netns {
                 )?;
             }
         }
-        let mut sysctls = Vec::new();
-        if let Some(range) = &exp.port_range {
-            sysctls.push(format!("net.ipv4.ip_local_port_range={range}"));
-        }
-        if let Some(v) = exp.tcp_tw_reuse {
-            sysctls.push(format!("net.ipv4.tcp_tw_reuse={v}"));
-        }
-        if let Some(v) = exp.somaxconn {
-            sysctls.push(format!("net.core.somaxconn={v}"));
-        }
-        for s in &sysctls {
+        for s in &exp.sysctls() {
             run("ip", &["netns", "exec", &ns.name, "sysctl", "-q", "-w", s])?;
         }
         Ok(ns)

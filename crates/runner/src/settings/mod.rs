@@ -196,6 +196,22 @@ pub struct Invalid {
 
 impl Experiment {
     /// Whether cells need a private network namespace (emulation or namespace sysctls).
+    /// The namespace sysctls these settings set, as `key=value` (in a cell's private
+    /// namespace, or in every host of the hosts executor).
+    pub fn sysctls(&self) -> Vec<String> {
+        let mut sysctls = Vec::new();
+        if let Some(range) = &self.port_range {
+            sysctls.push(format!("net.ipv4.ip_local_port_range={range}"));
+        }
+        if let Some(v) = self.tcp_tw_reuse {
+            sysctls.push(format!("net.ipv4.tcp_tw_reuse={v}"));
+        }
+        if let Some(v) = self.somaxconn {
+            sysctls.push(format!("net.core.somaxconn={v}"));
+        }
+        sysctls
+    }
+
     pub fn needs_netns(&self) -> bool {
         self.netem.is_some()
             || self.port_range.is_some()

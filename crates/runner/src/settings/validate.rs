@@ -274,8 +274,8 @@ impl Experiment {
                 Some("the hosts executor starts its own agents; give no `agents`")
             } else if !self.targets.is_empty() {
                 Some("the hosts executor measures our server in its own host; [targets] are not reachable from there")
-            } else if self.needs_netns() {
-                Some("network emulation and namespace sysctls are not available with the hosts executor yet")
+            } else if self.netem.is_some() {
+                Some("network emulation is not available with the hosts executor yet")
             } else {
                 None
             };
