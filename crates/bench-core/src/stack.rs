@@ -46,6 +46,12 @@ pub struct Tuning {
     pub udp_buffer_bytes: Option<usize>,
     /// QUIC: connection-level receive window in bytes (stream windows follow it).
     pub quic_receive_window: Option<u64>,
+    /// QUIC server: endpoints (each a socket and a driver task) sharing the port with
+    /// SO_REUSEPORT; `None` = one.
+    pub quic_server_endpoints: Option<u32>,
+    /// QUIC: `Some(false)` turns segmentation offload off (GSO on send; GRO on the server's
+    /// socket); `None` = quinn's default, on where the kernel has it.
+    pub quic_offload: Option<bool>,
     /// TCP client: close with SO_LINGER 0 (an RST, no TIME_WAIT) instead of a FIN.
     pub linger_zero: bool,
     /// Clients: how many local source addresses (127.0.0.1, 127.0.0.2, … for a loopback

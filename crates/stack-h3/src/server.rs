@@ -1,4 +1,5 @@
-//! HTTP/3 server: one quinn endpoint; each connection and each request in its own task.
+//! HTTP/3 server: one quinn endpoint (or several on one port, `quic_server_endpoints`); each
+//! connection and each request in its own task.
 
 use std::sync::Arc;
 
@@ -29,8 +30,6 @@ pub fn bind(settings: ServerSettings) -> anyhow::Result<BoundServer> {
         &settings.tuning,
         MAX_CONCURRENT_STREAMS,
     ));
-    let socket = std::net::UdpSocket::bind(settings.listen)
-        .with_context(|| format!("cannot bind UDP {}", settings.listen))?;
     // One socket takes every client's datagrams: the kernel's 208 KiB default overflows under
     // hundreds of connections and the losses surface as PTO stalls, so size it as quic-go and
     // quinn's docs advise (4 MiB, the usual rmem_max) unless the experiment sets a size.
@@ -38,38 +37,42 @@ pub fn bind(settings: ServerSettings) -> anyhow::Result<BoundServer> {
     tuning
         .udp_buffer_bytes
         .get_or_insert(SERVER_UDP_BUFFER_BYTES);
-    crate::tuning::size_buffers(&socket, &tuning)?;
-    let endpoint = quinn::Endpoint::new(
-        quinn::EndpointConfig::default(),
-        Some(config),
-        socket,
-        Arc::new(quinn::TokioRuntime),
-    )?;
-    let local_addr = endpoint.local_addr()?;
+    // One endpoint is one driver task, so one core, while the TCP stacks accept on every
+    // server thread: an operator would run several endpoints on one port (SO_REUSEPORT; the
+    // kernel keeps each client's 4-tuple on one socket, so each connection stays with its
+    // endpoint).
+    let count = tuning.quic_server_endpoints.unwrap_or(1).max(1);
+    let mut endpoints = Vec::new();
+    let mut listen = settings.listen;
+    for _ in 0..count {
+        let socket = server_socket(listen, count > 1, &tuning)?;
+        listen = socket.local_addr()?;
+        let handle = socket.try_clone()?;
+        endpoints.push(quinn::Endpoint::new(
+            quinn::EndpointConfig::default(),
+            Some(config.clone()),
+            socket,
+            Arc::new(quinn::TokioRuntime),
+        )?);
+        // quinn turns GRO on as it takes the socket: turn it off afterwards, through a second
+        // handle on the same socket.
+        if tuning.quic_offload == Some(false) {
+            set_gro(&handle, false)?;
+        }
+    }
+    let local_addr = listen;
     let workload = Arc::new(ServerWorkload::new(
         settings.payload,
         settings.fault,
         settings.service,
     ));
     let serving = async move {
-        while let Some(incoming) = endpoint.accept().await {
-            let workload = workload.clone();
-            tokio::spawn(async move {
-                let Ok(connecting) = incoming.accept() else {
-                    return;
-                };
-                // Take the connection before the handshake completes, so requests a client
-                // sends as 0-RTT are answered at once (half-RTT data), as 0-RTT servers do.
-                let conn = match connecting.into_0rtt() {
-                    Ok((conn, _)) => conn,
-                    Err(connecting) => match connecting.await {
-                        Ok(conn) => conn,
-                        Err(_) => return,
-                    },
-                };
-                serve_connection(conn, workload).await;
-            });
-        }
+        futures::future::join_all(
+            endpoints
+                .into_iter()
+                .map(|endpoint| accept_loop(endpoint, workload.clone())),
+        )
+        .await;
         Ok(())
     }
     .boxed();
@@ -77,6 +80,58 @@ pub fn bind(settings: ServerSettings) -> anyhow::Result<BoundServer> {
         local_addr,
         serving,
     })
+}
+
+/// A UDP socket for one server endpoint, bound to `listen` (with SO_REUSEPORT when several
+/// endpoints share the port), its buffers sized.
+fn server_socket(
+    listen: std::net::SocketAddr,
+    reuse_port: bool,
+    tuning: &bench_core::Tuning,
+) -> anyhow::Result<std::net::UdpSocket> {
+    use nix::sys::socket::{setsockopt, sockopt};
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(listen),
+        socket2::Type::DGRAM,
+        Some(socket2::Protocol::UDP),
+    )?;
+    if reuse_port {
+        setsockopt(&socket, sockopt::ReusePort, &true)?;
+    }
+    socket
+        .bind(&listen.into())
+        .with_context(|| format!("cannot bind UDP {listen}"))?;
+    let socket: std::net::UdpSocket = socket.into();
+    crate::tuning::size_buffers(&socket, tuning)?;
+    Ok(socket)
+}
+
+/// UDP_GRO on or off (the kernel coalescing datagrams of one flow into one receive).
+fn set_gro(socket: &std::net::UdpSocket, on: bool) -> std::io::Result<()> {
+    nix::sys::socket::setsockopt(socket, nix::sys::socket::sockopt::UdpGroSegment, &on)
+        .map_err(std::io::Error::from)
+}
+
+/// Accepts one endpoint's connections, each in its own task.
+async fn accept_loop(endpoint: quinn::Endpoint, workload: Arc<ServerWorkload>) {
+    while let Some(incoming) = endpoint.accept().await {
+        let workload = workload.clone();
+        tokio::spawn(async move {
+            let Ok(connecting) = incoming.accept() else {
+                return;
+            };
+            // Take the connection before the handshake completes, so requests a client
+            // sends as 0-RTT are answered at once (half-RTT data), as 0-RTT servers do.
+            let conn = match connecting.into_0rtt() {
+                Ok((conn, _)) => conn,
+                Err(connecting) => match connecting.await {
+                    Ok(conn) => conn,
+                    Err(_) => return,
+                },
+            };
+            serve_connection(conn, workload).await;
+        });
+    }
 }
 
 async fn serve_connection(conn: quinn::Connection, workload: Arc<ServerWorkload>) {
@@ -114,4 +169,37 @@ async fn serve_request(
     stream.send_data(reply.body).await?;
     stream.finish().await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn offload_off_leaves_the_server_socket_without_gro_after_quinn_takes_it() {
+        use nix::sys::socket::{getsockopt, sockopt::UdpGroSegment};
+        for (offload, gro) in [(None, true), (Some(false), false)] {
+            let tuning = bench_core::Tuning {
+                quic_offload: offload,
+                ..Default::default()
+            };
+            let socket = server_socket("127.0.0.1:0".parse().unwrap(), false, &tuning).unwrap();
+            let handle = socket.try_clone().unwrap();
+            let _endpoint = quinn::Endpoint::new(
+                quinn::EndpointConfig::default(),
+                None,
+                socket,
+                Arc::new(quinn::TokioRuntime),
+            )
+            .unwrap();
+            if offload == Some(false) {
+                set_gro(&handle, false).unwrap();
+            }
+            assert_eq!(
+                getsockopt(&handle, UdpGroSegment).unwrap(),
+                gro,
+                "{offload:?}"
+            );
+        }
+    }
 }

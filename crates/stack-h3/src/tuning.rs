@@ -20,6 +20,9 @@ pub fn transport_config(tuning: &Tuning, streams: u32) -> Arc<quinn::TransportCo
     if let Some(ms) = tuning.quic_initial_rtt_ms {
         transport.initial_rtt(Duration::from_millis(ms));
     }
+    if tuning.quic_offload == Some(false) {
+        transport.enable_segmentation_offload(false);
+    }
     if let Some(window) = tuning.quic_receive_window {
         let window = quinn::VarInt::from_u64(window).unwrap_or(quinn::VarInt::MAX);
         transport.receive_window(window);
@@ -36,4 +39,21 @@ pub fn size_buffers(socket: &std::net::UdpSocket, tuning: &Tuning) -> std::io::R
         s.set_send_buffer_size(bytes)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offload_off_reaches_the_transport_config() {
+        let on = format!("{:?}", transport_config(&Tuning::default(), 1));
+        assert!(on.contains("enable_segmentation_offload: true"), "{on}");
+        let tuning = Tuning {
+            quic_offload: Some(false),
+            ..Default::default()
+        };
+        let off = format!("{:?}", transport_config(&tuning, 1));
+        assert!(off.contains("enable_segmentation_offload: false"), "{off}");
+    }
 }

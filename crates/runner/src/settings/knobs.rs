@@ -288,6 +288,14 @@ knobs! {
     /// QUIC connection receive window in bytes (default: quinn's).
     #[arg(long)]
     quic_receive_window: cell_opt<u64> = None;
+    /// QUIC server endpoints on the one port, each its own socket (SO_REUSEPORT) and driver
+    /// task, as an operator spreads a QUIC server over cores (default: one).
+    #[arg(long, value_name = "N")]
+    quic_server_endpoints: cell_opt<u32> = None;
+    /// QUIC segmentation offload: `false` turns GSO (both sides) and the server socket's GRO
+    /// off (default: quinn's, on where the kernel has it).
+    #[arg(long, value_name = "BOOL")]
+    quic_offload: cell_opt<bool> = None;
     /// TCP clients close with SO_LINGER 0: an RST, no TIME_WAIT (default: a FIN).
     #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
     linger_zero: cell<bool> = false;

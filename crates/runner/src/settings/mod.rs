@@ -234,6 +234,8 @@ impl Experiment {
             quic_initial_rtt_ms: self.quic_initial_rtt_ms,
             udp_buffer_bytes: self.udp_buffer_bytes,
             quic_receive_window: self.quic_receive_window,
+            quic_server_endpoints: self.quic_server_endpoints,
+            quic_offload: self.quic_offload,
             linger_zero: self.linger_zero,
             source_addresses: self.source_addresses,
             no_session_tickets: false,

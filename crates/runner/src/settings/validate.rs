@@ -241,6 +241,12 @@ impl Experiment {
         if self.quic_initial_rtt_ms == Some(0) {
             return fail("quic_initial_rtt_ms", "must be at least 1".into());
         }
+        if self
+            .quic_server_endpoints
+            .is_some_and(|n| !(1..=64).contains(&n))
+        {
+            return fail("quic_server_endpoints", "must be 1 to 64".into());
+        }
         if self.quic_receive_window.is_some_and(|w| w < 1024) {
             return fail("quic_receive_window", "must be at least 1024".into());
         }

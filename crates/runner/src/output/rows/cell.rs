@@ -186,6 +186,10 @@ row_type! {
         pub udp_buffer_bytes: Option<u64>,
         #[serde(default)]
         pub quic_receive_window: Option<u64>,
+        #[serde(default)]
+        pub quic_server_endpoints: Option<u32>,
+        #[serde(default)]
+        pub quic_offload: Option<bool>,
         pub linger_zero: bool,
         /// Absent before the reference run's version: optional for that reason only.
         #[serde(default)]
@@ -286,6 +290,8 @@ impl CellRow {
             quic_initial_rtt_ms: e.quic_initial_rtt_ms,
             udp_buffer_bytes: e.udp_buffer_bytes.map(|v| v as u64),
             quic_receive_window: e.quic_receive_window,
+            quic_server_endpoints: e.quic_server_endpoints,
+            quic_offload: e.quic_offload,
             linger_zero: e.linger_zero,
             source_addresses: Some(e.source_addresses),
             server_threads: e.server_threads,

@@ -1,0 +1,79 @@
+//! The server settings an operator would use: several endpoints on one port (SO_REUSEPORT)
+//! and segmentation offload off. Connections from many client sockets all complete, and the
+//! kernel shows the endpoints' sockets sharing the port.
+
+use std::sync::Arc;
+
+use bench_core::call::Call;
+use bench_core::stack::Stack;
+use bench_core::tls::{ensure_certs, ServerIdentity};
+use bench_core::{PayloadProfile, ServerSettings, Tuning};
+
+/// UDP sockets bound to `port` on 127.0.0.1 in this process's network namespace.
+fn udp_sockets_on(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/udp").unwrap();
+    let local = format!("0100007F:{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter(|l| l.split_whitespace().nth(1) == Some(local.as_str()))
+        .count()
+}
+
+async fn serve_and_connect(tuning: Tuning, clients: u64) -> (std::net::SocketAddr, usize) {
+    let certs = tempfile::tempdir().unwrap();
+    let paths = ensure_certs(certs.path()).unwrap();
+    let bound = stack_h3::Http3
+        .bind(ServerSettings {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            tls: Some(Arc::new(ServerIdentity::load(&paths).unwrap())),
+            payload: PayloadProfile::Small,
+            fault: None,
+            backlog: 1024,
+            tuning: tuning.clone(),
+            service: Default::default(),
+        })
+        .await
+        .unwrap();
+    let addr = bound.local_addr;
+    let sockets = udp_sockets_on(addr.port());
+    let server = tokio::spawn(bound.serving);
+    let mut settings =
+        bench_core::testkit::client_settings(addr, certs.path(), false, PayloadProfile::Small);
+    settings.tuning = tuning;
+    let client = stack_h3::Http3.client(&settings).unwrap();
+    // Each connection is a new client socket: a new 4-tuple, hashed to one of the endpoints.
+    for id in 0..clients {
+        let connected = client.connect().await.expect("connect");
+        connected
+            .conn
+            .request(Call::item(id))
+            .await
+            .unwrap_or_else(|f| panic!("request {id}: {f}"));
+        connected.conn.close().await;
+    }
+    server.abort();
+    (addr, sockets)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_endpoints_share_the_port_and_serve_every_connection() {
+    let tuning = Tuning {
+        quic_server_endpoints: Some(4),
+        ..Default::default()
+    };
+    let (_, sockets) = serve_and_connect(tuning, 24).await;
+    assert_eq!(sockets, 4, "four endpoint sockets on one port");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_endpoint_by_default_and_offload_can_be_turned_off() {
+    let (_, sockets) = serve_and_connect(Tuning::default(), 4).await;
+    assert_eq!(sockets, 1);
+    let tuning = Tuning {
+        quic_offload: Some(false),
+        ..Default::default()
+    };
+    let (_, sockets) = serve_and_connect(tuning, 4).await;
+    assert_eq!(sockets, 1);
+}
