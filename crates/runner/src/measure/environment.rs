@@ -43,6 +43,10 @@ pub struct Environment {
     /// `getsockopt` of a fresh TCP socket left at the kernel's defaults (`tcp_rmem`/`tcp_wmem`).
     pub tcp_rcvbuf_default_bytes: usize,
     pub tcp_sndbuf_default_bytes: usize,
+    /// The runner's global allocator (its servers and load generators are the same binary):
+    /// `jemalloc` (the default build) or `system` (`--no-default-features`, for heap
+    /// profilers). RSS figures depend on it.
+    pub allocator: String,
     /// Open-loop runs: how late the machine itself ran a spinning thread on the load
     /// generator's core, probed as the run starts (the floor under pacing lag).
     pub stall_probe: Option<crate::measure::stalls::StallProbe>,
@@ -99,6 +103,12 @@ impl Environment {
             udp_sndbuf_effective_bytes: udp_snd,
             tcp_rcvbuf_default_bytes: tcp_rcv,
             tcp_sndbuf_default_bytes: tcp_snd,
+            allocator: if cfg!(feature = "jemalloc") {
+                "jemalloc"
+            } else {
+                "system"
+            }
+            .into(),
             stall_probe: None,
         }
     }
