@@ -84,6 +84,14 @@ fn open_loop_shows_a_stall_that_closed_loop_hides() {
     };
     assert!(probe(&a).is_null(), "closed loop: {}", probe(&a));
     assert_eq!(probe(&b)["probe_ms"], 1000, "open loop: {}", probe(&b));
+    // The report sets the cells' pacing lag beside that floor.
+    let report = runner().arg("report").arg(b.dir()).output().unwrap();
+    assert!(report.status.success(), "{}", output_text(&report));
+    let page = std::fs::read_to_string(b.dir().join("report.html")).unwrap();
+    assert!(
+        page.contains("Open loop: pacing lag p99") && page.contains("a perfectly punctual pacer"),
+        "no pacing floor note in the report"
+    );
     let (closed, open) = (&closed[0], &open[0]);
     assert_eq!(closed["mode"], "closed");
     assert_eq!(open["mode"], "open");
