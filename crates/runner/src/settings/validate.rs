@@ -274,8 +274,18 @@ impl Experiment {
                 Some("the hosts executor starts its own agents; give no `agents` or `server_agent`")
             } else if !self.targets.is_empty() {
                 Some("the hosts executor measures our server in its own host; [targets] are not reachable from there")
-            } else if self.needs_netns() {
-                Some("network emulation and namespace sysctls are not available with the hosts executor yet")
+            } else if self.port_range.is_some()
+                || self.tcp_tw_reuse.is_some()
+                || self.somaxconn.is_some()
+            {
+                Some("namespace sysctls are not available with the hosts executor yet")
+            } else if self
+                .netem
+                .as_deref()
+                .and_then(|n| super::Netem::parse(n).ok())
+                .is_some_and(|n| n.rate.is_some())
+            {
+                Some("netem's rate is not emulated per link yet (delay, jitter and loss are)")
             } else {
                 None
             };

@@ -1,7 +1,8 @@
 //! The `hosts` executor: the run's namespaces ([`crate::netem::hosts::Hosts`]: a server host
 //! and N agent hosts on a bridge, 198.18.0.0/15); each cell's server is a `runner serve` child
 //! in the server's host, its load shared by the agents in theirs, and each agent host's
-//! interface counters are read around the cell.
+//! interface counters are read around the cell. A cell with `netem` has it on every agent's
+//! link for the cell's duration ([`crate::netem::links`]).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -16,6 +17,7 @@ use crate::exec::agent::{AgentLink, Agents};
 use crate::exec::loadgen::LoadJob;
 use crate::exec::serve::{ServeOptions, ServerHandle, ServerProcess};
 use crate::netem::hosts::{Hosts, SERVER_IP};
+use crate::netem::links::LinkEmulation;
 use crate::output::CellResult;
 use crate::plan::Cell;
 
@@ -47,8 +49,16 @@ impl HostsExecutor {
 }
 
 impl Executor for HostsExecutor {
-    fn cell(&self, _cell: &Cell, _index: usize) -> anyhow::Result<Arc<dyn CellSite>> {
+    fn cell(&self, cell: &Cell, _index: usize) -> anyhow::Result<Arc<dyn CellSite>> {
+        let emulation = match &cell.settings.netem {
+            Some(netem) => {
+                let netem = crate::settings::Netem::parse(netem).map_err(anyhow::Error::msg)?;
+                LinkEmulation::start(&self.hosts.agent_links(), &netem)?
+            }
+            None => None,
+        };
         Ok(Arc::new(HostsCell {
+            emulation,
             links_before: self.hosts.agent_link_bytes(),
             hosts: self.hosts.clone(),
             agents: self.agents.clone(),
@@ -58,6 +68,8 @@ impl Executor for HostsExecutor {
 }
 
 struct HostsCell {
+    /// The cell's emulation on the agents' links, removed with the cell.
+    emulation: Option<LinkEmulation>,
     hosts: Arc<Hosts>,
     agents: Arc<Agents>,
     certs_dir: PathBuf,
@@ -96,8 +108,16 @@ impl CellSite for HostsCell {
         super::loadgens_for(job, &self.certs_dir, Some(&self.agents)).await
     }
 
-    /// What crossed each agent host's interface during the cell.
+    /// What crossed each agent host's interface during the cell, and what the links'
+    /// emulation did.
     fn account(&self, result: &mut CellResult) {
+        if let Some(e) = &self.emulation {
+            result.emulated_packets = Some(e.packets());
+            result.environment = Some(crate::measure::environment::CellEnvironment {
+                emulation: Some(e.emulation()),
+                ..result.environment.unwrap_or_default()
+            });
+        }
         for ((agent, after), before) in result
             .per_agent
             .iter_mut()
