@@ -881,6 +881,9 @@ k8s_agents = 2
         assert_eq!(ok, 400.0);
     }
 
+    // The token went only over the control channel: no result file holds it.
+    assert_no_file_holds(&outcome.dir, TOKEN);
+
     // Per cell: the four objects created, then (after the pods were read) deleted in reverse.
     let log = log.lock().unwrap().clone();
     let mut expected = Vec::new();
@@ -962,4 +965,27 @@ fn the_kubernetes_executor_refuses_bad_input_with_one_line() {
         "{e}"
     );
     assert!(!out.exists(), "nothing was created");
+}
+
+/// No file under `dir` contains `secret`.
+fn assert_no_file_holds(dir: &std::path::Path, secret: &str) {
+    let mut files = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                files += 1;
+                let bytes = std::fs::read(&path).unwrap();
+                assert!(
+                    !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                    "{} holds the token",
+                    path.display()
+                );
+            }
+        }
+    }
+    assert!(files >= 5, "only {files} result files");
 }
