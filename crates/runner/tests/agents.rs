@@ -301,23 +301,49 @@ fn an_agent_runs_the_server_and_returns_its_measurements() {
     let server = Agent::start(&certs, TOKEN);
     let load = Agent::start(&certs, TOKEN);
     let out = tmp.path().join("results");
-    let output = run_with_agents(
-        &[&load],
-        &certs,
-        &out,
-        TOKEN,
-        &[
-            "--server-agent",
-            &server.addr,
+    let mut run = runner()
+        .args([
+            "--stacks",
+            "h1",
+            "--regime",
+            "reuse",
+            "--baseline-seconds",
+            "0",
+        ])
+        .args([
             "--concurrency",
             "2",
             "--requests",
             "300",
             "--min-cell-seconds",
             "1",
-        ],
-    );
+        ])
+        .args(["--agents", &load.addr, "--server-agent", &server.addr])
+        .arg("--certs")
+        .arg(&certs)
+        .arg("--out")
+        .arg(&out)
+        .env("TBENCH_AGENT_TOKEN", TOKEN)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // While the cell runs, its `runner serve` is the server agent's child, not the runner's.
+    let mut parents = std::collections::BTreeSet::new();
+    while run.try_wait().unwrap().is_none() {
+        parents.extend(serve_parents());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = wait_bounded(&mut run, Duration::from_secs(5));
     assert!(output.status.success(), "{}", output_text(&output));
+    assert!(
+        parents.contains(&server.child.id()),
+        "no `runner serve` under the server agent: {parents:?}"
+    );
+    assert!(
+        !parents.contains(&run.id()),
+        "the runner started a server itself"
+    );
     let dir = results_dir(&out);
     let cells = read_csv(&dir.join("cells.csv"));
     assert_eq!(cells.len(), 1);
@@ -415,4 +441,29 @@ async fn the_server_job_needs_the_token_and_returns_the_servers_readings() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// The parent pids of the running `runner serve` processes.
+fn serve_parents() -> Vec<u32> {
+    let mut parents = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let path = entry.path();
+        let Ok(cmdline) = std::fs::read(path.join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        if args.get(1) != Some(&&b"serve"[..]) {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(path.join("stat")) else {
+            continue;
+        };
+        // The fields after the command name's closing parenthesis: state, then the ppid.
+        let ppid = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        parents.extend(ppid);
+    }
+    parents
 }
