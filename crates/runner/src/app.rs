@@ -430,7 +430,10 @@ fn agents_for(
     exp: &settings::Experiment,
     args: &cli::RunArgs,
 ) -> Result<Option<crate::exec::agent::Agents>, String> {
-    if exp.agents.is_empty() {
+    if exp.executor == settings::Executor::Kubernetes {
+        kubernetes_preflight(exp, args)?;
+    }
+    if exp.agents.is_empty() && exp.server_agent.is_none() {
         return Ok(None);
     }
     let certs = args.certs.clone().unwrap_or_else(default_certs_dir);
@@ -443,27 +446,54 @@ fn agents_for(
     let token = crate::exec::agent::read_token(exp.agent_token_file.as_deref()).map_err(fail)?;
     let link =
         crate::exec::agent::AgentLink::new(&ca, &exp.agent_server_name, token).map_err(fail)?;
+    let resolve = |key: &str, a: &str| {
+        std::net::ToSocketAddrs::to_socket_addrs(a)
+            .ok()
+            .and_then(|mut i| i.next())
+            .ok_or_else(|| format!("{key}: '{a}' does not resolve to an address"))
+    };
     let addrs = exp
         .agents
         .iter()
-        .map(|a| {
-            std::net::ToSocketAddrs::to_socket_addrs(a.as_str())
-                .ok()
-                .and_then(|mut i| i.next())
-                .ok_or_else(|| format!("agents: '{a}' does not resolve to an address"))
-        })
+        .map(|a| resolve("agents", a))
         .collect::<Result<Vec<_>, _>>()?;
+    let server = exp
+        .server_agent
+        .as_deref()
+        .map(|a| resolve("server_agent", a))
+        .transpose()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    for addr in &addrs {
+    for addr in addrs.iter().chain(&server) {
         runtime.block_on(link.check(*addr)).map_err(fail)?;
     }
     Ok(Some(crate::exec::agent::Agents {
         addrs,
+        server,
         link: std::sync::Arc::new(link),
     }))
+}
+
+/// The kubernetes executor's prerequisites, checked before anything is created: the agents'
+/// token, and an API client for the cluster the environment names.
+fn kubernetes_preflight(exp: &settings::Experiment, args: &cli::RunArgs) -> Result<(), String> {
+    if args.target.is_some() {
+        return Err(
+            "executor kubernetes: --target is not supported (the server runs in its pod)".into(),
+        );
+    }
+    crate::exec::agent::read_token(exp.agent_token_file.as_deref())
+        .map_err(|e| format!("executor kubernetes: {e:#}"))?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime
+        .block_on(kube::Client::try_default())
+        .map(drop)
+        .map_err(|e| format!("executor kubernetes: cannot set up the Kubernetes API client: {e}"))
 }
 
 fn run_sweep(
@@ -496,7 +526,7 @@ fn run_sweep(
         .build()?;
     let ctx = run::RunContext {
         agents: agents.map(std::sync::Arc::new),
-        hosts: None,
+        executor: None,
         certs_dir: args.certs.clone().unwrap_or_else(default_certs_dir),
         client_threads,
         pinning,

@@ -288,3 +288,182 @@ fn wait_bounded(child: &mut Child, bound: Duration) -> std::process::Output {
         stderr,
     }
 }
+
+/// An agent runs each cell's server (`--server-agent`): the runner hands it the server job a
+/// local cell gives its child, the agent starts `runner serve` and samples it between the
+/// runner's phase marks; another agent sends the load. The row's server columns are the
+/// agent's readings of a real server process (megabytes of RSS, CPU time within the phase),
+/// and resources.csv has the server's samples.
+#[test]
+fn an_agent_runs_the_server_and_returns_its_measurements() {
+    let tmp = tempfile::tempdir().unwrap();
+    let certs = tmp.path().join("certs");
+    let server = Agent::start(&certs, TOKEN);
+    let load = Agent::start(&certs, TOKEN);
+    let out = tmp.path().join("results");
+    let mut run = runner()
+        .args([
+            "--stacks",
+            "h1",
+            "--regime",
+            "reuse",
+            "--baseline-seconds",
+            "0",
+        ])
+        .args([
+            "--concurrency",
+            "2",
+            "--requests",
+            "300",
+            "--min-cell-seconds",
+            "1",
+        ])
+        .args(["--agents", &load.addr, "--server-agent", &server.addr])
+        .arg("--certs")
+        .arg(&certs)
+        .arg("--out")
+        .arg(&out)
+        .env("TBENCH_AGENT_TOKEN", TOKEN)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // While the cell runs, its `runner serve` is the server agent's child, not the runner's.
+    let mut parents = std::collections::BTreeSet::new();
+    while run.try_wait().unwrap().is_none() {
+        parents.extend(serve_parents());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = wait_bounded(&mut run, Duration::from_secs(5));
+    assert!(output.status.success(), "{}", output_text(&output));
+    assert!(
+        parents.contains(&server.child.id()),
+        "no `runner serve` under the server agent: {parents:?}"
+    );
+    assert!(
+        !parents.contains(&run.id()),
+        "the runner started a server itself"
+    );
+    let dir = results_dir(&out);
+    let cells = read_csv(&dir.join("cells.csv"));
+    assert_eq!(cells.len(), 1);
+    let cell = &cells[0];
+    assert_eq!(cell["error"], "");
+    assert!(num(cell, "ok") >= 300.0);
+    let elapsed = num(cell, "elapsed_s");
+    assert!(elapsed >= 1.0, "{elapsed}");
+    // A real server process, read by its agent: a few MB resident, not zero, not absurd.
+    for key in ["server_rss_peak_bytes", "server_rss_hwm_bytes"] {
+        let rss = num(cell, key);
+        assert!((1e6..2e9).contains(&rss), "{key} = {rss}");
+    }
+    assert!(num(cell, "server_rss_mean_bytes") > 1e6);
+    // It served the requests, so it used CPU, and no more than this machine's cores allow.
+    let cpu = num(cell, "server_cpu_s");
+    let cores = std::thread::available_parallelism().unwrap().get() as f64;
+    assert!(
+        cpu > 0.0 && cpu <= elapsed * cores * 1.1,
+        "{cpu} s in {elapsed} s"
+    );
+    let pct = num(cell, "server_cpu_pct_mean");
+    assert!(
+        (cpu / elapsed * 100.0 - pct).abs() < 1.0,
+        "{pct} vs {cpu}/{elapsed}"
+    );
+    let samples: Vec<_> = read_csv(&dir.join("resources.csv"))
+        .into_iter()
+        .filter(|r| r["role"] == "server")
+        .collect();
+    assert!(samples.len() >= 5, "{} server samples", samples.len());
+    assert!(samples.iter().all(|r| num(r, "rss_bytes") > 1e6));
+}
+
+/// The server job over the control channel, from the library: an agent refuses a runner with
+/// the wrong token before starting anything; with the right one it starts the server, takes
+/// the first reading on `measure`, and on `finish` returns the summary of a process it
+/// sampled (and its samples); closing the connection stops the server.
+#[tokio::test]
+async fn the_server_job_needs_the_token_and_returns_the_servers_readings() {
+    use runner::exec::agent::{AgentLink, RemoteServer};
+    let tmp = tempfile::tempdir().unwrap();
+    let certs = tmp.path().join("certs");
+    let agent = Agent::start(&certs, TOKEN);
+    let addr: std::net::SocketAddr = agent.addr.parse().unwrap();
+    bench_core::tls::install_crypto_provider();
+    let ca = bench_core::tls::CertPaths::new(&certs).ca_cert();
+    let exp = runner::settings::Experiment {
+        stacks: vec!["h1".into()],
+        ..Default::default()
+    };
+    let cells = runner::plan::plan(&exp);
+    let serve = runner::exec::run::serve_options(
+        &cells[0],
+        "127.0.0.1:0".parse().unwrap(),
+        certs.clone(),
+        None,
+    );
+
+    let wrong = AgentLink::new(&ca, "localhost", "not-the-token-0123456789".into()).unwrap();
+    let refused = RemoteServer::start(addr, &wrong, &serve).await;
+    let error = format!("{:#}", refused.err().expect("refused"));
+    assert!(error.contains("refused: wrong token"), "{error}");
+
+    let link = AgentLink::new(&ca, "localhost", TOKEN.into()).unwrap();
+    let mut server = RemoteServer::start(addr, &link, &serve).await.unwrap();
+    assert!(server.addr.ip().is_loopback() && server.addr.port() != 0);
+    // The server accepts connections.
+    std::net::TcpStream::connect(server.addr).expect("the server listens");
+    server
+        .measuring(std::time::Duration::from_millis(50))
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    let (summary, samples) = server
+        .finished(std::time::Duration::from_millis(400))
+        .await
+        .unwrap();
+    assert!(summary.sampled, "{summary:?}");
+    assert!(summary.rss_peak_bytes > 1_000_000, "{summary:?}");
+    assert!(!summary.short_phase, "{summary:?}");
+    assert!(samples.len() >= 5, "{}", samples.len());
+    assert!(samples
+        .iter()
+        .all(|s| s.role == runner::measure::sampler::Role::Server));
+    assert_eq!(server.exited(), None);
+    let listening = server.addr;
+    assert_eq!(server.stop().await, None);
+    // The agent stopped the server once the runner closed the connection.
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    while std::net::TcpStream::connect(listening).is_ok() {
+        assert!(
+            std::time::Instant::now() < until,
+            "the server still listens"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The parent pids of the running `runner serve` processes.
+fn serve_parents() -> Vec<u32> {
+    let mut parents = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let path = entry.path();
+        let Ok(cmdline) = std::fs::read(path.join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        if args.get(1) != Some(&&b"serve"[..]) {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(path.join("stat")) else {
+            continue;
+        };
+        // The fields after the command name's closing parenthesis: state, then the ppid.
+        let ppid = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        parents.extend(ppid);
+    }
+    parents
+}

@@ -1,7 +1,8 @@
 //! The `hosts` executor (needs root and iproute2, as CI has): the server in one network
 //! namespace and three agents in three others, joined by a bridge with 198.18.0.0/15
 //! addresses. The merged row is the agents' sum, the agents' interfaces carried the traffic,
-//! and no namespace is left afterwards, also after SIGINT mid-cell.
+//! and no namespace is left afterwards, also after SIGINT mid-cell; `netem` on the agents'
+//! links shows in latency for its cell only.
 
 mod common;
 
@@ -171,4 +172,95 @@ source_addresses = 1
     // The default range (≈ 28,000 ports) again: one address is plenty for 300 connections.
     let defaults = find("defaults");
     assert_eq!(num(defaults, "ok"), 300.0, "{defaults:?}");
+}
+
+/// `netem` on the hosts executor: the cell's delay is on every agent's link (here the NFQUEUE
+/// emulator in each agent host, the kernel having no `sch_netem`), so each request's latency
+/// includes the emulated round trip, the emulator says which it was and what it delayed, and
+/// the next cell, without `netem`, is back to the bridge's own latency.
+#[test]
+fn netem_on_the_agents_links_shows_in_latency_and_is_removed_after_the_cell() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("links.toml");
+    std::fs::write(
+        &file,
+        r#"
+name = "links"
+executor = "hosts"
+host_agents = 2
+stacks = ["h1"]
+regimes = ["reuse"]
+concurrency = [2]
+requests_reuse = 40
+baseline_seconds = 0
+
+[[variants]]
+name = "rtt40"
+netem = "rtt=40ms"
+
+[[variants]]
+name = "plain"
+"#,
+    )
+    .unwrap();
+    let out = tmp.path().join("results");
+    let child = runner()
+        .arg("--experiment")
+        .arg(&file)
+        .arg("--out")
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", output_text(&output));
+    let cells = read_csv(&results_dir(&out).join("cells.csv"));
+    assert_eq!(cells.len(), 2);
+    let by = |v: &str| {
+        cells
+            .iter()
+            .find(|c| c["variant"] == v)
+            .unwrap_or_else(|| panic!("no {v} cell"))
+    };
+    let (slow, plain) = (by("rtt40"), by("plain"));
+    for c in [slow, plain] {
+        assert_eq!(c["error"], "");
+        assert_eq!(num(c, "ok"), 40.0);
+    }
+    // Reused connections: one request is one round trip, 40 ms emulated.
+    let p50 = num(slow, "latency_p50_us");
+    assert!((40_000.0..80_000.0).contains(&p50), "p50 {p50} µs");
+    assert!(num(slow, "latency_min_us") >= 39_000.0, "{slow:?}");
+    assert!(slow["emulator"] == "nfqueue" || slow["emulator"] == "netem-qdisc");
+    if slow["emulator"] == "nfqueue" {
+        assert!(num(slow, "emulated_packets_delayed") >= 80.0, "{slow:?}");
+    }
+    // The rules went with the cell.
+    assert!(num(plain, "latency_p50_us") < 20_000.0, "{plain:?}");
+    assert_eq!(plain["emulator"], "");
+    assert!(host_namespaces(pid).is_empty(), "no namespace is left");
+}
+
+/// What the hosts executor cannot emulate per link is refused before anything is created:
+/// one line naming the key, exit status 2.
+#[test]
+fn a_rate_on_the_hosts_executor_is_refused_with_one_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("results");
+    let output = runner()
+        .args(["--executor", "hosts", "--netem", "rtt=10ms,rate=10mbit"])
+        .args(["--stacks", "h1", "--regime", "reuse", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("--executor") && stderr.contains("rate"),
+        "{stderr}"
+    );
+    assert!(!out.exists());
 }

@@ -3,7 +3,9 @@
 //! missing unless `TBENCH_REQUIRE_KUBERNETES_VALIDATE=1`) and carry the settings and no
 //! secret; and the executor's create → wait → start and collect → delete sequence runs
 //! against kube-rs's mock API service (`tower_test::mock`, in-process: no network traffic),
-//! including a pod that fails, a cell interrupted while waiting and a create the API refuses.
+//! including a pod that fails, a cell interrupted while waiting and a create the API refuses;
+//! and `executor = "kubernetes"` runs whole cells with that mock API answering pods whose
+//! addresses are real `runner agent` processes on loopback (127.0.0.2–4).
 
 mod common;
 
@@ -240,17 +242,44 @@ fn rendered_manifests_carry_the_settings_and_no_secret() {
         );
     }
 
+    // The server pod runs an agent (which starts the cell's server when the runner asks),
+    // with the token from the Secret; it declares the agent's port and the server's.
     let server = &o.server_pod.spec.as_ref().unwrap().containers[0];
     let args = server.args.as_ref().unwrap();
-    assert_eq!(args[0], "serve", "{args:?}");
-    assert!(args.windows(2).any(|w| w == ["--stack", "h3"]), "{args:?}");
-    assert!(
-        args.windows(2).any(|w| w == ["--listen", "0.0.0.0:8443"]),
-        "{args:?}"
-    );
+    assert_eq!(args[..3], ["agent", "--listen", "0.0.0.0:7400"], "{args:?}");
     assert!(
         args.windows(2).any(|w| w == ["--certs", "/certs"]),
         "{args:?}"
+    );
+    let server_token = server
+        .env
+        .iter()
+        .flatten()
+        .find(|e| e.name == "TBENCH_AGENT_TOKEN")
+        .expect("the server pod's agent gets the token");
+    assert!(
+        server_token.value.is_none(),
+        "the token is a Secret reference"
+    );
+    let ports: Vec<(&str, i32, &str)> = server
+        .ports
+        .iter()
+        .flatten()
+        .map(|p| {
+            (
+                p.name.as_deref().unwrap(),
+                p.container_port,
+                p.protocol.as_deref().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ports,
+        [
+            ("control", 7400, "TCP"),
+            ("serve-tcp", 8443, "TCP"),
+            ("serve-udp", 8443, "UDP")
+        ]
     );
     let probe = server
         .readiness_probe
@@ -260,8 +289,8 @@ fn rendered_manifests_carry_the_settings_and_no_secret() {
         .as_ref()
         .unwrap();
     assert!(
-        probe.command.as_ref().unwrap()[2].contains("/proc/net/udp"),
-        "HTTP/3 is ready when its UDP port is bound (the probe checks TCP and UDP)"
+        probe.command.as_ref().unwrap()[2].contains(":1CE8 "),
+        "the server pod is ready when its agent listens (port 7400 = 0x1CE8)"
     );
     assert_eq!(
         server.resources.as_ref().unwrap().limits.as_ref().unwrap()["cpu"].0,
@@ -547,7 +576,8 @@ fn polls(log: &[String]) -> usize {
 async fn executor_creates_waits_starts_collects_and_deletes() {
     let (outcome, log) = run_scenario(Scenario::Ready).await;
     let endpoints = outcome.expect("the cell succeeds");
-    assert_eq!(endpoints.server, "10.0.0.2:8443");
+    // The server pod's agent (the pods declare no control port here: the default).
+    assert_eq!(endpoints.server, "10.0.0.2:7400");
     assert_eq!(
         endpoints.agents,
         [
@@ -612,4 +642,350 @@ async fn a_refused_create_deletes_only_what_was_created() {
     assert_eq!(log[..3], created()[..3], "{log:#?}");
     assert_eq!(log[3], format!("POST {BATCH}/jobs"), "{log:#?}");
     assert_eq!(log[4..], deleted()[1..], "{log:#?}");
+}
+
+// ---------------------------------------------------------------------------------------
+// The kubernetes executor end to end: the mock API's pods are real agents on loopback.
+// ---------------------------------------------------------------------------------------
+
+/// A `runner agent` on `ip` (port chosen by the kernel) standing in for a pod; killed when
+/// dropped.
+struct PodAgent {
+    child: std::process::Child,
+    addr: std::net::SocketAddr,
+}
+
+impl Drop for PodAgent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl PodAgent {
+    fn start(ip: &str, certs: &std::path::Path) -> PodAgent {
+        use std::io::BufRead;
+        let mut child = common::runner()
+            .args(["agent", "--listen", &format!("{ip}:0"), "--certs"])
+            .arg(certs)
+            .env(runner::exec::agent::TOKEN_ENV, TOKEN)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .expect("runner agent starts");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let ready: Value = serde_json::from_str(&line).expect("ready line");
+        PodAgent {
+            child,
+            addr: ready["agent"].as_str().unwrap().parse().unwrap(),
+        }
+    }
+}
+
+/// A ready pod at `agent` (its IP as `status.podIP`, its port as the `control` port).
+fn ready_pod(name: &str, agent: std::net::SocketAddr, index: Option<u32>) -> Value {
+    let mut pod = json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": { "name": name, "namespace": "bench-ns" },
+        "spec": { "containers": [ { "name": "c", "image": "i",
+            "ports": [ { "name": "control", "containerPort": agent.port(), "protocol": "TCP" } ] } ] },
+        "status": {
+            "phase": "Running",
+            "podIP": agent.ip().to_string(),
+            "conditions": [ { "type": "Ready", "status": "True" } ],
+        }
+    });
+    if let Some(i) = index {
+        pod["metadata"]["annotations"] =
+            json!({ "batch.kubernetes.io/job-completion-index": i.to_string() });
+    }
+    pod
+}
+
+/// A fake API server whose pods are the given agents: the server pod, and agent pod i; the
+/// agent pod 1 of the cell `failing` cannot pull its image.
+async fn pods_api(
+    mut handle: tower_test::mock::Handle<Request<Body>, Response<Body>>,
+    server: std::net::SocketAddr,
+    agents: Vec<std::net::SocketAddr>,
+    failing: &'static str,
+    log: Log,
+) {
+    while let Some((request, send)) = handle.next_request().await {
+        let method = request.method().clone();
+        let path = request.uri().path().to_string();
+        let query = request.uri().query().unwrap_or("").to_string();
+        let body = request.into_body().collect_bytes().await.unwrap();
+        let mut entry = format!("{method} {path}");
+        let reply = |status: StatusCode, body: Value| {
+            Response::builder()
+                .status(status)
+                .body(Body::from(serde_json::to_vec(&body).unwrap()))
+                .unwrap()
+        };
+        let response = match method.as_str() {
+            "POST" => {
+                let object: Value = serde_json::from_slice(&body).unwrap();
+                entry.push_str(&format!(
+                    " {}",
+                    object["metadata"]["name"].as_str().unwrap()
+                ));
+                reply(StatusCode::CREATED, object)
+            }
+            "GET" if path.ends_with("/log") => {
+                Response::new(Body::from(b"pulling the image: denied\n".to_vec()))
+            }
+            "GET" if path.contains("/pods/") => {
+                let name = path.rsplit('/').next().unwrap();
+                reply(StatusCode::OK, ready_pod(name, server, None))
+            }
+            "GET" if path.ends_with("/pods") => {
+                let fails = query.contains(&format!("{failing}%2C"));
+                let items: Vec<Value> = agents
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| {
+                        let mut pod = ready_pod(&format!("agent-{i}"), *a, Some(i as u32));
+                        if fails && i == 1 {
+                            pod["status"]["phase"] = json!("Pending");
+                            pod["status"]["containerStatuses"] = json!([{
+                                "name": "agent", "image": "i", "imageID": "", "ready": false,
+                                "restartCount": 0,
+                                "state": { "waiting": { "reason": "ErrImagePull" } }
+                            }]);
+                        }
+                        pod
+                    })
+                    .collect();
+                reply(
+                    StatusCode::OK,
+                    json!({ "apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items }),
+                )
+            }
+            "DELETE" => reply(
+                StatusCode::OK,
+                json!({ "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success" }),
+            ),
+            other => panic!("unexpected request {other} {path}"),
+        };
+        log.lock().unwrap().push(entry);
+        send.send_response(response);
+    }
+}
+
+/// `executor = "kubernetes"` runs whole cells: for each, the objects are created, the pods
+/// (real agents on 127.0.0.2–4 standing in for them) become ready, the server pod's agent
+/// starts the cell's server on its pod address and samples it, agent pods 0 and 1 send their
+/// shards (`go` from the runner), the results are merged into the row, and everything the
+/// cell created is deleted before the next cell. The first cell's agent pod 1 cannot pull its
+/// image: that cell fails with the pod's name and reason, its objects are deleted too, and the
+/// sweep goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kubernetes_executor_runs_cells_end_to_end_on_agent_pods() {
+    let tmp = tempfile::tempdir().unwrap();
+    let certs = tmp.path().join("certs");
+    bench_core::tls::ensure_certs(&certs).unwrap();
+    bench_core::tls::install_crypto_provider();
+    let server = PodAgent::start("127.0.0.2", &certs);
+    let agents = [
+        PodAgent::start("127.0.0.3", &certs),
+        PodAgent::start("127.0.0.4", &certs),
+    ];
+    let file = tmp.path().join("e2e.toml");
+    std::fs::write(
+        &file,
+        r#"
+name = "k8s-e2e"
+executor = "kubernetes"
+stacks = ["h1", "h2", "h3"]
+regimes = ["reuse"]
+concurrency = [4]
+requests_reuse = 400
+baseline_seconds = 0
+k8s_namespace = "bench-ns"
+k8s_agents = 2
+"#,
+    )
+    .unwrap();
+    let mut exp = settings(&file);
+    exp.out = tmp.path().join("results");
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(service, "default");
+    let log: Log = Arc::default();
+    let api = tokio::spawn(pods_api(
+        handle,
+        server.addr,
+        agents.iter().map(|a| a.addr).collect(),
+        "tb-k8s-e2e-c1",
+        log.clone(),
+    ));
+    let mut executor = KubeExecutor::new(client, "bench-ns");
+    executor.poll = std::time::Duration::from_millis(10);
+    executor.server_port = 0;
+    let ca = bench_core::tls::CertPaths::new(&certs).ca_cert();
+    let link = runner::exec::agent::AgentLink::new(&ca, "localhost", TOKEN.into()).unwrap();
+    let ctx = runner::exec::run::RunContext {
+        certs_dir: certs.clone(),
+        client_threads: 1,
+        pinning: "none".into(),
+        server_cpu: None,
+        target: None,
+        service: None,
+        service_pid: None,
+        agents: None,
+        executor: Some(Arc::new(
+            runner::exec::executor::kubernetes::Kubernetes::new(executor, link),
+        )),
+        argv: Vec::new(),
+    };
+    let outcome = tokio::time::timeout(
+        std::time::Duration::from_secs(120),
+        runner::exec::run::run(exp, ctx, None),
+    )
+    .await
+    .expect("the run ends")
+    .expect("the run succeeds");
+    assert!(!outcome.interrupted);
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), api).await;
+
+    let cells = common::read_csv(&outcome.dir.join("cells.csv"));
+    assert_eq!(cells.len(), 3);
+    let error = &cells[0]["error"];
+    assert!(
+        error.contains("agent pod 1") && error.contains("ErrImagePull"),
+        "{error}"
+    );
+    assert!(error.contains("pulling the image: denied"), "{error}");
+    let rows = common::read_csv(&outcome.dir.join("agents.csv"));
+    for cell in &cells[1..] {
+        assert_eq!(cell["error"], "", "{cell:?}");
+        assert_eq!(common::num(cell, "ok"), 400.0);
+        assert_eq!(common::num(cell, "agents"), 2.0);
+        // The server pod's agent measured a real server process.
+        assert!(common::num(cell, "server_rss_peak_bytes") > 1e6, "{cell:?}");
+        assert!(common::num(cell, "server_cpu_s") > 0.0, "{cell:?}");
+        let shares: Vec<_> = rows
+            .iter()
+            .filter(|r| r["cell_key"] == cell["cell_key"])
+            .collect();
+        // Shard i went to agent pod i, and the shares add up to the row.
+        let addresses: Vec<&str> = shares.iter().map(|r| r["address"].as_str()).collect();
+        let expected: Vec<String> = agents.iter().map(|a| a.addr.to_string()).collect();
+        assert_eq!(addresses, expected);
+        let ok: f64 = shares.iter().map(|r| common::num(r, "ok")).sum();
+        assert_eq!(ok, 400.0);
+    }
+
+    // The token went only over the control channel: no result file holds it.
+    assert_no_file_holds(&outcome.dir, TOKEN);
+
+    // Per cell: the four objects created, then (after the pods were read) deleted in reverse.
+    let log = log.lock().unwrap().clone();
+    let mut expected = Vec::new();
+    for c in 1..=3 {
+        let id = format!("tb-k8s-e2e-c{c}");
+        expected.extend([
+            format!("POST {NS}/pods {id}-server"),
+            format!("POST {NS}/services {id}-server"),
+            format!("POST {NS}/services {id}-agents"),
+            format!("POST {BATCH}/jobs {id}-agents"),
+            format!("DELETE {BATCH}/jobs/{id}-agents"),
+            format!("DELETE {NS}/services/{id}-agents"),
+            format!("DELETE {NS}/services/{id}-server"),
+            format!("DELETE {NS}/pods/{id}-server"),
+        ]);
+    }
+    let changes: Vec<String> = log
+        .iter()
+        .filter(|l| !l.starts_with("GET"))
+        .cloned()
+        .collect();
+    assert_eq!(changes, expected, "{log:#?}");
+    assert!(
+        log.iter()
+            .any(|l| l.starts_with(&format!("GET {NS}/pods/"))),
+        "{log:#?}"
+    );
+}
+
+/// From the command line, the kubernetes executor refuses what it cannot do with one line and
+/// exit status 2, before anything is created: agents of its own (it starts them in pods), no
+/// token, and no API server to reach (none exists here, and this build has no TLS backend
+/// for one).
+#[test]
+fn the_kubernetes_executor_refuses_bad_input_with_one_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("results");
+    let run = |extra: &[&str], token: Option<&str>| {
+        let mut cmd = common::runner();
+        cmd.args([
+            "--executor",
+            "kubernetes",
+            "--stacks",
+            "h1",
+            "--regime",
+            "reuse",
+        ])
+        .args([
+            "--concurrency",
+            "1",
+            "--requests",
+            "10",
+            "--baseline-seconds",
+            "0",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .args(extra)
+        .env("KUBECONFIG", tmp.path().join("no-such-kubeconfig"))
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove(runner::exec::agent::TOKEN_ENV);
+        if let Some(t) = token {
+            cmd.env(runner::exec::agent::TOKEN_ENV, t);
+        }
+        let output = cmd.output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(!stderr.contains(TOKEN), "{stderr}");
+        stderr
+    };
+    let e = run(&["--agents", "127.0.0.1:7400"], Some(TOKEN));
+    assert!(e.contains("executor") && e.contains("agents"), "{e}");
+    let e = run(&[], None);
+    assert!(e.contains("no agent token"), "{e}");
+    let e = run(&[], Some(TOKEN));
+    assert!(
+        e.contains("executor kubernetes: cannot set up the Kubernetes API client"),
+        "{e}"
+    );
+    assert!(!out.exists(), "nothing was created");
+}
+
+/// No file under `dir` contains `secret`.
+fn assert_no_file_holds(dir: &std::path::Path, secret: &str) {
+    let mut files = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                files += 1;
+                let bytes = std::fs::read(&path).unwrap();
+                assert!(
+                    !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                    "{} holds the token",
+                    path.display()
+                );
+            }
+        }
+    }
+    assert!(files >= 5, "only {files} result files");
 }

@@ -1,8 +1,10 @@
-//! `runner agent`: one cell's load at a time for a runner on another host (or in another
-//! network namespace), controlled over TLS instead of a child's stdin and stdout. The agent
-//! runs the job exactly as the runner runs it locally (a `runner load` child of its own),
-//! samples that child's RSS and CPU itself (the runner cannot see another host's processes),
-//! and relays the child's messages; the runner is the barrier (`go` to every agent).
+//! `runner agent`: one cell's load, or one cell's server, at a time for a runner on another
+//! host (or in another network namespace, or pod), controlled over TLS instead of a child's
+//! stdin and stdout. The agent runs the job exactly as the runner runs it locally (a
+//! `runner load` or `runner serve` child of its own), samples that child's RSS and CPU itself
+//! with the runner's sampler (the runner cannot see another host's processes), and relays
+//! the child's messages; the runner is the barrier (`go` to every load agent) and marks the
+//! server's measured phase (`measure`, `finish`).
 //!
 //! The channel is TLS 1.3 (ALPN `tbench-agent/1`), verified against the suite's CA or one the
 //! user gives, and the first line must carry the shared token (from a file or the
@@ -19,7 +21,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines, ReadHalf, Writ
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::exec::loadgen::{LoadJob, LoadProcess, Message};
-use crate::measure::sampler::{ResourceSummary, Sampler};
+use crate::exec::serve::{ServeOptions, ServerProcess};
+use crate::measure::sampler::{ResourceSummary, Sample, Sampler};
 
 /// The control channel's ALPN: a runner and an agent of different protocol versions refuse
 /// each other in the handshake.
@@ -41,6 +44,20 @@ pub enum ToAgent {
     },
     /// Start the measured phase (after every agent said `measuring`).
     Go,
+    /// Start the cell's server (`runner serve` with these options; the agent's own
+    /// certificate directory replaces `certs`).
+    Serve {
+        options: Box<ServeOptions>,
+    },
+    /// The server's measured phase starts: sample it every `interval_ms`.
+    Measure {
+        interval_ms: u64,
+    },
+    /// The server's measured phase is over; it lasted `phase_s` (as the load generators timed
+    /// it).
+    Finish {
+        phase_s: f64,
+    },
 }
 
 /// What an agent says besides relaying its load generator's [`Message`]s.
@@ -60,6 +77,19 @@ pub enum FromAgent {
     },
     Failed {
         error: String,
+    },
+    /// The server accepts connections at `addr` (as it bound it).
+    Serving {
+        addr: SocketAddr,
+    },
+    /// The server's first reading is taken: the measured phase may start.
+    Sampling,
+    /// The server over the measured phase: its summary and samples, and its exit status if
+    /// it died.
+    ServerResources {
+        server: ResourceSummary,
+        samples: Vec<Sample>,
+        exited: Option<String>,
     },
 }
 
@@ -176,9 +206,23 @@ async fn session(tls: Tls<TcpStream>, options: &AgentOptions) -> anyhow::Result<
     let Some(line) = lines.next_line().await? else {
         return Ok(());
     };
-    let ToAgent::Job { job } = serde_json::from_str(&line).context("expected a job")? else {
-        bail!("expected a job");
-    };
+    match serde_json::from_str::<ToAgent>(&line).context("expected a job")? {
+        ToAgent::Job { job } => load_session(*job, lines, write, options).await,
+        ToAgent::Serve { options: serve } => serve_session(*serve, lines, write, options).await,
+        _ => bail!("expected a job"),
+    }
+}
+
+type SessionLines = Lines<BufReader<ReadHalf<Tls<TcpStream>>>>;
+type SessionWrite = WriteHalf<Tls<TcpStream>>;
+
+/// One cell's share of the load: a `runner load` child, sampled here, its messages relayed.
+async fn load_session(
+    job: LoadJob,
+    mut lines: SessionLines,
+    mut write: SessionWrite,
+    options: &AgentOptions,
+) -> anyhow::Result<()> {
     let mut child = match LoadProcess::start(&job, &options.certs).await {
         Ok(c) => c,
         Err(e) => {
@@ -238,6 +282,68 @@ async fn session(tls: Tls<TcpStream>, options: &AgentOptions) -> anyhow::Result<
     }
 }
 
+/// One cell's server: a `runner serve` child (the server job the runner gives its own
+/// child, with this agent's certificates), sampled here between the runner's `measure` and
+/// `finish` exactly as the runner samples a local server; stopped when the runner closes the
+/// connection.
+async fn serve_session(
+    serve: ServeOptions,
+    mut lines: SessionLines,
+    mut write: SessionWrite,
+    options: &AgentOptions,
+) -> anyhow::Result<()> {
+    let serve = ServeOptions {
+        certs: Some(options.certs.clone()),
+        ..serve
+    };
+    let mut server = match ServerProcess::start(&serve).await {
+        Ok(s) => s,
+        Err(e) => {
+            send(
+                &mut write,
+                &FromAgent::Failed {
+                    error: format!("{e:#}"),
+                },
+            )
+            .await?;
+            return Err(e);
+        }
+    };
+    let outcome = async {
+        send(&mut write, &FromAgent::Serving { addr: server.addr }).await?;
+        let mut sampler: Option<Sampler> = None;
+        // Until the runner closes the connection (the cell is over, or was given up).
+        while let Some(line) = lines.next_line().await? {
+            match serde_json::from_str::<ToAgent>(&line) {
+                Ok(ToAgent::Measure { interval_ms }) => {
+                    let interval = Duration::from_millis(interval_ms.max(1));
+                    sampler = Some(Sampler::start(Some(server.pid), None, interval));
+                    send(&mut write, &FromAgent::Sampling).await?;
+                }
+                Ok(ToAgent::Finish { phase_s }) => {
+                    let phase = Duration::from_secs_f64(phase_s.max(0.0));
+                    let (samples, summary, _) =
+                        sampler.take().map(|s| s.finish(phase)).unwrap_or_default();
+                    let reply = FromAgent::ServerResources {
+                        server: summary,
+                        samples,
+                        exited: server.exited(),
+                    };
+                    send(&mut write, &reply).await?;
+                }
+                _ => bail!("unexpected line from the runner: {line}"),
+            }
+        }
+        if let Some(s) = sampler {
+            s.finish(Duration::ZERO);
+        }
+        Ok(())
+    }
+    .await;
+    server.stop().await;
+    outcome
+}
+
 /// How the runner reaches its agents: the TLS it expects of them and the token.
 #[derive(Clone)]
 pub struct AgentLink {
@@ -267,37 +373,23 @@ impl AgentLink {
     /// Connects and authenticates once, without a job: the agent is reachable, its
     /// certificate verifies and it accepts the token.
     pub async fn check(&self, addr: SocketAddr) -> anyhow::Result<()> {
-        let mut remote = RemoteLoad::connect(addr, self).await?;
-        let _ = remote.write.shutdown().await;
+        let mut channel = Channel::connect(addr, self).await?;
+        let _ = channel.write.shutdown().await;
         Ok(())
     }
 }
 
 type ClientTlsStream = tokio_rustls::client::TlsStream<TcpStream>;
 
-/// The runner's side of one agent running one cell's share of the load.
-pub struct RemoteLoad {
-    pub addr: SocketAddr,
+/// The runner's side of one authenticated connection to an agent.
+struct Channel {
+    addr: SocketAddr,
     lines: Lines<BufReader<ReadHalf<ClientTlsStream>>>,
     write: WriteHalf<ClientTlsStream>,
     deadline: tokio::time::Instant,
-    /// The agent's resources, once it sent them.
-    pub client: Option<ResourceSummary>,
 }
 
-impl RemoteLoad {
-    /// Connects, authenticates and hands over the job.
-    pub async fn start(addr: SocketAddr, link: &AgentLink, job: &LoadJob) -> anyhow::Result<Self> {
-        let mut remote = Self::connect(addr, link).await?;
-        remote
-            .say(&ToAgent::Job {
-                job: Box::new(job.clone()),
-            })
-            .await?;
-        remote.deadline = tokio::time::Instant::now() + job.deadline();
-        Ok(remote)
-    }
-
+impl Channel {
     /// Connects and authenticates.
     async fn connect(addr: SocketAddr, link: &AgentLink) -> anyhow::Result<Self> {
         let tcp = tokio::time::timeout(HELLO_BOUND, TcpStream::connect(addr))
@@ -313,24 +405,23 @@ impl RemoteLoad {
         .map_err(|_| anyhow!("agent {addr}: TLS handshake timed out"))?
         .with_context(|| format!("agent {addr}: TLS handshake failed"))?;
         let (read, write) = tokio::io::split(tls);
-        let mut remote = RemoteLoad {
+        let mut channel = Channel {
             addr,
             lines: BufReader::new(read).lines(),
             write,
             deadline: tokio::time::Instant::now() + HELLO_BOUND,
-            client: None,
         };
-        remote
+        channel
             .say(&ToAgent::Hello {
                 token: link.token.clone(),
             })
             .await?;
-        match remote.read().await? {
+        match channel.read().await? {
             FromAgent::Welcome => {}
             FromAgent::Refused { reason } => bail!("agent {addr} refused: {reason}"),
             other => bail!("agent {addr}: unexpected answer {other:?}"),
         }
-        Ok(remote)
+        Ok(channel)
     }
 
     async fn say(&mut self, line: &ToAgent) -> anyhow::Result<()> {
@@ -354,12 +445,42 @@ impl RemoteLoad {
         serde_json::from_str(&line).with_context(|| format!("agent {addr}: unreadable line {line}"))
     }
 
+    async fn close(mut self) {
+        let _ = self.write.shutdown().await;
+    }
+}
+
+/// The runner's side of one agent running one cell's share of the load.
+pub struct RemoteLoad {
+    pub addr: SocketAddr,
+    channel: Channel,
+    /// The agent's resources, once it sent them.
+    pub client: Option<ResourceSummary>,
+}
+
+impl RemoteLoad {
+    /// Connects, authenticates and hands over the job.
+    pub async fn start(addr: SocketAddr, link: &AgentLink, job: &LoadJob) -> anyhow::Result<Self> {
+        let mut channel = Channel::connect(addr, link).await?;
+        channel
+            .say(&ToAgent::Job {
+                job: Box::new(job.clone()),
+            })
+            .await?;
+        channel.deadline = tokio::time::Instant::now() + job.deadline();
+        Ok(RemoteLoad {
+            addr,
+            channel,
+            client: None,
+        })
+    }
+
     /// The load generator's next message (its resources are kept when they come).
     pub async fn next(&mut self) -> anyhow::Result<Message> {
-        match self.read().await? {
+        match self.channel.read().await? {
             FromAgent::Load { message } => {
                 if matches!(*message, Message::Finished { .. }) {
-                    if let FromAgent::Resources { client } = self.read().await? {
+                    if let FromAgent::Resources { client } = self.channel.read().await? {
                         self.client = Some(client);
                     }
                 }
@@ -371,21 +492,122 @@ impl RemoteLoad {
     }
 
     pub async fn go(&mut self) -> anyhow::Result<()> {
-        self.say(&ToAgent::Go).await
+        self.channel.say(&ToAgent::Go).await
     }
 
     /// Ends the agent's job (it kills its load generator when the connection closes).
-    pub async fn kill(mut self) {
-        let _ = self.write.shutdown().await;
+    pub async fn kill(self) {
+        self.channel.close().await;
     }
 
-    pub async fn wait(mut self) {
-        let _ = self.write.shutdown().await;
+    pub async fn wait(self) {
+        self.channel.close().await;
+    }
+}
+
+/// How long an agent's server gets to start, and to answer each of the runner's messages.
+const SERVER_BOUND: Duration = Duration::from_secs(30);
+
+/// The runner's side of one agent running one cell's server.
+pub struct RemoteServer {
+    /// Where clients reach the server.
+    pub addr: SocketAddr,
+    channel: Channel,
+    exited: Option<String>,
+}
+
+impl RemoteServer {
+    /// Connects to the agent at `agent`, authenticates and has it start the server `serve`
+    /// describes; returns once the server accepts connections. A server bound to an
+    /// unspecified address is reached at the agent's address.
+    pub async fn start(
+        agent: SocketAddr,
+        link: &AgentLink,
+        serve: &ServeOptions,
+    ) -> anyhow::Result<Self> {
+        let mut channel = Channel::connect(agent, link).await?;
+        channel.deadline = tokio::time::Instant::now() + SERVER_BOUND;
+        channel
+            .say(&ToAgent::Serve {
+                options: Box::new(serve.clone()),
+            })
+            .await?;
+        let bound = match channel.read().await? {
+            FromAgent::Serving { addr } => addr,
+            FromAgent::Failed { error } => bail!("agent {agent}: {error}"),
+            other => bail!("agent {agent}: unexpected {other:?}"),
+        };
+        let addr = if bound.ip().is_unspecified() {
+            SocketAddr::new(agent.ip(), bound.port())
+        } else {
+            bound
+        };
+        Ok(RemoteServer {
+            addr,
+            channel,
+            exited: None,
+        })
+    }
+
+    /// The measured phase starts: the agent takes the server's first reading (returns once
+    /// it is taken) and samples it every `interval`.
+    pub async fn measuring(&mut self, interval: Duration) -> anyhow::Result<()> {
+        self.channel.deadline = tokio::time::Instant::now() + SERVER_BOUND;
+        self.channel
+            .say(&ToAgent::Measure {
+                interval_ms: interval.as_millis() as u64,
+            })
+            .await?;
+        match self.channel.read().await? {
+            FromAgent::Sampling => Ok(()),
+            FromAgent::Failed { error } => bail!("agent {}: {error}", self.channel.addr),
+            other => bail!("agent {}: unexpected {other:?}", self.channel.addr),
+        }
+    }
+
+    /// The measured phase is over (it lasted `phase`): the server's summary and samples as
+    /// the agent measured them.
+    pub async fn finished(
+        &mut self,
+        phase: Duration,
+    ) -> anyhow::Result<(ResourceSummary, Vec<Sample>)> {
+        self.channel.deadline = tokio::time::Instant::now() + SERVER_BOUND;
+        self.channel
+            .say(&ToAgent::Finish {
+                phase_s: phase.as_secs_f64(),
+            })
+            .await?;
+        match self.channel.read().await? {
+            FromAgent::ServerResources {
+                server,
+                samples,
+                exited,
+            } => {
+                self.exited = exited;
+                Ok((server, samples))
+            }
+            FromAgent::Failed { error } => bail!("agent {}: {error}", self.channel.addr),
+            other => bail!("agent {}: unexpected {other:?}", self.channel.addr),
+        }
+    }
+
+    /// The server's exit status, when the agent reported that it died.
+    pub fn exited(&self) -> Option<String> {
+        self.exited.clone()
+    }
+
+    /// Ends the cell's server (the agent stops it when the connection closes).
+    pub async fn stop(self) -> Option<String> {
+        self.channel.close().await;
+        self.exited
     }
 }
 
 /// Shared by the cells of a run: the agents' addresses and how to reach them.
 pub struct Agents {
+    /// The agents that send the load.
     pub addrs: Vec<SocketAddr>,
+    /// The agent that runs each cell's server (`server_agent`), if any.
+    pub server: Option<SocketAddr>,
     pub link: Arc<AgentLink>,
 }

@@ -6,9 +6,12 @@
 //! sequence would send. Secrets are referenced, never rendered: the agent token and the
 //! certificates live in Secrets the user creates (see [`secret_commands`]).
 //!
-//! Starting and collecting go through the agents' control channel (`runner agent`, TLS with
-//! the shared token), behind [`CellControl`], so that the API sequence is tested against
-//! kube-rs's mock service without a cluster or agents.
+//! Every pod runs `runner agent`: the server pod's agent starts the cell's server when the
+//! runner asks (the server job a local cell gives its child) and samples it; the agent pods
+//! each send one shard of the load. Starting and collecting go through the agents' control
+//! channel (TLS with the shared token): [`crate::exec::executor::kubernetes`] is the executor
+//! that runs cells this way; [`CellControl`] lets the API sequence alone be tested against
+//! kube-rs's mock service.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -252,18 +255,38 @@ pub fn cell_objects(cell: &Cell, cell_number: usize) -> CellObjects {
         |component: &'static str| labels(&[(CELL_LABEL, &id), (COMPONENT_LABEL, component)]);
     let (volume, mount) = certs_volume();
 
-    let serve = crate::exec::run::serve_options(
-        cell,
-        std::net::SocketAddr::from(([0, 0, 0, 0], SERVER_PORT)),
-        CERTS_DIR.into(),
-        None,
-    );
-    let port = |name: &str, protocol: &str| ContainerPort {
+    let port = |name: &str, port: u16, protocol: &str| ContainerPort {
         name: Some(name.into()),
-        container_port: SERVER_PORT.into(),
+        container_port: port.into(),
         protocol: Some(protocol.into()),
         ..ContainerPort::default()
     };
+    let env_from = |name: &str, source: EnvVarSource| EnvVar {
+        name: name.into(),
+        value_from: Some(source),
+        ..EnvVar::default()
+    };
+    let token_env = env_from(
+        crate::exec::agent::TOKEN_ENV,
+        EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: TOKEN_SECRET.into(),
+                key: TOKEN_KEY.into(),
+                optional: Some(false),
+            }),
+            ..EnvVarSource::default()
+        },
+    );
+    let agent_args: Vec<String> = [
+        "agent",
+        "--listen",
+        &format!("0.0.0.0:{AGENT_PORT}"),
+        "--certs",
+        CERTS_DIR,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     let server_pod = Pod {
         metadata: meta(&server_name, &ns, with("server")),
         spec: Some(PodSpec {
@@ -271,17 +294,20 @@ pub fn cell_objects(cell: &Cell, cell_number: usize) -> CellObjects {
             restart_policy: Some("Never".into()),
             node_selector: node_selector(exp),
             automount_service_account_token: Some(false),
+            // The pod's agent starts the cell's server (`runner serve`, the cell's flags,
+            // listening on SERVER_PORT) when the runner asks, and samples it.
             containers: vec![Container {
                 name: "server".into(),
                 image: Some(exp.k8s_image.clone()),
                 command: Some(vec!["runner".into()]),
-                args: Some(
-                    std::iter::once("serve".to_string())
-                        .chain(serve.to_args())
-                        .collect(),
-                ),
-                ports: Some(vec![port("serve-tcp", "TCP"), port("serve-udp", "UDP")]),
-                readiness_probe: Some(listening_probe(SERVER_PORT)),
+                args: Some(agent_args.clone()),
+                env: Some(vec![token_env.clone()]),
+                ports: Some(vec![
+                    port("control", AGENT_PORT, "TCP"),
+                    port("serve-tcp", SERVER_PORT, "TCP"),
+                    port("serve-udp", SERVER_PORT, "UDP"),
+                ]),
+                readiness_probe: Some(listening_probe(AGENT_PORT)),
                 resources: Some(resources(&exp.k8s_server_resources)),
                 volume_mounts: Some(vec![mount.clone()]),
                 ..Container::default()
@@ -322,11 +348,6 @@ pub fn cell_objects(cell: &Cell, cell_number: usize) -> CellObjects {
         vec![service_port("control", AGENT_PORT, "TCP")],
     );
 
-    let env_from = |name: &str, source: EnvVarSource| EnvVar {
-        name: name.into(),
-        value_from: Some(source),
-        ..EnvVar::default()
-    };
     let affinity = exp.k8s_agents_off_server_node.then(|| Affinity {
         pod_anti_affinity: Some(PodAntiAffinity {
             required_during_scheduling_ignored_during_execution: Some(vec![PodAffinityTerm {
@@ -365,30 +386,9 @@ pub fn cell_objects(cell: &Cell, cell_number: usize) -> CellObjects {
                         name: "agent".into(),
                         image: Some(exp.k8s_image.clone()),
                         command: Some(vec!["runner".into()]),
-                        args: Some(
-                            [
-                                "agent",
-                                "--listen",
-                                &format!("0.0.0.0:{AGENT_PORT}"),
-                                "--certs",
-                                CERTS_DIR,
-                            ]
-                            .iter()
-                            .map(|s| s.to_string())
-                            .collect(),
-                        ),
+                        args: Some(agent_args),
                         env: Some(vec![
-                            env_from(
-                                crate::exec::agent::TOKEN_ENV,
-                                EnvVarSource {
-                                    secret_key_ref: Some(SecretKeySelector {
-                                        name: TOKEN_SECRET.into(),
-                                        key: TOKEN_KEY.into(),
-                                        optional: Some(false),
-                                    }),
-                                    ..EnvVarSource::default()
-                                },
-                            ),
+                            token_env,
                             env_from(
                                 "JOB_COMPLETION_INDEX",
                                 EnvVarSource {
@@ -402,12 +402,7 @@ pub fn cell_objects(cell: &Cell, cell_number: usize) -> CellObjects {
                                 },
                             ),
                         ]),
-                        ports: Some(vec![ContainerPort {
-                            name: Some("control".into()),
-                            container_port: AGENT_PORT.into(),
-                            protocol: Some("TCP".into()),
-                            ..ContainerPort::default()
-                        }]),
+                        ports: Some(vec![port("control", AGENT_PORT, "TCP")]),
                         readiness_probe: Some(listening_probe(AGENT_PORT)),
                         resources: Some(resources(&exp.k8s_agent_resources)),
                         volume_mounts: Some(vec![mount]),
@@ -517,8 +512,8 @@ pub fn render_stream(header: &str, docs: &[(String, String)]) -> String {
     out
 }
 
-/// Where the ready pods are: the server's address and each agent's control address, by
-/// completion index (the shard it sends).
+/// Where the ready pods are: the control address of the server pod's agent and of each agent
+/// pod, by completion index (the shard it sends).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Endpoints {
     pub server: String,
@@ -541,6 +536,8 @@ pub trait CellControl {
 pub struct KubeExecutor {
     client: kube::Client,
     namespace: String,
+    /// The port the cell's server listens on in its pod (0: the kernel chooses, for tests).
+    pub server_port: u16,
     /// How often the pods' state is read while waiting.
     pub poll: Duration,
     /// How long all pods get to become ready (image pulls included).
@@ -549,7 +546,7 @@ pub struct KubeExecutor {
 
 /// An object the executor created, to delete at the end.
 #[derive(Debug, Clone, PartialEq)]
-enum Created {
+pub enum Created {
     Pod(String),
     Service(String),
     Job(String),
@@ -560,6 +557,7 @@ impl KubeExecutor {
         KubeExecutor {
             client,
             namespace: namespace.to_string(),
+            server_port: SERVER_PORT,
             poll: Duration::from_secs(1),
             ready_timeout: Duration::from_secs(300),
         }
@@ -600,7 +598,8 @@ impl KubeExecutor {
         }
     }
 
-    async fn create(&self, o: &CellObjects, created: &mut Vec<Created>) -> anyhow::Result<()> {
+    /// Creates the cell's objects in order, recording each in `created` as it is created.
+    pub async fn create(&self, o: &CellObjects, created: &mut Vec<Created>) -> anyhow::Result<()> {
         let pp = PostParams::default();
         let name = |m: &ObjectMeta| m.name.clone().unwrap_or_default();
         self.api::<Pod>()
@@ -660,11 +659,11 @@ impl KubeExecutor {
                     None => "agent pod".to_string(),
                 };
                 self.check_pod(pod, &what).await?;
-                if let (Some(i), Some(addr)) = (index, ready_address(pod, AGENT_PORT)) {
+                if let (Some(i), Some(addr)) = (index, ready_address(pod)) {
                     ready.insert(i, addr);
                 }
             }
-            let server_addr = ready_address(&server, SERVER_PORT);
+            let server_addr = ready_address(&server);
             if let Some(server) = &server_addr {
                 if (0..o.agents).all(|i| ready.contains_key(&i)) {
                     return Ok(Endpoints {
@@ -717,7 +716,7 @@ impl KubeExecutor {
 
     /// Deletes in the reverse order of creation; the Job with its pods (background
     /// propagation). An object already gone is not an error.
-    async fn delete(&self, created: &[Created]) -> anyhow::Result<()> {
+    pub async fn delete(&self, created: &[Created]) -> anyhow::Result<()> {
         let mut errors = Vec::new();
         for object in created.iter().rev() {
             let result = match object {
@@ -751,8 +750,21 @@ impl KubeExecutor {
     }
 }
 
-/// `IP:port` of a pod whose Ready condition is true.
-fn ready_address(pod: &Pod, port: u16) -> Option<String> {
+/// The control port a pod declares (the container port named `control`; [`AGENT_PORT`] when
+/// it declares none).
+fn control_port(pod: &Pod) -> u16 {
+    pod.spec
+        .iter()
+        .flat_map(|s| &s.containers)
+        .flat_map(|c| c.ports.iter().flatten())
+        .find(|p| p.name.as_deref() == Some("control"))
+        .and_then(|p| u16::try_from(p.container_port).ok())
+        .unwrap_or(AGENT_PORT)
+}
+
+/// `IP:port` of the agent of a pod whose Ready condition is true.
+fn ready_address(pod: &Pod) -> Option<String> {
+    let port = control_port(pod);
     let status = pod.status.as_ref()?;
     let ready = status
         .conditions

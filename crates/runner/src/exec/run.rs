@@ -1,5 +1,7 @@
 //! The sweep: for each planned cell, a fresh server process, warm-up, measured load with
-//! resource sampling, then one flushed row. Knows stacks only through the shared trait.
+//! resource sampling, then one flushed row. Knows stacks only through the shared trait, and
+//! where servers and load generators run only through the executor's
+//! ([`crate::exec::executor`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,9 +12,10 @@ use anyhow::Context;
 use bench_core::tls::{ensure_certs, SERVER_NAME};
 use indicatif::{ProgressBar, ProgressStyle};
 
+use crate::exec::executor::{CellServer, CellSite, Executor};
 use crate::exec::load::LoadSpec;
-use crate::exec::loadgen::{Finished, LoadJob, LoadProcess, Message};
-use crate::exec::serve::{ServeOptions, ServerHandle, ServerProcess};
+use crate::exec::loadgen::{Finished, LoadJob, Message};
+use crate::exec::serve::{ServeOptions, ServerHandle};
 use crate::measure::sampler::{ResourceSummary, Sample, Sampler};
 use crate::measure::stats::Measurements;
 use crate::output::{self, CellResult, Manifest, ResultsWriter};
@@ -32,10 +35,12 @@ pub struct RunContext {
     pub service: Option<Arc<crate::exec::target::ServiceTargets>>,
     /// The pid of the user's service when it runs here, so its RSS and CPU are sampled.
     pub service_pid: Option<u32>,
-    /// Agents that send each cell's load instead of one local load generator.
+    /// Agents that send each cell's load instead of one local load generator (and the one
+    /// that runs each cell's server), for the local executor.
     pub agents: Option<Arc<crate::exec::agent::Agents>>,
-    /// The hosts executor's namespaces: cells run in the server's host.
-    pub hosts: Option<Arc<crate::netem::hosts::Hosts>>,
+    /// The executor to use instead of the one the experiment names (tests: the kubernetes
+    /// executor on a mock API server).
+    pub executor: Option<Arc<dyn Executor>>,
     pub argv: Vec<String>,
 }
 
@@ -83,27 +88,15 @@ pub async fn run(
     resume: Option<PathBuf>,
 ) -> anyhow::Result<RunOutcome> {
     let mut ctx = ctx;
-    if netns_in_use(&exp) || exp.executor == crate::settings::Executor::Hosts {
+    if netns_in_use(&exp) {
         crate::netem::netns::remove_stale();
     }
-    // The hosts executor: the namespaces and their agents live as long as the run.
-    if exp.executor == crate::settings::Executor::Hosts {
-        ensure_certs(&ctx.certs_dir)?;
-        // Each agent host gets as many source addresses as the most any cell spreads over.
-        let addresses = plan(&exp)
-            .iter()
-            .map(|c| c.settings.source_addresses)
-            .max()
-            .unwrap_or(1);
-        let hosts = crate::netem::hosts::Hosts::create(exp.host_agents, addresses, &ctx.certs_dir)?;
-        let ca = bench_core::tls::CertPaths::new(&ctx.certs_dir).ca_cert();
-        let link = crate::exec::agent::AgentLink::new(&ca, SERVER_NAME, hosts.token.clone())?;
-        ctx.agents = Some(Arc::new(crate::exec::agent::Agents {
-            addrs: hosts.agent_addrs.clone(),
-            link: Arc::new(link),
-        }));
-        ctx.hosts = Some(Arc::new(hosts));
-    }
+    // What the executor sets up (the hosts executor's namespaces and agents) lives as long
+    // as the run.
+    let executor = match ctx.executor.take() {
+        Some(e) => e,
+        None => crate::exec::executor::for_run(&exp, &ctx.certs_dir, ctx.agents.clone()).await?,
+    };
     let ctx = Arc::new(ctx);
     let planned = plan(&exp);
     let (dir, done, started_utc) = match resume {
@@ -209,7 +202,7 @@ pub async fn run(
         );
         bar.set_prefix(format!("[{}/{}] {}", i + 1, cells.len(), cell.key()));
         let snapshot = crate::measure::environment::CellSnapshot::take();
-        let outcome = run_isolated(cell, &ctx, &bar, &stop, i).await;
+        let outcome = run_isolated(cell, &ctx, &*executor, &bar, &stop, i).await;
         let cell_environment = snapshot.finish();
         let (mut result, samples) = match outcome {
             Ok(Some(done)) => done,
@@ -340,6 +333,7 @@ pub fn serve_options(
 async fn run_cell(
     cell: &Cell,
     ctx: &RunContext,
+    site: &dyn CellSite,
     bar: &ProgressBar,
     stop: &Arc<AtomicBool>,
 ) -> Option<(CellResult, Vec<Sample>)> {
@@ -348,24 +342,24 @@ async fn run_cell(
         0 => ctx.client_threads,
         n => n as usize,
     };
+    // The executor's site chooses the address the server listens on.
     let serve = serve_options(
         cell,
-        match ctx.hosts {
-            Some(_) => std::net::SocketAddr::from((crate::netem::hosts::SERVER_IP, 0)),
-            None => "127.0.0.1:0".parse().expect("address"),
-        },
+        "127.0.0.1:0".parse().expect("address"),
         ctx.certs_dir.clone(),
         ctx.server_cpu,
     );
     let service = ctx.service.as_ref().map(|s| s.for_stack(&cell.stack));
-    let mut server = match (service, ctx.target) {
-        (Some(target), _) => ServerHandle::External {
+    let mut server: Box<dyn CellServer> = match (service, ctx.target) {
+        (Some(target), _) => Box::new(ServerHandle::External {
             addr: target.addr,
             pid: ctx.service_pid,
-        },
-        (None, Some((addr, pid))) => ServerHandle::External { addr, pid },
-        (None, None) => match ServerProcess::start(&serve).await {
-            Ok(s) => ServerHandle::Child(s),
+        }),
+        (None, Some((addr, pid))) => Box::new(ServerHandle::External { addr, pid }),
+        (None, None) => match site.start_server(serve, stop).await {
+            Ok(s) => s,
+            // Interrupted while the server was starting: the cell is not written.
+            Err(_) if stop.load(Ordering::SeqCst) => return None,
             Err(e) => return Some(failed_cell(cell, format!("server did not start: {e:#}"))),
         },
     };
@@ -417,17 +411,7 @@ async fn run_cell(
     };
     let interval = Duration::from_millis(exp.sample_interval_ms);
     let timed = cell.duration_s().is_some();
-    let outcome = supervised(
-        &job,
-        &ctx.certs_dir,
-        ctx.agents.as_deref(),
-        server.pid(),
-        interval,
-        bar,
-        timed,
-        stop,
-    )
-    .await;
+    let outcome = supervised(&job, site, &mut *server, interval, bar, timed, stop).await;
     let server_exit = server.exited();
     server.stop().await;
     let (finished, samples, server_res, client_res, net, per_agent) = match outcome? {
@@ -454,18 +438,15 @@ async fn run_cell(
                 net,
                 ..Default::default()
             }),
-            per_agent: if ctx.agents.is_some() {
-                per_agent
-            } else {
-                Vec::new()
-            },
+            per_agent,
         },
         samples,
     ))
 }
 
-/// The phase's figures, samples, server and client resources, and the kernel counters over
-/// the phase (read on this runtime's thread, so in the cell's namespace when it has one).
+/// The phase's figures, samples, server and client resources, the kernel counters over the
+/// phase (read on this runtime's thread, so in the cell's namespace when it has one), and
+/// each agent's outcome (empty when no agent ran the load).
 type Supervised = (
     Finished,
     Vec<Sample>,
@@ -475,99 +456,26 @@ type Supervised = (
     Vec<crate::exec::shard::AgentOutcome>,
 );
 
-/// One load generator of a cell: a local child, or an agent.
-enum Loadgen {
-    Local(Box<LoadProcess>),
-    Remote(Box<crate::exec::agent::RemoteLoad>),
-}
-
-impl Loadgen {
-    async fn next(&mut self) -> anyhow::Result<Message> {
-        match self {
-            Loadgen::Local(p) => p.next().await,
-            Loadgen::Remote(r) => r.next().await,
-        }
-    }
-    async fn go(&mut self) -> anyhow::Result<()> {
-        match self {
-            Loadgen::Local(p) => p.go().await,
-            Loadgen::Remote(r) => r.go().await,
-        }
-    }
-    async fn kill(self) {
-        match self {
-            Loadgen::Local(p) => p.kill().await,
-            Loadgen::Remote(r) => r.kill().await,
-        }
-    }
-    async fn wait(self) {
-        match self {
-            Loadgen::Local(p) => p.wait().await,
-            Loadgen::Remote(r) => r.wait().await,
-        }
-    }
-    /// A local child's pid: the runner samples it; an agent samples its own.
-    fn pid(&self) -> Option<u32> {
-        match self {
-            Loadgen::Local(p) => Some(p.pid),
-            Loadgen::Remote(_) => None,
-        }
-    }
-    fn remote_client(&self) -> Option<ResourceSummary> {
-        match self {
-            Loadgen::Local(_) => None,
-            Loadgen::Remote(r) => r.client,
-        }
-    }
-}
-
-/// Starts the cell's load generators: one local child, or one share per agent.
-async fn start_loadgens(
-    job: &LoadJob,
-    certs_dir: &Path,
-    agents: Option<&crate::exec::agent::Agents>,
-) -> anyhow::Result<Vec<(Loadgen, String)>> {
-    let Some(agents) = agents else {
-        let local = LoadProcess::start(job, certs_dir).await?;
-        return Ok(vec![(Loadgen::Local(Box::new(local)), "local".into())]);
-    };
-    let jobs = crate::exec::shard::shard_jobs(job, agents.addrs.len());
-    let mut gens = Vec::new();
-    for (shard, addr) in jobs.iter().zip(&agents.addrs) {
-        let remote = crate::exec::agent::RemoteLoad::start(*addr, &agents.link, shard).await;
-        match remote {
-            Ok(r) => gens.push((Loadgen::Remote(Box::new(r)), addr.to_string())),
-            Err(e) => {
-                for (g, _) in gens {
-                    g.kill().await;
-                }
-                return Err(e);
-            }
-        }
-    }
-    Ok(gens)
-}
-
 /// Runs the cell's load generators while updating the bar (in seconds when `timed`, else in
 /// requests), sampling the server and a local generator during the measured phase. Every
 /// generator's warm-up ends before any measures (the runner is the barrier: `go` to all at
 /// once); a generator that fails fails the cell and the others are stopped. `None` when the
 /// run was interrupted (the children are then ended and the cell not written).
-#[allow(clippy::too_many_arguments)]
 async fn supervised(
     job: &LoadJob,
-    certs_dir: &Path,
-    agents: Option<&crate::exec::agent::Agents>,
-    server_pid: Option<u32>,
+    site: &dyn CellSite,
+    server: &mut dyn CellServer,
     interval: Duration,
     bar: &ProgressBar,
     timed: bool,
     stop: &Arc<AtomicBool>,
 ) -> Option<anyhow::Result<Supervised>> {
-    let gens = match start_loadgens(job, certs_dir, agents).await {
+    let gens = match site.start_loadgens(job).await {
         Ok(g) => g,
+        Err(_) if stop.load(Ordering::SeqCst) => return None,
         Err(e) => return Some(Err(e)),
     };
+    let server_pid = server.pid();
     if job.warmup.is_some() {
         bar.set_message("warm-up");
     }
@@ -579,9 +487,9 @@ async fn supervised(
     let mut pids = Vec::new();
     let mut labels = Vec::new();
     let mut tasks = Vec::new();
-    for (i, (mut gen, label)) in gens.into_iter().enumerate() {
+    for (i, mut gen) in gens.into_iter().enumerate() {
         pids.push(gen.pid());
-        labels.push(label);
+        labels.push(gen.label());
         let (ctl_tx, mut ctl_rx) = tokio::sync::mpsc::channel::<Control>(4);
         controls.push(ctl_tx);
         let tx = tx.clone();
@@ -598,7 +506,7 @@ async fn supervised(
                             // Finished or failed: wait for the verdict (keep alive, or kill).
                             return match ctl_rx.recv().await {
                                 Some(Control::Release) => {
-                                    let client = gen.remote_client();
+                                    let client = gen.resources();
                                     gen.wait().await;
                                     Some(client)
                                 }
@@ -664,6 +572,11 @@ async fn supervised(
                     // A local generator is sampled here; agents sample their own.
                     let local = pids.iter().flatten().next().copied();
                     sampler = Some(Sampler::start(server_pid, local, interval));
+                    // A server measured where it runs takes its first reading now too.
+                    if let Err(e) = server.measuring(interval).await {
+                        kill_all(&controls);
+                        break Err(e.context("the server's agent"));
+                    }
                     net_before = crate::measure::netcounters::Before::take();
                     measuring_since = std::time::Instant::now();
                     for c in &controls {
@@ -733,10 +646,24 @@ async fn supervised(
     let finished: Vec<Finished> = finished.into_iter().flatten().collect();
     let phase = finished.iter().map(|f| f.elapsed).max().unwrap_or_default();
     let net = net_before.as_ref().and_then(|b| b.finish());
-    let (samples, server, local_client) = match sampler {
+    let (mut samples, mut server_res, local_client) = match sampler {
         Some(s) => s.finish(phase),
         None => Default::default(),
     };
+    match server.finished(phase).await {
+        Ok(Some((res, remote_samples))) => {
+            server_res = res;
+            samples.extend(remote_samples);
+        }
+        Ok(None) => {}
+        Err(e) => {
+            kill_all(&controls);
+            for t in tasks {
+                let _ = t.await;
+            }
+            return Some(Err(e.context("the server's agent")));
+        }
+    }
     for c in &controls {
         let _ = c.send(Control::Release).await;
     }
@@ -754,7 +681,13 @@ async fn supervised(
         });
     }
     let (finished, client, per_agent) = crate::exec::shard::combine(shards);
-    Some(Ok((finished, samples, server, client, net, per_agent)))
+    // Agents' own rows only when agents ran the load (a local child has none).
+    let per_agent = if pids.iter().all(Option::is_none) {
+        per_agent
+    } else {
+        Vec::new()
+    };
+    Some(Ok((finished, samples, server_res, client, net, per_agent)))
 }
 
 /// What the supervisor tells a load generator's task.
@@ -806,99 +739,72 @@ pub fn check_out_dir(out: &Path) -> Result<(), String> {
 }
 
 /// Runs one cell with the cell's open-file limit (inherited by its load generator, restored
-/// afterwards): on the run's runtime or, when the cell needs a private network namespace, on
-/// a runtime of its own whose thread enters the namespace, so that the server and the load
-/// generator it starts live there.
+/// afterwards) at the site the executor gives it: on the run's runtime or, when the site has
+/// threads enter a namespace (the cell's own, or the server's host), on a runtime of its own
+/// whose thread enters it, so that the server and the load generator it starts live there.
+/// The site removes what it created for the cell afterwards, also after a failure or an
+/// interruption.
 async fn run_isolated(
     cell: &Cell,
     ctx: &Arc<RunContext>,
+    executor: &dyn Executor,
     bar: &ProgressBar,
     stop: &Arc<AtomicBool>,
     index: usize,
 ) -> anyhow::Result<Option<(CellResult, Vec<Sample>)>> {
-    // The hosts executor's hosts are namespaces already: the cell's sysctls go to them.
-    if let Some(hosts) = &ctx.hosts {
-        hosts.apply_sysctls(&cell.settings.sysctls())?;
-    }
-    let netns = if cell.settings.needs_netns() && ctx.hosts.is_none() {
-        Some(Arc::new(crate::netem::netns::Netns::create(
-            &cell.settings,
-            index,
-        )?))
-    } else {
-        None
-    };
+    let site = executor.cell(cell, index)?;
     let (_, hard) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)?;
     let (soft_before, _) =
         nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)?;
     if let Some(n) = cell.settings.client_nofile {
         crate::exec::pin::set_nofile_soft_limit(n.min(hard))?;
     }
-    // The namespace the cell's runtime threads live in: the cell's own, or the server's host.
-    let enter: Arc<dyn Fn() + Send + Sync> = match (netns.clone(), ctx.hosts.clone()) {
-        (Some(ns), _) => Arc::new(move || {
-            ns.enter()
-                .expect("cannot enter the cell's network namespace")
-        }),
-        (None, Some(hosts)) => Arc::new(move || {
-            hosts
-                .enter_server()
-                .expect("cannot enter the server's host namespace")
-        }),
-        (None, None) => {
-            let outcome = run_cell(cell, ctx, bar, stop).await;
+    let mut outcome = match site.enter() {
+        None => {
+            let outcome = run_cell(cell, ctx, &*site, bar, stop).await;
+            close(&*site).await;
             let _ = crate::exec::pin::set_nofile_soft_limit(soft_before);
-            return Ok(outcome);
+            outcome
+        }
+        Some(enter) => {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .on_thread_start(move || enter())
+                .build()
+                .context("cannot start the cell's runtime")?;
+            let (cell, ctx, bar, stop) = (cell.clone(), ctx.clone(), bar.clone(), stop.clone());
+            let inner = site.clone();
+            let outcome = tokio::task::spawn_blocking(move || {
+                let outcome = runtime.block_on(async move {
+                    // Spawned, so that the cell runs on a worker thread (inside the namespace).
+                    tokio::spawn(async move {
+                        let outcome = run_cell(&cell, &ctx, &*inner, &bar, &stop).await;
+                        close(&*inner).await;
+                        outcome
+                    })
+                    .await
+                });
+                runtime.shutdown_timeout(Duration::from_millis(500));
+                outcome
+            })
+            .await?;
+            let _ = crate::exec::pin::set_nofile_soft_limit(soft_before);
+            outcome?
         }
     };
-    let links_before = ctx.hosts.as_ref().map(|h| h.agent_link_bytes());
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .on_thread_start(move || enter())
-        .build()
-        .context("cannot start the cell's runtime")?;
-    let hosts = ctx.hosts.clone();
-    let (cell, ctx, bar, stop) = (cell.clone(), ctx.clone(), bar.clone(), stop.clone());
-    let outcome = tokio::task::spawn_blocking(move || {
-        let outcome = runtime.block_on(async move {
-            // Spawned, so that the cell runs on a worker thread (inside the namespace).
-            tokio::spawn(async move { run_cell(&cell, &ctx, &bar, &stop).await }).await
-        });
-        runtime.shutdown_timeout(Duration::from_millis(500));
-        outcome
-    })
-    .await?;
-    let _ = crate::exec::pin::set_nofile_soft_limit(soft_before);
-    let mut outcome = outcome?;
-    if let (Some(hosts), Some(before), Some((result, _))) = (&hosts, links_before, outcome.as_mut())
-    {
-        // What crossed each agent host's interface during the cell.
-        for ((agent, after), before) in result
-            .per_agent
-            .iter_mut()
-            .zip(hosts.agent_link_bytes())
-            .zip(before)
-        {
-            agent.link = after
-                .zip(before)
-                .map(|((rx1, tx1), (rx0, tx0))| (rx1 - rx0, tx1 - tx0));
-        }
+    if let Some((result, _)) = outcome.as_mut() {
+        site.account(result);
     }
-    if let (Some(ns), Some((result, _))) = (&netns, outcome.as_mut()) {
-        result.emulated_packets = Some(ns.emulated_packets());
-        result.environment = Some(crate::measure::environment::CellEnvironment {
-            emulation: ns
-                .emulator_kind()
-                .map(|kind| crate::netem::emulator::Emulation {
-                    kind,
-                    cpu_s: ns.emulator_cpu_s(),
-                }),
-            ..result.environment.unwrap_or_default()
-        });
-    }
-    drop(netns);
+    drop(site);
     Ok(outcome)
+}
+
+/// Removes what the cell's site created; a failure to is reported, not fatal to the run.
+async fn close(site: &dyn CellSite) {
+    if let Err(e) = site.close().await {
+        eprintln!("warning: cleaning up after the cell: {e:#}");
+    }
 }
 
 fn netns_in_use(exp: &Experiment) -> bool {

@@ -20,7 +20,8 @@ pub const MIN_INTERVALS_PER_PHASE: u32 = 3;
 /// than this gets no CPU % (one tick would be more than 1 % of it).
 const MIN_PHASE_FOR_TICKS: Duration = Duration::from_secs(1);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Role {
     Server,
     Client,
@@ -36,7 +37,7 @@ impl Role {
 }
 
 /// One reading.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
 pub struct Sample {
     pub t: Duration,
     pub role: Role,

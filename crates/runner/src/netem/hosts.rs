@@ -66,7 +66,9 @@ fn ip_batch(ns: &str, commands: &str) -> anyhow::Result<()> {
 /// One namespace of the set.
 struct Host {
     name: String,
-    handle: File,
+    handle: std::sync::Arc<File>,
+    /// Its link's port on the bridge.
+    port: String,
 }
 
 /// The namespaces, the bridge and the agents running in their hosts.
@@ -96,7 +98,8 @@ impl Hosts {
             bridge,
             server: Host {
                 name: String::new(),
-                handle: File::open("/proc/self/ns/net")?,
+                handle: std::sync::Arc::new(File::open("/proc/self/ns/net")?),
+                port: String::new(),
             },
             agents: Vec::new(),
             processes: Vec::new(),
@@ -154,7 +157,8 @@ impl Hosts {
             .context("cannot open a new network namespace")?;
         let host = Host {
             name: name.to_string(),
-            handle,
+            handle: std::sync::Arc::new(handle),
+            port: veth.to_string(),
         };
         ip(&[
             "-n",
@@ -227,7 +231,20 @@ impl Hosts {
     /// Moves the calling thread into the server's host (the server starts there, and the
     /// runner reaches the agents from there, across the bridge).
     pub fn enter_server(&self) -> nix::Result<()> {
-        nix::sched::setns(&self.server.handle, nix::sched::CloneFlags::CLONE_NEWNET)
+        nix::sched::setns(&*self.server.handle, nix::sched::CloneFlags::CLONE_NEWNET)
+    }
+
+    /// Each agent host's link to the bridge (for per-link emulation).
+    pub fn agent_links(&self) -> Vec<crate::netem::links::Link> {
+        self.agents
+            .iter()
+            .map(|h| crate::netem::links::Link {
+                namespace: h.name.clone(),
+                bridge_namespace: self.bridge.clone(),
+                bridge_port: h.port.clone(),
+                handle: h.handle.clone(),
+            })
+            .collect()
     }
 
     /// Bytes each agent host's interface has received and sent so far.

@@ -2,4 +2,5 @@
 
 pub mod emulator;
 pub mod hosts;
+pub mod links;
 pub mod netns;

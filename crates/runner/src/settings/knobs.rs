@@ -312,8 +312,9 @@ knobs! {
     /// variant's cells are checked unless a threshold's `variants` selects.
     #[arg(skip)]
     thresholds: run<Vec<Threshold>> = Vec::new();
-    /// Where servers and load generators run: `local` child processes, or `hosts`, a network
-    /// namespace per host on this machine joined by a bridge (see "Running on several hosts").
+    /// Where servers and load generators run: `local` child processes, `hosts`, a network
+    /// namespace per host on this machine joined by a bridge (see "Running on several hosts"),
+    /// or `kubernetes`, pods per cell (see "Running on Kubernetes").
     #[arg(long, value_enum)]
     executor: run<Executor> = Executor::Local;
     /// With the `hosts` executor: how many agent hosts send each cell's load.
@@ -324,6 +325,10 @@ knobs! {
     /// merged exactly (see "Agents").
     #[arg(long, value_delimiter = ',', value_name = "HOST:PORT,...")]
     agents: run<Vec<String>> = Vec::new();
+    /// An agent (`runner agent` at HOST:PORT) that runs each cell's server (`runner serve`, on
+    /// the agent's address) and samples it, instead of a local child (default: a local child).
+    #[arg(long, value_name = "HOST:PORT")]
+    server_agent: run_opt<String> = None;
     /// The CA (PEM) the agents' certificates are verified against (default: the suite's CA
     /// in --certs).
     #[arg(long)]

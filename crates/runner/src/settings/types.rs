@@ -12,12 +12,15 @@ use super::Regime;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Executor {
-    /// Child processes on this machine, talking over loopback (or to `agents`).
+    /// Child processes on this machine, talking over loopback (or to `agents`, and the server
+    /// on `server_agent`).
     #[default]
     Local,
     /// A network namespace per host on this machine (the server's and `host_agents` agents'),
     /// joined by a bridge: traffic crosses real interfaces with their own addresses.
     Hosts,
+    /// Per cell, a server pod and an Indexed Job of `k8s_agents` agent pods (kube-rs).
+    Kubernetes,
 }
 
 /// How an open-loop worker waits until a request is due. tokio's timer wheel has 1 ms

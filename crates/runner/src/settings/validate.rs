@@ -276,12 +276,17 @@ impl Experiment {
             self.check_targets()?;
         }
         if self.executor == super::Executor::Hosts {
-            let why = if !self.agents.is_empty() {
-                Some("the hosts executor starts its own agents; give no `agents`")
+            let why = if !self.agents.is_empty() || self.server_agent.is_some() {
+                Some("the hosts executor starts its own agents; give no `agents` or `server_agent`")
             } else if !self.targets.is_empty() {
                 Some("the hosts executor measures our server in its own host; [targets] are not reachable from there")
-            } else if self.netem.is_some() {
-                Some("network emulation is not available with the hosts executor yet")
+            } else if self
+                .netem
+                .as_deref()
+                .and_then(|n| super::Netem::parse(n).ok())
+                .is_some_and(|n| n.rate.is_some())
+            {
+                Some("netem's rate is not emulated per link yet (delay, jitter and loss are)")
             } else {
                 None
             };
@@ -295,7 +300,43 @@ impl Experiment {
                 );
             }
         }
+        if self.executor == super::Executor::Kubernetes {
+            let why = if !self.agents.is_empty() || self.server_agent.is_some() {
+                Some("the kubernetes executor starts its own agents in pods; give no `agents` or `server_agent`")
+            } else if !self.targets.is_empty() {
+                Some("the kubernetes executor measures our server in its pod; [targets] are not supported with it")
+            } else if self.needs_netns() {
+                Some("network emulation and namespace sysctls are not available with the kubernetes executor")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return fail("executor", why.into());
+            }
+        }
         self.check_k8s()?;
+        if let Some(a) = &self.server_agent {
+            let why = if self.executor != super::Executor::Local {
+                Some("only the local executor takes a server agent".to_string())
+            } else if !self.targets.is_empty() {
+                Some("[targets] measure your service: there is no server to start".to_string())
+            } else if self.needs_netns() {
+                Some("cannot be used with network emulation or namespace sysctls".to_string())
+            } else if self.agents.contains(a) {
+                Some(format!(
+                    "'{a}' is also in `agents`: an agent runs one job at a time"
+                ))
+            } else if !a.rsplit_once(':').is_some_and(|(host, port)| {
+                !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+            }) {
+                Some(format!("'{a}' is not HOST:PORT"))
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return fail("server_agent", why);
+            }
+        }
         if !self.agents.is_empty() {
             if self.needs_netns() {
                 return fail(
