@@ -477,7 +477,8 @@ fn agents_for(
 }
 
 /// The kubernetes executor's prerequisites, checked before anything is created: the agents'
-/// token, and an API client for the cluster the environment names.
+/// token, and an API server that the environment names, that answers and whose certificate
+/// verifies.
 fn kubernetes_preflight(exp: &settings::Experiment, args: &cli::RunArgs) -> Result<(), String> {
     if args.target.is_some() {
         return Err(
@@ -490,10 +491,19 @@ fn kubernetes_preflight(exp: &settings::Experiment, args: &cli::RunArgs) -> Resu
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
+    let client = runtime.block_on(kube::Client::try_default()).map_err(|e| {
+        format!("executor kubernetes: cannot set up the Kubernetes API client: {e}")
+    })?;
+    // The client connects lazily: ask the server its version now, so that an unreachable or
+    // untrusted API server is one line here rather than a failed first cell.
     runtime
-        .block_on(kube::Client::try_default())
+        .block_on(client.apiserver_version())
         .map(drop)
-        .map_err(|e| format!("executor kubernetes: cannot set up the Kubernetes API client: {e}"))
+        .map_err(|e| {
+            // The cause (refused, certificate not trusted, …) is at the end of the chain.
+            let chain = anyhow::Error::from(e);
+            format!("executor kubernetes: cannot reach the Kubernetes API server: {chain:#}")
+        })
 }
 
 fn run_sweep(

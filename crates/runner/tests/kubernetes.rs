@@ -989,3 +989,185 @@ fn assert_no_file_holds(dir: &std::path::Path, secret: &str) {
     }
     assert!(files >= 5, "only {files} result files");
 }
+
+/// A stand-in Kubernetes API server on loopback, over TLS with the suite's certificate: it
+/// answers `GET /version` and refuses everything else with 403, recording each request line.
+/// Enough to show the runner's API client verifies the server and speaks to it; no cluster
+/// runs here.
+fn https_api_server(certs: &std::path::Path) -> (u16, Arc<Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let paths = bench_core::tls::ensure_certs(certs).unwrap();
+    let identity = bench_core::tls::ServerIdentity::load(&paths).unwrap();
+    let config = bench_core::tls::server_config(&identity, b"http/1.1", false).unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let seen = log.clone();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else {
+                    return;
+                };
+                let (acceptor, seen) = (acceptor.clone(), seen.clone());
+                tokio::spawn(async move {
+                    let Ok(mut tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    // One request per connection: its head, then a Content-Length body.
+                    let head_end = loop {
+                        match tls.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            break i + 4;
+                        }
+                    };
+                    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+                    let length: usize = head
+                        .lines()
+                        .find_map(|l| {
+                            let (k, v) = l.split_once(':')?;
+                            k.eq_ignore_ascii_case("content-length")
+                                .then(|| v.trim().parse().ok())?
+                        })
+                        .unwrap_or(0);
+                    while buf.len() < head_end + length {
+                        match tls.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    let line = head.lines().next().unwrap_or_default().to_string();
+                    seen.lock().unwrap().push(line.clone());
+                    let (status, body) = if line.starts_with("GET /version") {
+                        (
+                            "200 OK",
+                            json!({"major": "1", "minor": "37", "gitVersion": "v1.37.0",
+                                "gitCommit": "test", "gitTreeState": "clean",
+                                "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.25",
+                                "compiler": "gc", "platform": "linux/amd64"}),
+                        )
+                    } else {
+                        (
+                            "403 Forbidden",
+                            json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                                "status": "Failure", "message": "refused by the test's API server",
+                                "reason": "Forbidden", "code": 403}),
+                        )
+                    };
+                    let body = body.to_string();
+                    let response = format!(
+                        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = tls.write_all(response.as_bytes()).await;
+                    let _ = tls.shutdown().await;
+                });
+            }
+        });
+    });
+    (port, log)
+}
+
+/// The kubernetes executor's API client speaks TLS and verifies the API server: with the
+/// kubeconfig's CA it reaches the stand-in server (`GET /version` before the run, then the
+/// cell's first create, which the server refuses and the cell's row reports); with another CA
+/// the run stops before anything with one line and exit 2. The kubeconfig's bearer token
+/// reaches no result file.
+#[test]
+fn the_kubernetes_api_client_verifies_the_servers_certificate() {
+    const KUBE_TOKEN: &str = "kube-bearer-token-never-in-results";
+    let tmp = tempfile::tempdir().unwrap();
+    let certs = tmp.path().join("certs");
+    let (port, log) = https_api_server(&certs);
+    let other = tmp.path().join("other-certs");
+    bench_core::tls::ensure_certs(&other).unwrap();
+    let run = |ca: &std::path::Path, out: &std::path::Path| {
+        let kubeconfig = tmp.path().join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: https://127.0.0.1:{port}\n    certificate-authority: {}\nusers:\n- name: t\n  user:\n    token: {KUBE_TOKEN}\ncontexts:\n- name: t\n  context:\n    cluster: t\n    user: t\ncurrent-context: t\n",
+                ca.display()
+            ),
+        )
+        .unwrap();
+        common::runner()
+            .args([
+                "--executor",
+                "kubernetes",
+                "--stacks",
+                "h1",
+                "--regime",
+                "reuse",
+            ])
+            .args([
+                "--concurrency",
+                "1",
+                "--requests",
+                "10",
+                "--baseline-seconds",
+                "0",
+            ])
+            .arg("--out")
+            .arg(out)
+            .arg("--certs")
+            .arg(&certs)
+            .env("KUBECONFIG", &kubeconfig)
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env(runner::exec::agent::TOKEN_ENV, TOKEN)
+            .output()
+            .unwrap()
+    };
+    let ca = |dir: &std::path::Path| bench_core::tls::CertPaths::new(dir).ca_cert();
+
+    let refused = tmp.path().join("refused");
+    let output = run(&ca(&other), &refused);
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("cannot reach the Kubernetes API server") && stderr.contains("certificate"),
+        "{stderr}"
+    );
+    assert!(!refused.exists(), "nothing was created");
+    assert!(
+        log.lock().unwrap().is_empty(),
+        "no request passed the failed handshake"
+    );
+
+    let reached = tmp.path().join("reached");
+    let output = run(&ca(&certs), &reached);
+    let text = common::output_text(&output);
+    let requests = log.lock().unwrap().clone();
+    assert!(
+        requests
+            .first()
+            .is_some_and(|l| l.starts_with("GET /version")),
+        "{requests:?}"
+    );
+    assert!(
+        requests.iter().any(|l| l.starts_with("POST ")),
+        "the cell asked to create its objects: {requests:?}\n{text}"
+    );
+    let rows = common::read_csv(&common::results_dir(&reached).join("cells.csv"));
+    assert_eq!(rows.len(), 1, "{text}");
+    assert!(
+        rows[0]["error"].contains("refused by the test's API server"),
+        "{:?}",
+        rows[0]["error"]
+    );
+    assert_no_file_holds(&reached, KUBE_TOKEN);
+    assert_no_file_holds(&reached, TOKEN);
+}
