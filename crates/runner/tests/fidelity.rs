@@ -83,7 +83,11 @@ fn open_loop_shows_a_stall_that_closed_loop_hides() {
         manifest["environment"]["stall_probe"].clone()
     };
     assert!(probe(&a).is_null(), "closed loop: {}", probe(&a));
-    assert_eq!(probe(&b)["probe_ms"], 1000, "open loop: {}", probe(&b));
+    assert!(
+        probe(&b)["probe_ms"].as_u64().is_some_and(|ms| ms >= 1000),
+        "open loop: {}",
+        probe(&b)
+    );
     // The report sets the cells' pacing lag beside that floor.
     let report = runner().arg("report").arg(b.dir()).output().unwrap();
     assert!(report.status.success(), "{}", output_text(&report));

@@ -21,7 +21,8 @@ const GAP_FLOOR: Duration = Duration::from_micros(1);
 /// What one probe saw.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct StallProbe {
-    /// How long the thread spun.
+    /// How long the thread spun: the length asked for, or more when the machine stopped it
+    /// just before the end.
     pub probe_ms: u64,
     /// The core it spun on (`None`: not pinned, any core).
     pub cpu: Option<usize>,
@@ -181,7 +182,7 @@ mod tests {
         let started = Instant::now();
         let probe = StallProbe::run(Duration::from_millis(30), None);
         assert!(started.elapsed() >= Duration::from_millis(30));
-        assert_eq!(probe.probe_ms, 30);
+        assert!(probe.probe_ms >= 30, "{probe:?}");
         assert!(probe.lost_pct <= 100.0, "{probe:?}");
         assert!(probe.lateness_p99_us <= probe.longest_us, "{probe:?}");
     }
