@@ -457,10 +457,7 @@ impl Connection for H3Connection {
         let closed_by_peer = self.conn.close_reason().is_some();
         let closed_at = Instant::now();
         self.watch.start();
-        let produced = self.conn.stats().udp_tx.datagrams;
         self.conn.close(0u32.into(), b"done");
-        // Equal only if no turn of quinn's driver came between: see `CloseWatch::closed`.
-        let quiet_close = (self.conn.stats().udp_tx.datagrams == produced).then_some(produced);
         self.closing.endpoints.fetch_add(1, Ordering::SeqCst);
         let (h3_stopped, h3_driver) = tokio::sync::oneshot::channel();
         let (conn, socket, watch, closing) = (
@@ -470,11 +467,10 @@ impl Connection for H3Connection {
             self.closing.clone(),
         );
         tokio::spawn(async move {
-            let closed = match quiet_close {
-                Some(produced) if !closed_by_peer => {
-                    watch.closed(&conn, produced, CLOSE_SENT_BOUND).await
-                }
-                _ => None,
+            let closed = if closed_by_peer {
+                None
+            } else {
+                watch.closed(&conn, CLOSE_SENT_BOUND).await
             };
             match closed {
                 Some(closed) => {

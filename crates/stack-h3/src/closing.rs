@@ -32,7 +32,11 @@ use crate::udp::RefusalAwareSocket;
 /// the endpoint's socket sends, the timer deadlines its connection sets, and its driver tasks.
 #[derive(Debug, Default)]
 pub(crate) struct CloseWatch {
-    /// Set just before the connection is closed; from then on datagrams and deadlines are kept.
+    /// The thread about to close the connection, set just before it does.
+    closing_thread: Mutex<Option<std::thread::ThreadId>>,
+    armed: AtomicBool,
+    /// Set inside quinn's close, under the connection's lock (see [`CloseWatch::start`]); from
+    /// then on datagrams and deadlines are kept.
     recording: AtomicBool,
     /// Datagrams sent on the socket so far (all of them, recording or not).
     sent: AtomicU64,
@@ -59,9 +63,26 @@ pub(crate) struct Closed {
 }
 
 impl CloseWatch {
-    /// Starts recording: called just before the client closes the connection.
+    /// Called by the thread that is about to close the connection. quinn's close reads the
+    /// clock (the runtime's `now`) under the connection's lock; on this thread that is the
+    /// first reading from here on, and recording starts there. So everything recorded comes
+    /// after the close in the lock's order, and nothing from a driver turn before it (one
+    /// running on another thread now, say).
     pub(crate) fn start(&self) {
-        self.recording.store(true, Ordering::SeqCst);
+        *self.closing_thread.lock().expect("close watch") = Some(std::thread::current().id());
+        self.armed.store(true, Ordering::SeqCst);
+    }
+
+    /// The runtime's clock was read.
+    fn clock_read(&self) {
+        if self.armed.load(Ordering::Relaxed) {
+            let mut thread = self.closing_thread.lock().expect("close watch");
+            if *thread == Some(std::thread::current().id()) {
+                *thread = None;
+                self.armed.store(false, Ordering::SeqCst);
+                self.recording.store(true, Ordering::SeqCst);
+            }
+        }
     }
 
     /// The socket sent `datagrams` datagrams, the last of them `last`.
@@ -86,27 +107,18 @@ impl CloseWatch {
         }
     }
 
-    /// What quinn closed `conn` with, once it has sent it. `produced_at_close` is the number
-    /// of datagrams quinn had produced on the connection when it was closed, read right
-    /// before and right after the close and equal both times, so that no turn of quinn's
-    /// driver came in between: every datagram produced after it is a CONNECTION_CLOSE.
-    ///
-    /// quinn's connection lock orders this after the whole driver turn that produced the first
-    /// of those: once all the datagrams produced are sent, the last one sent is a
-    /// CONNECTION_CLOSE, and the last deadline set is the closing timer's, which quinn armed in
-    /// the same turn (its close stops every other timer). `None` if that is not seen within
-    /// `bound`.
-    pub(crate) async fn closed(
-        &self,
-        conn: &quinn::Connection,
-        produced_at_close: u64,
-        bound: Duration,
-    ) -> Option<Closed> {
+    /// What quinn closed `conn` with, once it has sent it: recording started inside the close,
+    /// so every datagram recorded is a CONNECTION_CLOSE, and every deadline recorded is the
+    /// closing timer's (quinn's close stops the other timers, and its driver arms this one in
+    /// the turn that sends the close). quinn's connection lock orders this check after that
+    /// whole turn; once all the datagrams quinn produced are sent (none is held back by a
+    /// full socket) the last one sent is the close. `None` if that is not seen within `bound`.
+    pub(crate) async fn closed(&self, conn: &quinn::Connection, bound: Duration) -> Option<Closed> {
         let wait = async {
             loop {
                 let progress = self.progress.notified();
                 let produced = conn.stats().udp_tx.datagrams;
-                if produced > produced_at_close && produced == self.sent.load(Ordering::SeqCst) {
+                if produced == self.sent.load(Ordering::SeqCst) {
                     let recorded = self.recorded.lock().expect("close watch");
                     if let (Some(datagram), Some(until)) = (&recorded.datagram, recorded.deadline) {
                         return Closed {
@@ -184,6 +196,7 @@ impl quinn::Runtime for WatchedRuntime {
     }
 
     fn now(&self) -> Instant {
+        self.0.clock_read();
         quinn::Runtime::now(&quinn::TokioRuntime)
     }
 }
