@@ -15,8 +15,8 @@
 //! quinn has sent its CONNECTION_CLOSE and set its closing timer, [`CloseWatch`] has recorded
 //! both, quinn's endpoint and connection drivers are stopped (dropping their state), and
 //! [`Closed::hold`] keeps the socket open until quinn's own deadline, answering what arrives.
-//! Anything unusual on the way (the server closed first, a send that would block) leaves the
-//! closing to quinn, as before.
+//! Anything unusual on the way (the server closed first, the close not seen going out within
+//! a bound) leaves the closing to quinn, as before.
 
 use std::future::Future;
 use std::io;
