@@ -18,9 +18,13 @@ use quinn::udp::{RecvMeta, Transmit, UdpSocketState};
 use quinn::{AsyncUdpSocket, UdpPoller};
 use tokio::io::Interest;
 
+use crate::closing::CloseWatch;
+
 pub struct RefusalAwareSocket {
     io: tokio::net::UdpSocket,
     state: UdpSocketState,
+    /// Told of every datagram sent, for the closing period ([`crate::closing`]).
+    watch: Arc<CloseWatch>,
 }
 
 impl fmt::Debug for RefusalAwareSocket {
@@ -36,6 +40,7 @@ impl RefusalAwareSocket {
         target: SocketAddr,
         source: Option<std::net::IpAddr>,
         tuning: &bench_core::Tuning,
+        watch: Arc<CloseWatch>,
     ) -> io::Result<Arc<Self>> {
         let local: SocketAddr = if let Some(source) = source {
             SocketAddr::new(source, 0)
@@ -58,6 +63,7 @@ impl RefusalAwareSocket {
         Ok(Arc::new(RefusalAwareSocket {
             io: tokio::net::UdpSocket::from_std(sock)?,
             state,
+            watch,
         }))
     }
 
@@ -74,6 +80,17 @@ impl RefusalAwareSocket {
             }
         }
     }
+
+    /// Waits for the next datagram and drops it (a closing endpoint only counts them).
+    pub async fn recv_discard(&self) -> io::Result<()> {
+        let mut byte = [0u8; 1];
+        self.io.recv(&mut byte).await.map(drop)
+    }
+
+    /// Sends one datagram as it is, if the socket can take it now.
+    pub fn send_raw(&self, datagram: &[u8]) -> io::Result<()> {
+        self.io.try_send(datagram).map(drop)
+    }
 }
 
 fn is_refusal(e: &io::Error) -> bool {
@@ -88,7 +105,13 @@ impl AsyncUdpSocket for RefusalAwareSocket {
     fn try_send(&self, transmit: &Transmit) -> io::Result<()> {
         self.io.try_io(Interest::WRITABLE, || {
             self.state.send((&self.io).into(), transmit)
-        })
+        })?;
+        let contents = transmit.contents;
+        let segment = transmit.segment_size.unwrap_or(contents.len()).max(1);
+        let datagrams = contents.len().div_ceil(segment).max(1);
+        let last = &contents[(datagrams - 1) * segment..];
+        self.watch.sent(datagrams as u64, last);
+        Ok(())
     }
 
     fn poll_recv(
