@@ -40,69 +40,17 @@ fn header(path: &std::path::Path) -> Vec<String> {
         .collect()
 }
 
-/// Columns added after the committed reference run was measured; older runs read them as
-/// empty (`Option` fields with `#[serde(default)]` in `CellRow`).
-const NEWER_THAN_REFERENCE: [&str; 20] = [
-    "client",
-    "quic_server_endpoints",
-    "quic_offload",
-    "agents",
-    "measured_start_unix_s",
-    "requests_moved",
-    "source_addresses",
-    "emulator",
-    "emulator_cpu_s",
-    "net_tcp_retrans_segs",
-    "net_tcp_timeouts",
-    "net_listen_overflows",
-    "net_listen_drops",
-    "net_tcp_out_rsts",
-    "net_tcp_estab_resets",
-    "net_syncookies_sent",
-    "net_udp_rcvbuf_errors",
-    "net_udp_sndbuf_errors",
-    "net_udp_in_errors",
-    "net_counters_scope",
-];
-
 #[test]
 fn a_fresh_cells_csv_has_the_reference_columns_in_the_reference_order() {
     let fresh = fresh_header();
     assert_eq!(fresh, CellRow::COLUMNS, "the header is CellRow's fields");
-    let reference = header(&workspace().join("results/reference/cells.csv"));
-    let without_newer: Vec<&String> = fresh
-        .iter()
-        .filter(|c| !NEWER_THAN_REFERENCE.contains(&c.as_str()))
-        .collect();
-    assert_eq!(
-        without_newer,
-        reference.iter().collect::<Vec<_>>(),
-        "cells.csv columns changed against results/reference/cells.csv"
-    );
-    // The scale run was measured with every current column but the client implementation,
-    // the moved requests, the agents, the phase's start time and the QUIC server settings.
-    let without_client: Vec<&String> = fresh
-        .iter()
-        .filter(|c| {
-            ![
-                "client",
-                "requests_moved",
-                "agents",
-                "measured_start_unix_s",
-                "quic_server_endpoints",
-                "quic_offload",
-            ]
-            .contains(&c.as_str())
-        })
-        .collect();
-    assert_eq!(
-        header(&workspace().join("results/scale/cells.csv"))
-            .iter()
-            .collect::<Vec<_>>(),
-        without_client
-    );
-    for c in NEWER_THAN_REFERENCE {
-        assert!(fresh.iter().any(|f| f == c), "{c}");
+    // The committed reference and scale runs were measured at one commit with every column.
+    for run in ["results/reference/cells.csv", "results/scale/cells.csv"] {
+        assert_eq!(
+            header(&workspace().join(run)),
+            fresh,
+            "cells.csv columns changed against {run}"
+        );
     }
 }
 
