@@ -6,28 +6,14 @@
 //! packet between an agent and the server is delayed once, so a round trip costs twice the
 //! one-way delay, as `netem` promises on loopback. Removed on drop.
 
-use std::process::Command;
 use std::sync::Arc;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 
 use crate::netem::emulator::{select, Emulation, Emulator, EmulatorKind, QUEUE};
 use crate::settings::Netem;
 
-fn run(program: &str, args: &[&str]) -> anyhow::Result<()> {
-    let output = Command::new(program)
-        .args(args)
-        .output()
-        .with_context(|| format!("cannot run {program}"))?;
-    if !output.status.success() {
-        bail!(
-            "{program} {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
-    }
-    Ok(())
-}
+use crate::netem::netns::run;
 
 /// One agent host's link, as the hosts executor names it.
 pub struct Link {

@@ -23,11 +23,12 @@ pub struct Netns {
     emulator_cpu_start_s: f64,
 }
 
-fn run(program: &str, args: &[&str]) -> anyhow::Result<()> {
+/// Runs `program` with `args`; a failure is one error carrying its stderr.
+pub(crate) fn run(program: &str, args: &[&str]) -> anyhow::Result<()> {
     let output = Command::new(program)
         .args(args)
         .output()
-        .with_context(|| format!("cannot run {program} (install iproute2)"))?;
+        .with_context(|| format!("cannot run {program} (install iproute2 and iptables)"))?;
     if !output.status.success() {
         bail!(
             "{program} {} failed: {}",
