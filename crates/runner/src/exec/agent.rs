@@ -173,6 +173,21 @@ async fn serve(options: AgentOptions) -> anyhow::Result<()> {
     }
 }
 
+/// Tells the runner a job could not start (`failed`), then fails with the same error.
+async fn report_failure<W: tokio::io::AsyncWrite + Unpin>(
+    w: &mut W,
+    e: anyhow::Error,
+) -> anyhow::Result<()> {
+    send(
+        w,
+        &FromAgent::Failed {
+            error: format!("{e:#}"),
+        },
+    )
+    .await?;
+    Err(e)
+}
+
 async fn send<W: tokio::io::AsyncWrite + Unpin>(w: &mut W, line: &FromAgent) -> anyhow::Result<()> {
     let mut bytes = serde_json::to_vec(line)?;
     bytes.push(b'\n');
@@ -225,16 +240,7 @@ async fn load_session(
 ) -> anyhow::Result<()> {
     let mut child = match LoadProcess::start(&job, &options.certs).await {
         Ok(c) => c,
-        Err(e) => {
-            send(
-                &mut write,
-                &FromAgent::Failed {
-                    error: format!("{e:#}"),
-                },
-            )
-            .await?;
-            return Err(e);
-        }
+        Err(e) => return report_failure(&mut write, e).await,
     };
     let interval = Duration::from_millis(100);
     let mut sampler: Option<Sampler> = None;
@@ -298,16 +304,7 @@ async fn serve_session(
     };
     let mut server = match ServerProcess::start(&serve).await {
         Ok(s) => s,
-        Err(e) => {
-            send(
-                &mut write,
-                &FromAgent::Failed {
-                    error: format!("{e:#}"),
-                },
-            )
-            .await?;
-            return Err(e);
-        }
+        Err(e) => return report_failure(&mut write, e).await,
     };
     let outcome = async {
         send(&mut write, &FromAgent::Serving { addr: server.addr }).await?;
