@@ -45,6 +45,8 @@ pub struct H3Client {
     calls: Calls,
     uri_prefix: String,
     closing: Arc<Closing>,
+    /// quinn-udp's knowledge of the kernel for the target's address family, probed once.
+    platform: Arc<quinn::udp::UdpSocketState>,
 }
 
 /// Endpoints whose connection is in QUIC's closing period (RFC 9000 §10.2): each holds its
@@ -136,6 +138,7 @@ impl H3Client {
             calls: settings.calls.clone(),
             uri_prefix,
             closing: Arc::default(),
+            platform: crate::udp::platform_state(settings.target)?,
         })
     }
 
@@ -145,6 +148,7 @@ impl H3Client {
             self.target,
             self.sources.next(),
             &self.tuning,
+            &self.platform,
             watch.clone(),
         )
         .map_err(|e| classify_error(Phase::Connect, &e))?;
@@ -633,6 +637,7 @@ mod tests {
             peer.local_addr().expect("addr"),
             None,
             &Default::default(),
+            &crate::udp::platform_state(peer.local_addr().expect("addr")).expect("platform"),
             Arc::default(),
         )
         .expect("socket");
