@@ -52,6 +52,10 @@ pub struct Tuning {
     /// QUIC: `Some(false)` turns segmentation offload off (GSO on send; GRO on the server's
     /// socket); `None` = quinn's default, on where the kernel has it.
     pub quic_offload: Option<bool>,
+    /// QUIC: `Some(false)` turns path MTU discovery off (no probes, 1,200-byte packets);
+    /// `None` = quinn's default, on. Each probe is padded to the size it tries, and quinn
+    /// parses PADDING a byte at a time: ≈ 50 µs of CPU per short connection on each side.
+    pub quic_mtu_discovery: Option<bool>,
     /// TCP client: close with SO_LINGER 0 (an RST, no TIME_WAIT) instead of a FIN.
     pub linger_zero: bool,
     /// Clients: how many local source addresses (127.0.0.1, 127.0.0.2, … for a loopback

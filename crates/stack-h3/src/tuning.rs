@@ -23,6 +23,9 @@ pub fn transport_config(tuning: &Tuning, streams: u32) -> Arc<quinn::TransportCo
     if tuning.quic_offload == Some(false) {
         transport.enable_segmentation_offload(false);
     }
+    if tuning.quic_mtu_discovery == Some(false) {
+        transport.mtu_discovery_config(None);
+    }
     if let Some(window) = tuning.quic_receive_window {
         let window = quinn::VarInt::from_u64(window).unwrap_or(quinn::VarInt::MAX);
         transport.receive_window(window);

@@ -296,6 +296,10 @@ knobs! {
     /// off (default: quinn's, on where the kernel has it).
     #[arg(long, value_name = "BOOL")]
     quic_offload: cell_opt<bool> = None;
+    /// QUIC path MTU discovery (RFC 9000 §14.3): `false` sends no probes and keeps packets at
+    /// the 1,200-byte minimum, both sides (default: quinn's, on).
+    #[arg(long, value_name = "BOOL")]
+    quic_mtu_discovery: cell_opt<bool> = None;
     /// TCP clients close with SO_LINGER 0: an RST, no TIME_WAIT (default: a FIN).
     #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
     linger_zero: cell<bool> = false;

@@ -236,6 +236,7 @@ impl Experiment {
             quic_receive_window: self.quic_receive_window,
             quic_server_endpoints: self.quic_server_endpoints,
             quic_offload: self.quic_offload,
+            quic_mtu_discovery: self.quic_mtu_discovery,
             linger_zero: self.linger_zero,
             source_addresses: self.source_addresses,
             no_session_tickets: false,

@@ -190,6 +190,8 @@ row_type! {
         pub quic_server_endpoints: Option<u32>,
         #[serde(default)]
         pub quic_offload: Option<bool>,
+        #[serde(default)]
+        pub quic_mtu_discovery: Option<bool>,
         pub linger_zero: bool,
         /// Absent before the reference run's version: optional for that reason only.
         #[serde(default)]
@@ -292,6 +294,7 @@ impl CellRow {
             quic_receive_window: e.quic_receive_window,
             quic_server_endpoints: e.quic_server_endpoints,
             quic_offload: e.quic_offload,
+            quic_mtu_discovery: e.quic_mtu_discovery,
             linger_zero: e.linger_zero,
             source_addresses: Some(e.source_addresses),
             server_threads: e.server_threads,
