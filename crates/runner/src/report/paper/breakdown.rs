@@ -63,6 +63,9 @@ pub struct Breakdown {
     /// The commit the manifest beside the CSV records, if any.
     pub commit: Option<String>,
     pub concurrency: Option<u64>,
+    /// `changes.md` beside the CSV: the changes this breakdown led to, each with the row it
+    /// moved, written by whoever made them (markdown, included as it is).
+    pub changes: Option<String>,
 }
 
 impl Breakdown {
@@ -77,6 +80,7 @@ impl Breakdown {
             b.commit = m["commit"].as_str().map(str::to_string);
             b.concurrency = m["concurrency"].as_u64();
         }
+        b.changes = std::fs::read_to_string(csv_path.with_file_name("changes.md")).ok();
         let cpu = csv_path.with_file_name("cpu.csv");
         if let Ok(text) = std::fs::read_to_string(&cpu) {
             b.add_native(&text)
@@ -207,7 +211,7 @@ pub fn section(out: &mut String, b: &Breakdown, source: &Path, measured: Measure
     let stacks = b.stacks();
     let _ = writeln!(
         out,
-        "_From `{}`{}{}, written by `scripts/quic-breakdown`: server and load generator of one new-connection and one reuse cell per stack under valgrind's callgrind, each cell run at two request counts and differenced, so start-up, certificates and the reuse pool's own handshakes cancel; thousands of instructions (Ir) per request, each function's own cost in the group its crate or module puts it (the mapping is documented in the script; generic code is charged to its callers). Instruction counts are deterministic and include no kernel work: the kernel's UDP or TCP path shows only as the system calls per request in the last row (callgrind's `sysCount`)._\n",
+        "_From `{}`{}{}, written by `scripts/quic-breakdown`: server and load generator of one new-connection and one reuse cell per stack under valgrind's callgrind, each cell run at two request counts and differenced, so start-up, certificates and the reuse pool's own handshakes cancel; thousands of instructions (Ir) per request, each function's own cost in the group its crate or module puts it (the mapping is documented in the script; generic code is charged to its callers). Instruction counts are deterministic and include no kernel work: the kernel's UDP or TCP path shows as the system calls per request (callgrind's `sysCount`) and in the native CPU rows below them, where `cpu.csv` exists._\n",
         source.display(),
         b.concurrency
             .map(|c| format!(" ({c} workers)"))
@@ -281,6 +285,9 @@ pub fn section(out: &mut String, b: &Breakdown, source: &Path, measured: Measure
         let _ = writeln!(out, "- {line}");
     }
     out.push('\n');
+    if let Some(changes) = &b.changes {
+        let _ = writeln!(out, "{}\n", changes.trim_end());
+    }
 }
 
 /// The computed sentences: the HTTP/3 gap per regime and side, what explains it, and what
@@ -508,6 +515,18 @@ h9,new-conn,client,1.0,1.0,2000,6000
             "{out}"
         );
         assert!(b.add_native("stack,regime\nh1,reuse\n").is_err());
+        b.changes = Some("### Changes this breakdown led to\n\nA row moved.\n".into());
+        let mut out = String::new();
+        section(
+            &mut out,
+            &b,
+            Path::new("x/breakdown.csv"),
+            &|_: &str, _: &str, _: &str| None,
+        );
+        assert!(
+            out.ends_with("### Changes this breakdown led to\n\nA row moved.\n\n"),
+            "{out}"
+        );
     }
 
     #[test]
