@@ -2,40 +2,18 @@
 //! probes (each a datagram padded to the size it tries, up to 1,452 bytes) find a larger MTU
 //! within a connection's first moments; with the knob off neither side sends one.
 
-use std::sync::Arc;
+mod common;
+
 use std::time::Duration;
 
 use bench_core::call::Call;
-use bench_core::stack::Stack;
-use bench_core::tls::{ensure_certs, ServerIdentity};
-use bench_core::{PayloadProfile, ServerSettings, Tuning};
+use bench_core::Tuning;
 
 /// Bytes the client received and sent on one connection that made one request and then
 /// stayed open for `idle`.
 async fn one_connection(tuning: Tuning, idle: Duration) -> (u64, u64) {
-    let certs = tempfile::tempdir().unwrap();
-    let paths = ensure_certs(certs.path()).unwrap();
-    let bound = stack_h3::Http3
-        .bind(ServerSettings {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            tls: Some(Arc::new(ServerIdentity::load(&paths).unwrap())),
-            payload: PayloadProfile::Small,
-            fault: None,
-            backlog: 1024,
-            tuning: tuning.clone(),
-            service: Default::default(),
-        })
-        .await
-        .unwrap();
-    let server = tokio::spawn(bound.serving);
-    let mut settings = bench_core::testkit::client_settings(
-        bound.local_addr,
-        certs.path(),
-        false,
-        PayloadProfile::Small,
-    );
-    settings.tuning = tuning;
-    let client = stack_h3::Http3.client(&settings).unwrap();
+    let server = common::serve(&tuning).await;
+    let client = server.client(&tuning);
     let connected = client.connect().await.expect("connect");
     connected
         .conn
@@ -45,7 +23,7 @@ async fn one_connection(tuning: Tuning, idle: Duration) -> (u64, u64) {
     tokio::time::sleep(idle).await;
     let wire = connected.conn.wire_bytes();
     connected.conn.close().await;
-    server.abort();
+    server.stop();
     (wire.received, wire.sent)
 }
 

@@ -2,12 +2,10 @@
 //! and segmentation offload off. Connections from many client sockets all complete, and the
 //! kernel shows the endpoints' sockets sharing the port.
 
-use std::sync::Arc;
+mod common;
 
 use bench_core::call::Call;
-use bench_core::stack::Stack;
-use bench_core::tls::{ensure_certs, ServerIdentity};
-use bench_core::{PayloadProfile, ServerSettings, Tuning};
+use bench_core::Tuning;
 
 /// UDP sockets bound to `port` on 127.0.0.1 in this process's network namespace.
 fn udp_sockets_on(port: u16) -> usize {
@@ -21,27 +19,10 @@ fn udp_sockets_on(port: u16) -> usize {
 }
 
 async fn serve_and_connect(tuning: Tuning, clients: u64) -> (std::net::SocketAddr, usize) {
-    let certs = tempfile::tempdir().unwrap();
-    let paths = ensure_certs(certs.path()).unwrap();
-    let bound = stack_h3::Http3
-        .bind(ServerSettings {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            tls: Some(Arc::new(ServerIdentity::load(&paths).unwrap())),
-            payload: PayloadProfile::Small,
-            fault: None,
-            backlog: 1024,
-            tuning: tuning.clone(),
-            service: Default::default(),
-        })
-        .await
-        .unwrap();
-    let addr = bound.local_addr;
+    let server = common::serve(&tuning).await;
+    let addr = server.addr;
     let sockets = udp_sockets_on(addr.port());
-    let server = tokio::spawn(bound.serving);
-    let mut settings =
-        bench_core::testkit::client_settings(addr, certs.path(), false, PayloadProfile::Small);
-    settings.tuning = tuning;
-    let client = stack_h3::Http3.client(&settings).unwrap();
+    let client = server.client(&tuning);
     // Each connection is a new client socket: a new 4-tuple, hashed to one of the endpoints.
     for id in 0..clients {
         let connected = client.connect().await.expect("connect");
@@ -52,7 +33,7 @@ async fn serve_and_connect(tuning: Tuning, clients: u64) -> (std::net::SocketAdd
             .unwrap_or_else(|f| panic!("request {id}: {f}"));
         connected.conn.close().await;
     }
-    server.abort();
+    server.stop();
     (addr, sockets)
 }
 

@@ -421,6 +421,18 @@ h3,new-conn,client,socket_io,40000,9.00,40,120
 h3,new-conn,server,tls_quic_state,250000,1.00,40,120
 ";
 
+    /// The section with no reference run to compare against.
+    fn render(b: &Breakdown) -> String {
+        let mut out = String::new();
+        section(
+            &mut out,
+            b,
+            Path::new("results/quic-breakdown/breakdown.csv"),
+            &|_: &str, _: &str, _: &str| None,
+        );
+        out
+    }
+
     #[test]
     fn parses_and_finds_the_gap() {
         let b = Breakdown::parse(FIXTURE).unwrap();
@@ -459,13 +471,7 @@ h3,new-conn,server,tls_quic_state,250000,1.00,40,120
             lines[0]
         );
         assert!(lines.iter().any(|l| l.starts_with("C4")));
-        let mut out = String::new();
-        section(
-            &mut out,
-            &b,
-            Path::new("results/quic-breakdown/breakdown.csv"),
-            &|_: &str, _: &str, _: &str| None,
-        );
+        let out = render(&b);
         assert!(out.contains("## Where QUIC's cost goes"));
         assert!(
             out.contains("| **total** | **260** | **640** | **250** |"),
@@ -503,26 +509,14 @@ h9,new-conn,client,1.0,1.0,2000,6000
             lines[0]
         );
         assert!(!lines[0].contains("reference run"), "{}", lines[0]);
-        let mut out = String::new();
-        section(
-            &mut out,
-            &b,
-            Path::new("x/breakdown.csv"),
-            &|_: &str, _: &str, _: &str| None,
-        );
+        let out = render(&b);
         assert!(
             out.contains("| CPU natively, kernel (ms per 1,000 requests) | 25.0 | 100.0 | – |"),
             "{out}"
         );
         assert!(b.add_native("stack,regime\nh1,reuse\n").is_err());
         b.changes = Some("### Changes this breakdown led to\n\nA row moved.\n".into());
-        let mut out = String::new();
-        section(
-            &mut out,
-            &b,
-            Path::new("x/breakdown.csv"),
-            &|_: &str, _: &str, _: &str| None,
-        );
+        let out = render(&b);
         assert!(
             out.ends_with("### Changes this breakdown led to\n\nA row moved.\n\n"),
             "{out}"
