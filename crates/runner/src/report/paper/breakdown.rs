@@ -92,30 +92,21 @@ impl Breakdown {
     /// Adds `cpu.csv`'s native user and kernel CPU to the cells the instruction counts have.
     pub fn add_native(&mut self, text: &str) -> anyhow::Result<()> {
         let mut reader = csv::Reader::from_reader(text.as_bytes());
-        let headers = reader.headers()?.clone();
-        let col = |name: &str| {
-            headers
-                .iter()
-                .position(|h| h == name)
-                .with_context(|| format!("no column {name}"))
-        };
-        let (stack, regime, side, user, kernel) = (
-            col("stack")?,
-            col("regime")?,
-            col("side")?,
-            col("user_ms_per_1k")?,
-            col("kernel_ms_per_1k")?,
-        );
+        let [stack, regime, side, user, kernel] = columns(
+            reader.headers()?,
+            [
+                "stack",
+                "regime",
+                "side",
+                "user_ms_per_1k",
+                "kernel_ms_per_1k",
+            ],
+        )?;
         for row in reader.records() {
             let row = row?;
-            let num = |i: usize| -> anyhow::Result<f64> {
-                row[i]
-                    .parse::<f64>()
-                    .with_context(|| format!("'{}' is not a number", &row[i]))
-            };
             let key = (row[stack].into(), row[regime].into(), row[side].into());
             if let Some(cell) = self.cells.get_mut(&key) {
-                cell.native_cpu_ms_per_1k = Some((num(user)?, num(kernel)?));
+                cell.native_cpu_ms_per_1k = Some((number(&row, user)?, number(&row, kernel)?));
             }
         }
         Ok(())
@@ -123,21 +114,17 @@ impl Breakdown {
 
     pub fn parse(text: &str) -> anyhow::Result<Self> {
         let mut reader = csv::Reader::from_reader(text.as_bytes());
-        let headers = reader.headers()?.clone();
-        let col = |name: &str| {
-            headers
-                .iter()
-                .position(|h| h == name)
-                .with_context(|| format!("no column {name}"))
-        };
-        let (stack, regime, side, group, ir, sc) = (
-            col("stack")?,
-            col("regime")?,
-            col("side")?,
-            col("group")?,
-            col("instructions_per_request")?,
-            col("syscalls_per_request")?,
-        );
+        let [stack, regime, side, group, ir, sc] = columns(
+            reader.headers()?,
+            [
+                "stack",
+                "regime",
+                "side",
+                "group",
+                "instructions_per_request",
+                "syscalls_per_request",
+            ],
+        )?;
         let mut b = Breakdown::default();
         for row in reader.records() {
             let row = row?;
@@ -145,17 +132,13 @@ impl Breakdown {
             if !GROUPS.iter().any(|(g, _)| *g == group_name) {
                 bail!("unknown group '{group_name}'");
             }
-            let num = |i: usize| -> anyhow::Result<f64> {
-                row[i]
-                    .parse::<f64>()
-                    .with_context(|| format!("'{}' is not a number", &row[i]))
-            };
             let cell = b
                 .cells
                 .entry((row[stack].into(), row[regime].into(), row[side].into()))
                 .or_default();
-            cell.instructions.insert(group_name.into(), num(ir)?);
-            cell.syscalls.insert(group_name.into(), num(sc)?);
+            cell.instructions
+                .insert(group_name.into(), number(&row, ir)?);
+            cell.syscalls.insert(group_name.into(), number(&row, sc)?);
         }
         if b.cells.is_empty() {
             bail!("no rows");
@@ -176,6 +159,27 @@ impl Breakdown {
         s.dedup();
         s
     }
+}
+
+/// The positions of `names` in a CSV's header row.
+fn columns<const N: usize>(
+    headers: &csv::StringRecord,
+    names: [&str; N],
+) -> anyhow::Result<[usize; N]> {
+    let mut positions = [0; N];
+    for (position, name) in positions.iter_mut().zip(names) {
+        *position = headers
+            .iter()
+            .position(|h| h == name)
+            .with_context(|| format!("no column {name}"))?;
+    }
+    Ok(positions)
+}
+
+fn number(row: &csv::StringRecord, i: usize) -> anyhow::Result<f64> {
+    row[i]
+        .parse::<f64>()
+        .with_context(|| format!("'{}' is not a number", &row[i]))
 }
 
 /// Thousands of instructions, one decimal below 10k.
