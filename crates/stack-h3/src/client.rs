@@ -486,7 +486,7 @@ impl Connection for H3Connection {
                     }
                     closing.released.fetch_add(1, Ordering::SeqCst);
                     closing.period(closed.until.saturating_duration_since(closed_at));
-                    closed.hold(&socket).await;
+                    closed.hold(&*socket).await;
                 }
                 None => {
                     drop(conn);
@@ -649,7 +649,7 @@ mod tests {
             datagram: b"close".to_vec(),
             until: Instant::now() + Duration::from_secs(1),
         };
-        closed.hold(&socket).await;
+        closed.hold(&*socket).await;
         peer.set_nonblocking(true).expect("nonblocking");
         let mut answers = 0;
         let mut buf = [0u8; 64];

@@ -26,8 +26,6 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use crate::udp::RefusalAwareSocket;
-
 /// What a client endpoint's closing needs from quinn, recorded as quinn closes: the datagrams
 /// the endpoint's socket sends, the timer deadlines its connection sets, and its driver tasks.
 #[derive(Debug, Default)]
@@ -146,11 +144,20 @@ impl CloseWatch {
     }
 }
 
+/// What the closing period needs of the connection's socket (the client's is
+/// [`crate::udp::RefusalAwareSocket`]).
+pub(crate) trait ClosingSocket {
+    /// Waits for the next datagram and drops it.
+    async fn recv_discard(&self) -> std::io::Result<()>;
+    /// Sends one datagram as it is, if the socket can take it now.
+    fn send_raw(&self, datagram: &[u8]) -> std::io::Result<()>;
+}
+
 impl Closed {
     /// The closing period on the connection's socket: every datagram that arrives is answered
     /// with the CONNECTION_CLOSE, the 1st, 2nd, 4th, 8th … of them (RFC 9000 §10.2.1 asks for
     /// a limited rate), until the deadline quinn set.
-    pub(crate) async fn hold(&self, socket: &RefusalAwareSocket) {
+    pub(crate) async fn hold(&self, socket: &impl ClosingSocket) {
         let end = tokio::time::sleep_until(self.until.into());
         tokio::pin!(end);
         let mut received: u64 = 0;

@@ -18,7 +18,7 @@ use quinn::udp::{RecvMeta, Transmit, UdpSocketState};
 use quinn::{AsyncUdpSocket, UdpPoller};
 use tokio::io::Interest;
 
-use crate::closing::CloseWatch;
+use crate::closing::{CloseWatch, ClosingSocket};
 
 pub struct RefusalAwareSocket {
     io: tokio::net::UdpSocket,
@@ -70,15 +70,15 @@ impl RefusalAwareSocket {
             }
         }
     }
+}
 
-    /// Waits for the next datagram and drops it (a closing endpoint only counts them).
-    pub async fn recv_discard(&self) -> io::Result<()> {
+impl ClosingSocket for RefusalAwareSocket {
+    async fn recv_discard(&self) -> io::Result<()> {
         let mut byte = [0u8; 1];
         self.io.recv(&mut byte).await.map(drop)
     }
 
-    /// Sends one datagram as it is, if the socket can take it now.
-    pub fn send_raw(&self, datagram: &[u8]) -> io::Result<()> {
+    fn send_raw(&self, datagram: &[u8]) -> io::Result<()> {
         self.io.try_send(datagram).map(drop)
     }
 }
