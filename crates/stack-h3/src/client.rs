@@ -98,6 +98,31 @@ struct Opened {
     timing: ConnectTiming,
 }
 
+impl Opened {
+    /// A connection whose handshake began at `started` and has just finished (QUIC has no
+    /// separate TCP connect).
+    fn new(
+        endpoint: quinn::Endpoint,
+        conn: quinn::Connection,
+        socket: Arc<RefusalAwareSocket>,
+        watch: Arc<CloseWatch>,
+        started: Instant,
+        resumed: bool,
+    ) -> Self {
+        Opened {
+            endpoint,
+            conn,
+            socket,
+            watch,
+            timing: ConnectTiming {
+                tcp_connect: Duration::ZERO,
+                handshake: started.elapsed(),
+                resumed,
+            },
+        }
+    }
+}
+
 impl H3Client {
     pub fn new(settings: &ClientSettings) -> anyhow::Result<Self> {
         let Some(tls) = settings.tls.as_ref() else {
@@ -193,18 +218,7 @@ impl H3Client {
                 }
             }
         }
-        let timing = ConnectTiming {
-            tcp_connect: Duration::ZERO,
-            handshake: started.elapsed(),
-            resumed: true,
-        };
-        Ok(Opened {
-            endpoint,
-            conn,
-            socket,
-            watch,
-            timing,
-        })
+        Ok(Opened::new(endpoint, conn, socket, watch, started, true))
     }
 
     async fn finish_handshake(
@@ -226,18 +240,7 @@ impl H3Client {
             }
         };
         // No cached session was offered on this path, so this was a full handshake.
-        let timing = ConnectTiming {
-            tcp_connect: Duration::ZERO,
-            handshake: started.elapsed(),
-            resumed: false,
-        };
-        Ok(Opened {
-            endpoint,
-            conn,
-            socket,
-            watch,
-            timing,
-        })
+        Ok(Opened::new(endpoint, conn, socket, watch, started, false))
     }
 
     async fn open(&self) -> Result<(H3Connection, ConnectTiming), Failure> {

@@ -13,7 +13,7 @@ use anyhow::Context;
 use crate::netem::emulator::{select, Emulation, Emulator, EmulatorKind, QUEUE};
 use crate::settings::Netem;
 
-use crate::netem::netns::run;
+use crate::netem::netns::{netem_qdisc_args, run};
 
 /// One agent host's link, as the hosts executor names it.
 pub struct Link {
@@ -32,19 +32,26 @@ const RULES: [[&str; 4]; 2] = [
     ["INPUT", "-i", "eth0", "NFQUEUE"],
 ];
 
-fn qdisc_args(ns: &str, dev: &str, netem: &Netem) -> Vec<String> {
-    let mut args: Vec<String> = ["-n", ns, "qdisc", "add", "dev", dev, "root", "netem"]
-        .map(String::from)
-        .to_vec();
-    args.extend(["limit".into(), "65536".into(), "delay".into()]);
-    args.push(format!("{}us", (netem.delay_ms * 1000.0).round() as u64));
-    if netem.jitter_ms > 0.0 {
-        args.push(format!("{}us", (netem.jitter_ms * 1000.0).round() as u64));
-    }
-    if netem.loss_pct > 0.0 {
-        args.extend(["loss".into(), format!("{}%", netem.loss_pct)]);
-    }
-    args
+/// The queueing rule `[chain, dir, dev, target]` added (`-A`) or deleted (`-D`) in `ns`.
+fn iptables_rule(ns: &str, op: &str, [chain, dir, dev, target]: [&str; 4]) -> anyhow::Result<()> {
+    let queue = QUEUE.to_string();
+    run(
+        "ip",
+        &[
+            "netns",
+            "exec",
+            ns,
+            "iptables",
+            op,
+            chain,
+            dir,
+            dev,
+            "-j",
+            target,
+            "--queue-num",
+            &queue,
+        ],
+    )
 }
 
 /// The emulation of one cell on every agent link.
@@ -61,7 +68,7 @@ impl LinkEmulation {
         let Some(first) = links.first() else {
             return Ok(None);
         };
-        let probe = qdisc_args(&first.namespace, "eth0", netem);
+        let probe = netem_qdisc_args(&first.namespace, "eth0", netem);
         let probe: Vec<&str> = probe.iter().map(String::as_str).collect();
         let Some(kind) = select(netem, || run("tc", &probe).is_ok()) else {
             return Ok(None);
@@ -96,10 +103,10 @@ impl LinkEmulation {
             match kind {
                 EmulatorKind::NetemQdisc => {
                     if i > 0 {
-                        let args = qdisc_args(&link.namespace, "eth0", netem);
+                        let args = netem_qdisc_args(&link.namespace, "eth0", netem);
                         run("tc", &args.iter().map(String::as_str).collect::<Vec<_>>())?;
                     }
-                    let args = qdisc_args(&link.bridge_namespace, &link.bridge_port, netem);
+                    let args = netem_qdisc_args(&link.bridge_namespace, &link.bridge_port, netem);
                     run("tc", &args.iter().map(String::as_str).collect::<Vec<_>>())?;
                 }
                 EmulatorKind::Nfqueue => {
@@ -113,25 +120,8 @@ impl LinkEmulation {
                         .push(crate::netem::emulator::thread_cpu_s(emulator.tid).unwrap_or(0.0));
                     emulation.emulators.push(emulator);
                     // Queue only once the emulator listens: an unbound queue drops packets.
-                    let queue = QUEUE.to_string();
-                    for [chain, dir, dev, target] in RULES {
-                        run(
-                            "ip",
-                            &[
-                                "netns",
-                                "exec",
-                                &link.namespace,
-                                "iptables",
-                                "-A",
-                                chain,
-                                dir,
-                                dev,
-                                "-j",
-                                target,
-                                "--queue-num",
-                                &queue,
-                            ],
-                        )?;
+                    for rule in RULES {
+                        iptables_rule(&link.namespace, "-A", rule)?;
                     }
                 }
             }
@@ -181,25 +171,8 @@ impl Drop for LinkEmulation {
                     let _ = run("tc", &["-n", bridge, "qdisc", "del", "dev", port, "root"]);
                 }
                 EmulatorKind::Nfqueue => {
-                    let queue = QUEUE.to_string();
-                    for [chain, dir, dev, target] in RULES {
-                        let _ = run(
-                            "ip",
-                            &[
-                                "netns",
-                                "exec",
-                                ns,
-                                "iptables",
-                                "-D",
-                                chain,
-                                dir,
-                                dev,
-                                "-j",
-                                target,
-                                "--queue-num",
-                                &queue,
-                            ],
-                        );
+                    for rule in RULES {
+                        let _ = iptables_rule(ns, "-D", rule);
                     }
                 }
             }

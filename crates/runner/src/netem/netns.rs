@@ -81,7 +81,7 @@ impl Netns {
             let netem = Netem::parse(netem).map_err(anyhow::Error::msg)?;
             // The probe is the real thing: adding the netem qdisc succeeds exactly where the
             // kernel has sch_netem, and then it stays as the cell's emulator.
-            let qdisc = netem_qdisc_args(&ns.name, &netem);
+            let qdisc = netem_qdisc_args(&ns.name, "lo", &netem);
             ns.kind = crate::netem::emulator::select(&netem, || {
                 run("tc", &qdisc.iter().map(String::as_str).collect::<Vec<_>>()).is_ok()
             });
@@ -211,11 +211,11 @@ impl Drop for Netns {
 }
 
 /// `tc` arguments adding a netem qdisc with `netem`'s delay, jitter, loss and rate at the root
-/// of the namespace's loopback. Times in µs, so that fractional milliseconds survive; a limit
+/// of device `dev` in namespace `ns` (the namespace's loopback, or an agent host's link). Times in µs, so that fractional milliseconds survive; a limit
 /// well above netem's default 1,000 packets, which a delayed 500-connection cell would exceed
 /// (the NFQUEUE emulator holds up to 65,536).
-fn netem_qdisc_args(ns: &str, netem: &Netem) -> Vec<String> {
-    let mut args: Vec<String> = ["-n", ns, "qdisc", "add", "dev", "lo", "root", "netem"]
+pub(crate) fn netem_qdisc_args(ns: &str, dev: &str, netem: &Netem) -> Vec<String> {
+    let mut args: Vec<String> = ["-n", ns, "qdisc", "add", "dev", dev, "root", "netem"]
         .map(String::from)
         .to_vec();
     args.extend(["limit".into(), "65536".into(), "delay".into()]);
@@ -267,7 +267,7 @@ mod tests {
     fn the_qdisc_carries_delay_jitter_loss_and_rate() {
         let netem = Netem::parse("rtt=20ms,jitter=0.5ms,loss=1%,rate=100mbit").unwrap();
         assert_eq!(
-            netem_qdisc_args("ns", &netem).join(" "),
+            netem_qdisc_args("ns", "lo", &netem).join(" "),
             "-n ns qdisc add dev lo root netem limit 65536 delay 10000us 500us loss 1% rate 100mbit"
         );
     }
