@@ -287,20 +287,6 @@ fn every_variant_of_a_claim_gets_an_outcome() {
 }
 
 #[test]
-fn the_binomial_bound_is_exact() {
-    let (lo, hi) = runner::report::paper::clopper_pearson_95(0, 5000);
-    assert_eq!(lo, 0.0);
-    assert!((hi - (1.0 - 0.025_f64.powf(1.0 / 5000.0))).abs() < 1e-12);
-    // 0 in 5,000 cannot show a failure rate below 0.06 %; 0 in 20,000 can.
-    assert!(hi > 0.0006);
-    assert!(runner::report::paper::clopper_pearson_95(0, 20_000).1 < 0.0006);
-    // 3 in 100 (tables): 0.0062 – 0.0852.
-    let (lo, hi) = runner::report::paper::clopper_pearson_95(3, 100);
-    assert!((lo - 0.00622).abs() < 5e-5, "{lo}");
-    assert!((hi - 0.08518).abs() < 5e-5, "{hi}");
-}
-
-#[test]
 fn steady_throughput_vmhwm_and_intervals_are_used_when_present() {
     let tmp = tempfile::tempdir().unwrap();
     let reference = copy_run("results/reference", &tmp.path().join("ref"));

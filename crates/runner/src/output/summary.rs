@@ -1,11 +1,14 @@
 //! `summary.csv`: every (variant, stage, stack, regime, concurrency, mode) aggregated across its
 //! repetitions — mean, sample standard deviation and a 95 % Student-t confidence interval of
-//! the mean, per figure. Read back from `cells.csv`, so a resumed run aggregates all its cells.
+//! the mean, per figure ([`stats::interval`]). Read back from `cells.csv`, so a resumed run
+//! aggregates all its cells.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Context;
+
+use stats::interval;
 
 use crate::output::rows::{self, CellRow, Row, SummaryRow};
 
@@ -32,48 +35,6 @@ pub const REPETITIONS: &str = "repetitions";
 
 /// A variant is its own condition: its cells are never pooled with another variant's.
 const GROUP: [&str; 6] = ["variant", "stage", "stack", "regime", "concurrency", "mode"];
-
-/// Two-sided 97.5 % quantile of Student's t for 1..=30 degrees of freedom; 1.96 beyond.
-fn t_975(df: usize) -> f64 {
-    const T: [f64; 30] = [
-        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
-        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
-        2.052, 2.048, 2.045, 2.042,
-    ];
-    T.get(df.wrapping_sub(1)).copied().unwrap_or(1.96)
-}
-
-/// Mean, sample standard deviation and the 95 % interval of the mean (both `None` for
-/// n < 2: one repetition has no spread to report, not a spread of zero).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Interval {
-    pub n: usize,
-    pub mean: f64,
-    pub sd: Option<f64>,
-    pub ci: Option<(f64, f64)>,
-}
-
-pub fn interval(values: &[f64]) -> Interval {
-    let n = values.len();
-    let mean = values.iter().sum::<f64>() / n.max(1) as f64;
-    if n < 2 {
-        return Interval {
-            n,
-            mean,
-            sd: None,
-            ci: None,
-        };
-    }
-    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-    let sd = var.sqrt();
-    let half = t_975(n - 1) * sd / (n as f64).sqrt();
-    Interval {
-        n,
-        mean,
-        sd: Some(sd),
-        ci: Some((mean - half, mean + half)),
-    }
-}
 
 /// The statistics of one figure as `summary.csv` writes them: all empty when no repetition
 /// has a value (e.g. no steady window), sd and interval empty for one repetition.
@@ -176,20 +137,6 @@ pub fn write(dir: &Path) -> anyhow::Result<()> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn interval_matches_a_hand_computation() {
-        let iv = interval(&[10.0, 12.0, 14.0]);
-        assert_eq!(iv.n, 3);
-        assert!((iv.mean - 12.0).abs() < 1e-12);
-        assert!((iv.sd.unwrap() - 2.0).abs() < 1e-12);
-        let (lo, hi) = iv.ci.unwrap();
-        // 12 ± 4.303 · 2 / √3
-        assert!((hi - 12.0 - 4.303 * 2.0 / 3f64.sqrt()).abs() < 1e-9);
-        assert!((12.0 - lo - (hi - 12.0)).abs() < 1e-9);
-        let single = interval(&[5.0]);
-        assert_eq!((single.mean, single.sd, single.ci), (5.0, None, None));
-    }
-
     /// `summary.csv`'s columns are the group, the count and every figure × statistic, and
     /// every figure is a numeric `cells.csv` column.
     #[test]
@@ -205,16 +152,28 @@ mod tests {
         assert_eq!(SummaryRow::COLUMNS, expected);
     }
 
-    /// The committed reference summary is what this code writes from the committed cells.
+    /// Every committed run's `summary.csv` and `memory.csv` are what this code writes from its
+    /// `cells.csv`: the statistics may move between crates, the published figures may not.
     #[test]
-    fn committed_summary_regenerates_byte_for_byte() {
-        let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../results/reference");
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::copy(committed.join("cells.csv"), dir.path().join("cells.csv")).unwrap();
-        write(dir.path()).unwrap();
-        assert_eq!(
-            std::fs::read_to_string(dir.path().join("summary.csv")).unwrap(),
-            std::fs::read_to_string(committed.join("summary.csv")).unwrap()
-        );
+    fn committed_summaries_regenerate_byte_for_byte() {
+        let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../results");
+        let mut runs = vec![results.join("reference"), results.join("scale")];
+        for e in std::fs::read_dir(results.join("claims")).unwrap() {
+            runs.push(e.unwrap().path());
+        }
+        runs.push(results.join("client-impl"));
+        for committed in runs {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::copy(committed.join("cells.csv"), dir.path().join("cells.csv")).unwrap();
+            write(dir.path()).unwrap();
+            for file in ["summary.csv", "memory.csv"] {
+                assert!(
+                    std::fs::read(dir.path().join(file)).unwrap()
+                        == std::fs::read(committed.join(file)).unwrap(),
+                    "{} differs from the committed one",
+                    committed.join(file).display()
+                );
+            }
+        }
     }
 }

@@ -11,6 +11,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use serde::Serialize;
 
+use stats::{mean, sample_sd, welch, Welch};
+
 use crate::output::rows::{self, CellRow, CompareRow, Row as _};
 use crate::report::chart;
 use crate::report::{label, Results};
@@ -26,9 +28,6 @@ const EXIT_REGRESSION: u8 = 1;
 /// Fewer repetitions than this on either side give deltas only: with two values per side the
 /// Welch interval has about one degree of freedom and is too wide to mean anything.
 pub const MIN_REPETITIONS: usize = 3;
-
-/// Two-sided significance level of the verdicts (the 95 % interval excludes zero).
-const ALPHA: f64 = 0.05;
 
 /// The `cells.csv` columns a cell is matched on across runs (its repetitions are pooled).
 pub const KEY: [&str; 6] = ["variant", "stage", "stack", "regime", "concurrency", "mode"];
@@ -142,200 +141,6 @@ pub const METRICS: [Metric; 9] = [
         decimals: 1,
     },
 ];
-
-// ---------------------------------------------------------------------------------------------
-// Student's t distribution for non-integer degrees of freedom (Welch–Satterthwaite).
-
-/// ln Γ(x) for x > 0 (Lanczos, g = 7, 9 terms; relative error ≈ 1e-15).
-fn ln_gamma(x: f64) -> f64 {
-    const G: f64 = 7.0;
-    const C: [f64; 9] = [
-        0.999_999_999_999_809_9,
-        676.520_368_121_885_1,
-        -1_259.139_216_722_402_8,
-        771.323_428_777_653_1,
-        -176.615_029_162_140_6,
-        12.507_343_278_686_905,
-        -0.138_571_095_265_720_12,
-        9.984_369_578_019_572e-6,
-        1.505_632_735_149_311_6e-7,
-    ];
-    if x < 0.5 {
-        // Reflection keeps the series in its accurate range.
-        let pi = std::f64::consts::PI;
-        return (pi / (pi * x).sin()).ln() - ln_gamma(1.0 - x);
-    }
-    let x = x - 1.0;
-    let mut a = C[0];
-    let t = x + G + 0.5;
-    for (i, c) in C.iter().enumerate().skip(1) {
-        a += c / (x + i as f64);
-    }
-    0.5 * (2.0 * std::f64::consts::PI).ln() + (x + 0.5) * t.ln() - t + a.ln()
-}
-
-/// Continued fraction of the incomplete beta function (modified Lentz).
-fn beta_cf(a: f64, b: f64, x: f64) -> f64 {
-    const TINY: f64 = 1e-300;
-    let (qab, qap, qam) = (a + b, a + 1.0, a - 1.0);
-    let mut c = 1.0;
-    let mut d = 1.0 - qab * x / qap;
-    if d.abs() < TINY {
-        d = TINY;
-    }
-    d = 1.0 / d;
-    let mut h = d;
-    for m in 1..=300 {
-        let m = m as f64;
-        let m2 = 2.0 * m;
-        let aa = m * (b - m) * x / ((qam + m2) * (a + m2));
-        d = 1.0 + aa * d;
-        if d.abs() < TINY {
-            d = TINY;
-        }
-        c = 1.0 + aa / c;
-        if c.abs() < TINY {
-            c = TINY;
-        }
-        d = 1.0 / d;
-        h *= d * c;
-        let aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2));
-        d = 1.0 + aa * d;
-        if d.abs() < TINY {
-            d = TINY;
-        }
-        c = 1.0 + aa / c;
-        if c.abs() < TINY {
-            c = TINY;
-        }
-        d = 1.0 / d;
-        let del = d * c;
-        h *= del;
-        if (del - 1.0).abs() < 1e-15 {
-            break;
-        }
-    }
-    h
-}
-
-/// The regularized incomplete beta function I_x(a, b).
-pub fn inc_beta(a: f64, b: f64, x: f64) -> f64 {
-    if x <= 0.0 {
-        return 0.0;
-    }
-    if x >= 1.0 {
-        return 1.0;
-    }
-    let front =
-        (ln_gamma(a + b) - ln_gamma(a) - ln_gamma(b) + a * x.ln() + b * (1.0 - x).ln()).exp();
-    // The fraction converges fast only on this side of the mean; use symmetry on the other.
-    if x < (a + 1.0) / (a + b + 2.0) {
-        front * beta_cf(a, b, x) / a
-    } else {
-        1.0 - front * beta_cf(b, a, 1.0 - x) / b
-    }
-}
-
-/// P(T ≤ t) for Student's t with `df` > 0 degrees of freedom (not necessarily an integer).
-pub fn t_cdf(t: f64, df: f64) -> f64 {
-    let tail = 0.5 * inc_beta(df / 2.0, 0.5, df / (df + t * t));
-    if t > 0.0 {
-        1.0 - tail
-    } else {
-        tail
-    }
-}
-
-/// The `p` quantile of Student's t with `df` degrees of freedom, by bisection on [`t_cdf`]
-/// (monotone, so bisection cannot miss; 200 halvings reach f64 precision).
-pub fn t_quantile(p: f64, df: f64) -> f64 {
-    assert!(p > 0.0 && p < 1.0 && df > 0.0, "t_quantile({p}, {df})");
-    if p < 0.5 {
-        return -t_quantile(1.0 - p, df);
-    }
-    let (mut lo, mut hi) = (0.0, 1.0);
-    while t_cdf(hi, df) < p && hi < 1e300 {
-        lo = hi;
-        hi *= 2.0;
-    }
-    for _ in 0..200 {
-        let mid = 0.5 * (lo + hi);
-        if t_cdf(mid, df) < p {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-        if hi - lo <= 1e-14 * hi {
-            break;
-        }
-    }
-    0.5 * (lo + hi)
-}
-
-// ---------------------------------------------------------------------------------------------
-// Welch's t-test.
-
-/// Welch's two-sample t-test of `new − base`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Welch {
-    /// Difference of the means, new − base.
-    pub diff: f64,
-    /// 95 % confidence interval of the difference.
-    pub ci: (f64, f64),
-    /// Welch–Satterthwaite degrees of freedom (infinite when neither side varies).
-    pub df: f64,
-    /// Two-sided p-value.
-    pub p: f64,
-}
-
-impl Welch {
-    pub fn significant(&self) -> bool {
-        self.p < ALPHA
-    }
-}
-
-fn mean(v: &[f64]) -> f64 {
-    v.iter().sum::<f64>() / v.len() as f64
-}
-
-fn variance(v: &[f64]) -> f64 {
-    let m = mean(v);
-    v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64
-}
-
-/// Welch's test; `None` unless both sides have at least two values (a variance).
-pub fn welch(base: &[f64], new: &[f64]) -> Option<Welch> {
-    if base.len() < 2 || new.len() < 2 {
-        return None;
-    }
-    let diff = mean(new) - mean(base);
-    let (qa, qb) = (
-        variance(base) / base.len() as f64,
-        variance(new) / new.len() as f64,
-    );
-    let se2 = qa + qb;
-    if se2 <= 0.0 {
-        // Neither side varies: the repetitions reproduce exactly, so any difference is real.
-        let p = if diff == 0.0 { 1.0 } else { 0.0 };
-        return Some(Welch {
-            diff,
-            ci: (diff, diff),
-            df: f64::INFINITY,
-            p,
-        });
-    }
-    let se = se2.sqrt();
-    let df = se2 * se2 / (qa * qa / (base.len() - 1) as f64 + qb * qb / (new.len() - 1) as f64);
-    let t = diff / se;
-    let p = (2.0 * t_cdf(-t.abs(), df)).min(1.0);
-    let half = t_quantile(1.0 - ALPHA / 2.0, df) * se;
-    Some(Welch {
-        diff,
-        ci: (diff - half, diff + half),
-        df,
-        p,
-    })
-}
 
 // ---------------------------------------------------------------------------------------------
 // Cells and verdicts.
@@ -711,10 +516,6 @@ fn fmt_value(metric: &Metric, v: f64) -> String {
     format!("{:.*}", metric.decimals, v * metric.scale)
 }
 
-fn sd(v: &[f64]) -> Option<f64> {
-    (v.len() >= 2).then(|| variance(v).sqrt())
-}
-
 /// Writes `compare.csv` (README "Comparing two runs"): one row per metric of each cell.
 pub fn write_csv(path: &Path, cells: &[CellChange]) -> anyhow::Result<()> {
     let mut out = Vec::new();
@@ -734,8 +535,8 @@ pub fn write_csv(path: &Path, cells: &[CellChange]) -> anyhow::Result<()> {
                 n_new: c.new.len(),
                 base_mean: c.base_mean,
                 new_mean: c.new_mean,
-                base_sd: sd(&c.base),
-                new_sd: sd(&c.new),
+                base_sd: sample_sd(&c.base),
+                new_sd: sample_sd(&c.new),
                 delta: c.new_mean - c.base_mean,
                 delta_pct: c.delta_pct,
                 ci95_low: c.test.map(|t| t.ci.0),
@@ -1222,101 +1023,6 @@ mod tests {
 
     fn close(a: f64, b: f64, tol: f64) -> bool {
         (a - b).abs() <= tol
-    }
-
-    #[test]
-    fn t_quantile_matches_table_values() {
-        // Two-sided 95 % critical values (Student's t tables).
-        for (df, t) in [
-            (1.0, 12.7062),
-            (2.0, 4.3027),
-            (3.0, 3.1824),
-            (4.0, 2.7764),
-            (5.0, 2.5706),
-            (10.0, 2.2281),
-            (30.0, 2.0423),
-            (120.0, 1.9799),
-            (1e7, 1.9600),
-        ] {
-            let q = t_quantile(0.975, df);
-            assert!(close(q, t, 1e-4), "df {df}: {q} vs {t}");
-        }
-        // One-sided 99 % and 90 %.
-        assert!(close(t_quantile(0.99, 5.0), 3.3649, 1e-4));
-        assert!(close(t_quantile(0.90, 8.0), 1.3968, 1e-4));
-        assert!(close(t_quantile(0.025, 4.0), -2.7764, 1e-4));
-    }
-
-    #[test]
-    fn t_cdf_matches_closed_forms() {
-        // df = 1 (Cauchy) and df = 2 have closed forms.
-        for t in [-3.0, -0.5, 0.0, 0.7, 2.0, 10.0] {
-            let cauchy = 0.5 + f64::atan(t) / std::f64::consts::PI;
-            assert!(close(t_cdf(t, 1.0), cauchy, 1e-12), "df 1, t {t}");
-            let two = 0.5 + t / (2.0 * (t * t + 2.0).sqrt());
-            assert!(close(t_cdf(t, 2.0), two, 1e-12), "df 2, t {t}");
-        }
-    }
-
-    /// Non-integer degrees of freedom (what Welch–Satterthwaite gives): checked against a
-    /// numerical integral of the t density, independent of the incomplete beta function.
-    #[test]
-    fn t_cdf_matches_the_integrated_density_for_fractional_df() {
-        for df in [1.5, 2.7, 4.35, 9.9] {
-            let ln_c = ln_gamma((df + 1.0) / 2.0)
-                - ln_gamma(df / 2.0)
-                - 0.5 * (df * std::f64::consts::PI).ln();
-            let density = |x: f64| (ln_c - (df + 1.0) / 2.0 * (1.0 + x * x / df).ln()).exp();
-            let t = 2.1;
-            // Simpson's rule on [0, t]; P(T ≤ t) = 0.5 + ∫₀ᵗ f.
-            let n = 20_000;
-            let h = t / n as f64;
-            let mut sum = density(0.0) + density(t);
-            for i in 1..n {
-                sum += density(i as f64 * h) * if i % 2 == 1 { 4.0 } else { 2.0 };
-            }
-            let integral = 0.5 + sum * h / 3.0;
-            assert!(
-                close(t_cdf(t, df), integral, 1e-9),
-                "df {df}: {} vs {integral}",
-                t_cdf(t, df)
-            );
-            // And the quantile inverts the distribution function.
-            let q = t_quantile(0.975, df);
-            assert!(close(t_cdf(q, df), 0.975, 1e-12), "df {df}");
-            // Between the neighbouring integer table values.
-            assert!(q < t_quantile(0.975, df.floor()) && q > t_quantile(0.975, df.ceil()));
-        }
-    }
-
-    #[test]
-    fn welch_matches_a_hand_computation() {
-        // base mean 12, var 4; new mean 20, var 16; n = 3 each.
-        let w = welch(&[10.0, 12.0, 14.0], &[16.0, 20.0, 24.0]).unwrap();
-        assert!(close(w.diff, 8.0, 1e-12));
-        // se² = 4/3 + 16/3 = 20/3; df = (20/3)² / ((4/3)²/2 + (16/3)²/2) = 400/136.
-        assert!(close(w.df, 400.0 / 136.0, 1e-12), "{}", w.df);
-        let half = t_quantile(0.975, 400.0 / 136.0) * (20.0f64 / 3.0).sqrt();
-        assert!(close(w.ci.0, 8.0 - half, 1e-9) && close(w.ci.1, 8.0 + half, 1e-9));
-        // t = 8 / √(20/3) ≈ 3.098 at ≈ 2.94 df: p ≈ 0.054, just not significant.
-        assert!(w.p > 0.05 && w.p < 0.06, "{}", w.p);
-        assert!(!w.significant());
-        // The interval excludes zero exactly when p < 0.05.
-        assert_eq!(w.ci.0 > 0.0, w.significant());
-    }
-
-    #[test]
-    fn identical_samples_are_not_significant() {
-        let a = [100.0, 103.0, 98.0, 101.0];
-        let w = welch(&a, &a).unwrap();
-        assert_eq!(w.diff, 0.0);
-        assert!(close(w.p, 1.0, 1e-12));
-        assert!(w.ci.0 < 0.0 && w.ci.1 > 0.0);
-        // Constant on both sides and equal: no change either.
-        let c = welch(&[5.0; 3], &[5.0; 3]).unwrap();
-        assert_eq!((c.p, c.ci), (1.0, (0.0, 0.0)));
-        // Constant but different: reproducible exactly, so the difference is real.
-        assert!(welch(&[1.0; 3], &[0.99; 3]).unwrap().significant());
     }
 
     fn row(stack: &str, rep: u32, rps: f64, p50: f64, steady: Option<f64>) -> Row {

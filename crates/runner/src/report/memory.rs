@@ -8,61 +8,12 @@ use std::path::Path;
 
 use anyhow::Context;
 
+use stats::{ols, Fit};
+
 use crate::output::rows::{self, CellRow, MemoryRow, Row};
-use crate::report::compare::t_quantile;
 
-/// Fewer distinct levels cannot tell a slope from noise around two points.
-pub const MIN_LEVELS: usize = 3;
-
-/// An ordinary least-squares fit of RSS (bytes) against open connections.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Fit {
-    /// Points (cells) fitted.
-    pub n: usize,
-    /// Distinct connection counts among them.
-    pub levels: usize,
-    pub slope_bytes_per_conn: f64,
-    /// 95 % interval of the slope: `slope ± t(0.975, n − 2) · se(slope)`.
-    pub slope_ci95_bytes_per_conn: (f64, f64),
-    pub intercept_bytes: f64,
-    /// Coefficient of determination; `None` when RSS did not vary at all (nothing to explain).
-    pub r_squared: Option<f64>,
-}
-
-/// Fits `rss = intercept + slope · connections`; `None` with fewer than [`MIN_LEVELS`]
-/// distinct connection counts.
-pub fn ols(points: &[(f64, f64)]) -> Option<Fit> {
-    let mut xs: Vec<f64> = points.iter().map(|p| p.0).collect();
-    xs.sort_by(f64::total_cmp);
-    xs.dedup();
-    let levels = xs.len();
-    let n = points.len();
-    if levels < MIN_LEVELS {
-        return None;
-    }
-    let mean_x = points.iter().map(|p| p.0).sum::<f64>() / n as f64;
-    let mean_y = points.iter().map(|p| p.1).sum::<f64>() / n as f64;
-    let sxx: f64 = points.iter().map(|p| (p.0 - mean_x).powi(2)).sum();
-    let sxy: f64 = points.iter().map(|p| (p.0 - mean_x) * (p.1 - mean_y)).sum();
-    let syy: f64 = points.iter().map(|p| (p.1 - mean_y).powi(2)).sum();
-    let slope = sxy / sxx;
-    let intercept = mean_y - slope * mean_x;
-    let sse: f64 = points
-        .iter()
-        .map(|p| (p.1 - intercept - slope * p.0).powi(2))
-        .sum();
-    let df = (n - 2) as f64;
-    let se = (sse / df / sxx).sqrt();
-    let half = t_quantile(0.975, df) * se;
-    Some(Fit {
-        n,
-        levels,
-        slope_bytes_per_conn: slope,
-        slope_ci95_bytes_per_conn: (slope - half, slope + half),
-        intercept_bytes: intercept,
-        r_squared: (syy > 0.0).then(|| 1.0 - sse / syy),
-    })
-}
+/// Fewer distinct levels cannot tell a slope from noise around two points ([`stats::ols`]).
+pub use stats::MIN_LEVELS;
 
 /// One `memory.csv` row.
 #[derive(Debug, Clone, PartialEq)]
@@ -75,6 +26,8 @@ pub struct MemoryFit {
     /// The RSS column fitted: `{role}_rss_hwm_bytes` when every cell has it, else the sampled
     /// `{role}_rss_peak_bytes` (never a mix of the two within one fit).
     pub rss_column: String,
+    /// RSS in bytes against open connections: the slope is bytes per connection, the
+    /// intercept bytes.
     pub fit: Fit,
 }
 
@@ -147,10 +100,10 @@ pub fn write(dir: &Path) -> anyhow::Result<()> {
     let out: Vec<MemoryRow> = fits(&table.rows)
         .into_iter()
         .map(|m| MemoryRow {
-            slope_kb_per_conn: m.fit.slope_bytes_per_conn / 1e3,
-            slope_kb_ci95_low: m.fit.slope_ci95_bytes_per_conn.0 / 1e3,
-            slope_kb_ci95_high: m.fit.slope_ci95_bytes_per_conn.1 / 1e3,
-            intercept_mb: m.fit.intercept_bytes / 1e6,
+            slope_kb_per_conn: m.fit.slope / 1e3,
+            slope_kb_ci95_low: m.fit.slope_ci95.0 / 1e3,
+            slope_kb_ci95_high: m.fit.slope_ci95.1 / 1e3,
+            intercept_mb: m.fit.intercept / 1e6,
             r_squared: m.fit.r_squared,
             n: m.fit.n,
             levels: m.fit.levels,
@@ -172,11 +125,11 @@ pub fn describe(f: &Fit) -> (String, String) {
     (
         format!(
             "{:.1} [{:.1}, {:.1}]",
-            f.slope_bytes_per_conn / 1e3,
-            f.slope_ci95_bytes_per_conn.0 / 1e3,
-            f.slope_ci95_bytes_per_conn.1 / 1e3
+            f.slope / 1e3,
+            f.slope_ci95.0 / 1e3,
+            f.slope_ci95.1 / 1e3
         ),
-        format!("{:.1}", f.intercept_bytes / 1e6),
+        format!("{:.1}", f.intercept / 1e6),
     )
 }
 
@@ -185,34 +138,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn recovers_a_known_slope_with_an_interval_around_it() {
-        // 36 KB per connection on a 20 MB base, ±200 KB of deterministic "noise".
-        let mut points = Vec::new();
-        for (i, c) in [500.0, 1000.0, 2000.0, 5000.0].iter().enumerate() {
-            for rep in 0..3 {
-                let noise = [(-2e5), 0.0, 2e5][(rep + i) % 3];
-                points.push((*c, 20e6 + 36_000.0 * c + noise));
-            }
-        }
-        let f = ols(&points).unwrap();
-        assert_eq!((f.n, f.levels), (12, 4));
-        assert!((f.slope_bytes_per_conn - 36_000.0).abs() < 100.0, "{f:?}");
-        let (lo, hi) = f.slope_ci95_bytes_per_conn;
-        assert!(lo < 36_000.0 && 36_000.0 < hi && hi - lo < 1_000.0, "{f:?}");
-        assert!((f.intercept_bytes - 20e6).abs() < 3e5, "{f:?}");
-        assert!(f.r_squared.unwrap() > 0.999);
-        // An exact line: zero-width interval, R² = 1.
-        let exact = ols(&[(1.0, 3.0), (2.0, 5.0), (4.0, 9.0)]).unwrap();
-        assert!((exact.slope_bytes_per_conn - 2.0).abs() < 1e-12);
-        assert!((exact.intercept_bytes - 1.0).abs() < 1e-12);
-        let (lo, hi) = exact.slope_ci95_bytes_per_conn;
-        assert!((hi - lo).abs() < 1e-9);
-    }
-
-    #[test]
     fn fewer_than_three_levels_give_no_fit() {
-        assert!(ols(&[(100.0, 1.0), (100.0, 2.0), (200.0, 3.0), (200.0, 4.0)]).is_none());
-        assert!(ols(&[]).is_none());
         let row = |c: u32, rss: u64| CellRow {
             stage: "stress".into(),
             variant: "default".into(),
@@ -231,7 +157,7 @@ mod tests {
             .collect();
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].rss_column, "server_rss_peak_bytes");
-        assert!((got[0].fit.slope_bytes_per_conn - 100.0).abs() < 1e-9);
+        assert!((got[0].fit.slope - 100.0).abs() < 1e-9);
     }
 
     #[test]

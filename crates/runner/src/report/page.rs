@@ -198,7 +198,7 @@ impl Stats<'_> {
         if values.is_empty() {
             return None;
         }
-        let iv = summary::interval(&values);
+        let iv = stats::interval(&values);
         Some(Figure {
             mean: iv.mean,
             half: iv.ci.map(|(lo, hi)| (hi - lo) / 2.0),

@@ -7,8 +7,9 @@
 //! the other modules hold no study-specific numbers or stack names: [`run`] (the runs and
 //! views of them), [`provenance`] (setup, provenance table, mixing check), [`tables`] (the
 //! reference sweep), [`verdicts`] (judging each claim kind), [`scale`] (beyond 500 workers,
-//! memory fits), [`breakdown`] (where QUIC's instructions go, from `scripts/quic-breakdown`), [`threats`] (threats to validity), [`stats`] and [`text`] (figures and
-//! formats).
+//! memory fits), [`breakdown`] (where QUIC's instructions go, from `scripts/quic-breakdown`),
+//! [`threats`] (threats to validity) and [`text`] (figures and formats). The statistics are
+//! the `stats` crate's.
 
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
@@ -22,13 +23,10 @@ mod claims;
 mod provenance;
 mod run;
 mod scale;
-mod stats;
 mod tables;
 mod text;
 mod threats;
 mod verdicts;
-
-pub use stats::clopper_pearson_95;
 
 use claims::STUDY_TITLE;
 use provenance::{provenance_problems, Provenance};

@@ -6,7 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use crate::output::rows::{self, ResourceRow, Row as _, SummaryRow, Table};
-use crate::output::summary::{interval, Interval};
+use stats::{interval, Interval};
+
 use crate::report::labels::is_cell;
 use crate::report::{levels, stack_order, Results};
 

@@ -4,7 +4,8 @@
 use std::fmt::Write;
 use std::path::Path;
 
-use crate::output::summary::Interval;
+use stats::Interval;
+
 use crate::report::{label, levels, ms, regimes, stack_order};
 
 use super::run::{fval, Run};

@@ -1,7 +1,7 @@
 //! Number and sentence formats of the paper: one definition each, so every section writes a
 //! figure, an interval or a throughput note alike.
 
-use crate::output::summary::Interval;
+use stats::Interval;
 
 use super::run::STEADY_RPS;
 

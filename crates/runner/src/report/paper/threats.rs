@@ -8,7 +8,8 @@ use crate::report::{levels, regimes, stack_order};
 
 use super::provenance::Provenance;
 use super::run::{fval, Run, ELAPSED_RPS, STEADY_RPS};
-use super::stats::cv;
+use stats::cv;
+
 use super::Row;
 
 /// Min and max of server + client CPU % over stress cells that have both figures, and how

@@ -6,7 +6,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use crate::output::summary::Interval;
+use stats::{clopper_pearson_95, cv, zero_failure_trials_below, Interval};
+
 use crate::report::label;
 
 use super::claims::{
@@ -14,9 +15,12 @@ use super::claims::{
 };
 use super::provenance::{find_first, scalar};
 use super::run::{fval, Run, View};
-use super::stats::{clopper_pearson_95, cv, requests_to_bound};
 use super::text::{pct, plain, show, show_tput, thousands, throughput_note, FALLBACK_NOTE};
 use super::{scale, Row};
+
+/// One tail of [`clopper_pearson_95`]: the probability the two-sided 95 % interval leaves
+/// above its upper end.
+const TWO_SIDED_95_TAIL: f64 = 0.025;
 
 /// A claim's outcome on one variant: a short verdict for the summary table and the numbers.
 struct Outcome {
@@ -388,7 +392,7 @@ fn failure_rate_below(v: &View, claim: &FailureRateBelow) -> Option<Outcome> {
                     } else {
                         format!("observed failure rate at most {}", pct(worst_observed))
                     },
-                    thousands(requests_to_bound(max_failure_rate) as f64)
+                    thousands(zero_failure_trials_below(max_failure_rate, TWO_SIDED_95_TAIL) as f64)
                 )
             };
         }

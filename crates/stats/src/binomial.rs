@@ -1,0 +1,187 @@
+//! Exact (Clopper–Pearson) bounds of a binomial proportion: `k` events in `n` trials. Exact
+//! means from the binomial distribution itself, so they stay valid at k = 0 and k = n, where
+//! normal approximations fail; the study's failure rates are mostly there.
+
+/// P(X ≤ k) for X ~ Binomial(n, p), summed in log space so that large n does not underflow.
+pub fn binomial_cdf(k: u64, n: u64, p: f64) -> f64 {
+    if p <= 0.0 {
+        return 1.0;
+    }
+    if p >= 1.0 {
+        return if k >= n { 1.0 } else { 0.0 };
+    }
+    let (ln_p, ln_q) = (p.ln(), (-p).ln_1p());
+    let mut ln_choose = 0.0;
+    let mut terms = Vec::with_capacity(k.min(n) as usize + 1);
+    for i in 0..=k.min(n) {
+        if i > 0 {
+            ln_choose += ((n - i + 1) as f64).ln() - (i as f64).ln();
+        }
+        terms.push(ln_choose + i as f64 * ln_p + (n - i) as f64 * ln_q);
+    }
+    let max = terms.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let sum: f64 = terms.iter().map(|t| (t - max).exp()).sum();
+    (max + sum.ln()).exp().min(1.0)
+}
+
+/// The p in (0, 1) where a decreasing `f` crosses `target`, by bisection to ~1e-15.
+fn solve_decreasing(f: impl Fn(f64) -> f64, target: f64) -> f64 {
+    let (mut lo, mut hi) = (0.0_f64, 1.0_f64);
+    for _ in 0..100 {
+        let mid = 0.5 * (lo + hi);
+        if f(mid) > target {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    hi
+}
+
+/// The p at which `k` or fewer events in `n` trials have probability `tail`: the upper end.
+fn upper_end(k: u64, n: u64, tail: f64) -> f64 {
+    if k >= n {
+        return 1.0;
+    }
+    // P(X ≤ k; p) falls from 1 to 0 as p grows.
+    solve_decreasing(|p| binomial_cdf(k, n, p), tail)
+}
+
+/// The p at which `k` or more events in `n` trials have probability `tail`: the lower end.
+fn lower_end(k: u64, n: u64, tail: f64) -> f64 {
+    if k == 0 {
+        return 0.0;
+    }
+    // P(X ≥ k; p) = 1 − P(X ≤ k − 1; p) reaches `tail` where P(X ≤ k − 1; p) is 1 − tail.
+    solve_decreasing(|p| binomial_cdf(k - 1, n, p), 1.0 - tail)
+}
+
+/// Two-sided Clopper–Pearson interval at confidence 1 − `alpha` (each tail `alpha` / 2).
+/// (0, 1) for n = 0: no trials say nothing.
+pub fn clopper_pearson(k: u64, n: u64, alpha: f64) -> (f64, f64) {
+    if n == 0 {
+        return (0.0, 1.0);
+    }
+    let k = k.min(n);
+    let tail = alpha / 2.0;
+    (lower_end(k, n, tail), upper_end(k, n, tail))
+}
+
+/// Two-sided 95 % Clopper–Pearson interval. At k = 0 its upper end is `1 − 0.025^(1/n)`
+/// (the one-sided 95 % bound, [`clopper_pearson_upper`], is `1 − 0.05^(1/n)`, smaller).
+pub fn clopper_pearson_95(k: u64, n: u64) -> (f64, f64) {
+    clopper_pearson(k, n, 0.05)
+}
+
+/// One-sided Clopper–Pearson upper bound at confidence 1 − `alpha`: the proportion is below
+/// it with that confidence (1 for n = 0). For a claim "the failure rate is below r".
+pub fn clopper_pearson_upper(k: u64, n: u64, alpha: f64) -> f64 {
+    if n == 0 {
+        return 1.0;
+    }
+    upper_end(k.min(n), n, alpha)
+}
+
+/// One-sided Clopper–Pearson lower bound at confidence 1 − `alpha`: the proportion is above
+/// it with that confidence (0 for n = 0). For a claim "the success rate is above s"; it equals
+/// 1 − [`clopper_pearson_upper`] of the failures.
+pub fn clopper_pearson_lower(k: u64, n: u64, alpha: f64) -> f64 {
+    if n == 0 {
+        return 0.0;
+    }
+    lower_end(k.min(n), n, alpha)
+}
+
+/// The fewest trials without a single event whose upper bound (one tail of probability
+/// `tail`: 0.025 for the two-sided 95 % interval, 0.05 for the one-sided 95 % bound) falls
+/// below `rate`: the n a claim "rate < r" needs before it can be shown at all.
+pub fn zero_failure_trials_below(rate: f64, tail: f64) -> u64 {
+    (tail.ln() / (-rate).ln_1p()).floor() as u64 + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(a: f64, b: f64, tol: f64) -> bool {
+        (a - b).abs() <= tol
+    }
+
+    #[test]
+    fn zero_events_have_the_closed_form() {
+        let (lo, hi) = clopper_pearson_95(0, 5000);
+        assert_eq!(lo, 0.0);
+        assert!(close(hi, 1.0 - 0.025_f64.powf(1.0 / 5000.0), 1e-12));
+        // 0 in 5,000 cannot show a failure rate below 0.06 %; 0 in 20,000 can.
+        assert!(hi > 0.0006);
+        assert!(clopper_pearson_95(0, 20_000).1 < 0.0006);
+        assert_eq!(clopper_pearson_95(10, 10).1, 1.0);
+        assert_eq!(clopper_pearson_95(0, 0), (0.0, 1.0));
+    }
+
+    /// Exact 95 % intervals as published in binomial confidence-interval tables.
+    #[test]
+    fn two_sided_bounds_match_table_values() {
+        for (k, n, lo, hi) in [
+            (1, 10, 0.002529, 0.445016),
+            (3, 100, 0.00622, 0.08518),
+            (5, 20, 0.08657, 0.49105),
+            (10, 10, 0.69150, 1.0),
+        ] {
+            let (l, h) = clopper_pearson_95(k, n);
+            assert!(close(l, lo, 5e-5), "{k}/{n}: lower {l} vs {lo}");
+            assert!(close(h, hi, 5e-5), "{k}/{n}: upper {h} vs {hi}");
+        }
+    }
+
+    /// One-sided 95 %: all 5,000 successes bound the success rate below by 0.05^(1/5000), so
+    /// the failure rate is below 1 − 0.05^(1/5000) ≈ 0.0599 %, under the study's 0.06 %.
+    #[test]
+    fn one_sided_bounds_have_the_closed_form_at_the_extremes() {
+        let lower = clopper_pearson_lower(5000, 5000, 0.05);
+        assert!(close(lower, 0.05_f64.powf(1.0 / 5000.0), 1e-12), "{lower}");
+        let upper = clopper_pearson_upper(0, 5000, 0.05);
+        assert!(
+            close(upper, 1.0 - 0.05_f64.powf(1.0 / 5000.0), 1e-12),
+            "{upper}"
+        );
+        assert!(upper < 0.0006 && clopper_pearson_95(0, 5000).1 > 0.0006);
+        assert_eq!(clopper_pearson_lower(0, 10, 0.05), 0.0);
+        assert_eq!(clopper_pearson_upper(10, 10, 0.05), 1.0);
+    }
+
+    /// A one-sided bound at α is the matching end of the two-sided interval at 2α, and the
+    /// lower bound of successes mirrors the upper bound of failures.
+    #[test]
+    fn one_sided_bounds_are_the_ends_of_the_two_sided_interval_at_twice_alpha() {
+        for (k, n) in [(1, 10), (3, 100), (5, 20), (4990, 5000)] {
+            let (lo, hi) = clopper_pearson(k, n, 0.10);
+            assert!(close(clopper_pearson_lower(k, n, 0.05), lo, 1e-12));
+            assert!(close(clopper_pearson_upper(k, n, 0.05), hi, 1e-12));
+            let mirrored = 1.0 - clopper_pearson_upper(n - k, n, 0.05);
+            assert!(close(clopper_pearson_lower(k, n, 0.05), mirrored, 1e-9));
+        }
+        // 1 in 10 one-sided 95 % upper bound (tables): 0.3942.
+        assert!(close(clopper_pearson_upper(1, 10, 0.05), 0.39416, 5e-5));
+    }
+
+    #[test]
+    fn zero_failure_trials_are_the_first_n_below_the_rate() {
+        for tail in [0.025, 0.05] {
+            let n = zero_failure_trials_below(0.0006, tail);
+            let upper = |n| clopper_pearson_upper(0, n, tail);
+            assert!(upper(n) < 0.0006, "{tail}");
+            assert!(upper(n - 1) >= 0.0006, "{tail}");
+        }
+        assert_eq!(zero_failure_trials_below(0.0006, 0.05), 4992);
+    }
+
+    #[test]
+    fn binomial_cdf_sums_to_one_and_matches_small_cases() {
+        assert!(close(binomial_cdf(10, 10, 0.3), 1.0, 1e-12));
+        // P(X ≤ 1) for n = 3, p = 0.5 is 4/8.
+        assert!(close(binomial_cdf(1, 3, 0.5), 0.5, 1e-12));
+        assert_eq!(binomial_cdf(2, 5, 0.0), 1.0);
+        assert_eq!(binomial_cdf(2, 5, 1.0), 0.0);
+    }
+}

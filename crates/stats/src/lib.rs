@@ -1,0 +1,23 @@
+//! The suite's statistics, each written once: Student's t ([`t_cdf`], [`t_quantile`],
+//! [`t_975_table`]), the interval of a mean and between sessions ([`interval`],
+//! [`between_sessions`]), Welch's two-sample test ([`welch`]), ordinary least squares with an
+//! interval of the slope ([`ols`]) and exact binomial bounds ([`clopper_pearson`] and its
+//! one-sided forms). Plain functions over `f64` slices: no I/O, no knowledge of the suite's
+//! files, so every layer above (the runner's `summary.csv`, `runner compare`, the memory
+//! fits, the study's paper) can use them.
+#![forbid(unsafe_code)]
+
+mod binomial;
+mod interval;
+mod ols;
+mod student_t;
+mod welch;
+
+pub use binomial::{
+    binomial_cdf, clopper_pearson, clopper_pearson_95, clopper_pearson_lower,
+    clopper_pearson_upper, zero_failure_trials_below,
+};
+pub use interval::{between_sessions, cv, interval, mean, sample_sd, sample_variance, Interval};
+pub use ols::{ols, Fit, MIN_LEVELS};
+pub use student_t::{inc_beta, ln_gamma, t_975_table, t_cdf, t_quantile};
+pub use welch::{welch, Welch, ALPHA};
