@@ -7,7 +7,6 @@ use crate::exec::serve::default_certs_dir;
 use crate::exec::{pin, run, serve};
 use crate::netem::netns;
 use crate::output::thresholds;
-use crate::report::paper;
 use crate::settings;
 use crate::{cli, output, plan, registry, report};
 
@@ -106,35 +105,6 @@ pub fn main() -> ExitCode {
                 ExitCode::from(EXIT_INVALID)
             }
         },
-        Some(Command::Paper {
-            reference,
-            claims,
-            scale,
-            breakdown,
-            out,
-            allow_mixed,
-        }) => {
-            match paper::write_with_scale(
-                &reference,
-                &claims,
-                scale.as_deref(),
-                breakdown.as_deref(),
-                &out,
-                allow_mixed,
-            ) {
-                Ok(written) => {
-                    for w in &written.warnings {
-                        eprintln!("warning: {w}");
-                    }
-                    println!("paper: {}", written.path.display());
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("error: {e:#}");
-                    ExitCode::from(EXIT_INVALID)
-                }
-            }
-        }
         Some(Command::Compare {
             base,
             new,
@@ -563,7 +533,7 @@ fn run_sweep(
     }
     println!("results: {}", outcome.dir.display());
     if exp_insecure {
-        eprintln!("warning: insecure run: a target's certificate was not verified (insecure = true); `runner paper` refuses it");
+        eprintln!("warning: insecure run: a target's certificate was not verified (insecure = true); `study paper` refuses it");
     }
     if let Some(warning) = output::failure_warning(&outcome.results) {
         eprintln!("{warning}");

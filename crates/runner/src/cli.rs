@@ -28,32 +28,6 @@ pub enum Command {
         /// A run's results directory (the one holding manifest.json and cells.csv).
         dir: PathBuf,
     },
-    /// Write OUT/reproduction.md from a reference run of the default sweep and claim runs
-    /// (the study is described in paper/study.md). Refuses runs from different commits,
-    /// CPU models or kernels, or a dirty tree, unless --allow-mixed.
-    Paper {
-        /// Results directory of the default sweep.
-        #[arg(long)]
-        reference: PathBuf,
-        /// Results directories of the experiments in experiments/claims/.
-        #[arg(long, num_args = 0..)]
-        claims: Vec<PathBuf>,
-        /// Results directory of experiments/scale.toml: adds the "Beyond 500" section (each
-        /// stack's knee past the study's 500 workers, and why).
-        #[arg(long)]
-        scale: Option<PathBuf>,
-        /// `breakdown.csv` of scripts/quic-breakdown: adds the section on where QUIC's
-        /// instructions go (per request, by group, both sides, both regimes).
-        #[arg(long)]
-        breakdown: Option<PathBuf>,
-        /// Directory that receives reproduction.md.
-        #[arg(long, default_value = "paper")]
-        out: PathBuf,
-        /// Write the paper even if the runs differ in commit, CPU model or kernel, or ran on
-        /// a dirty tree; it then opens with a warning saying what is mixed.
-        #[arg(long)]
-        allow_mixed: bool,
-    },
     /// Compare two runs cell by cell (Welch's t-test over repetitions); writes compare.csv and
     /// compare.html. Exit 2 when the workloads differ, 1 with --fail-on-regression exceeded.
     Compare {

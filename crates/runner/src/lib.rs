@@ -2,7 +2,8 @@
 //! their validation), `plan` (cells), `exec` (how cells run: server and load-generator
 //! children, the load engine), `measure` (histograms, sampling, kernel counters), `netem`
 //! (namespaces and emulation), `output` (CSV, manifest, thresholds), `report` (the page,
-//! charts, comparison and the paper). `main.rs` is a thin wrapper around [`app::main`].
+//! charts and the comparison; crate `study` reads runs through it for the paper). `main.rs`
+//! is a thin wrapper around [`app::main`].
 #![forbid(unsafe_code)]
 
 pub mod app;

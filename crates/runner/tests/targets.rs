@@ -363,17 +363,6 @@ url = "https://localhost:{}/items/{{{{id}}}}"
     assert!(report.status.success(), "{}", output_text(&report));
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.contains("id=\"insecure\""), "the report names it");
-    let paper = runner()
-        .arg("paper")
-        .arg("--reference")
-        .arg(&dir)
-        .arg("--out")
-        .arg(tmp.path().join("paper"))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&paper.stderr);
-    assert_eq!(paper.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("insecure run"), "{stderr}");
 }
 
 /// A CA and a client certificate it signed (mTLS), written as PEM files into `dir`.

@@ -354,7 +354,7 @@ impl MergedInput {
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct ServiceRecord {
     /// Some target's certificate was not verified: every output of the run says so, and
-    /// `runner paper` refuses it.
+    /// the study's paper (`study paper`) refuses it.
     pub insecure: bool,
     pub targets: Vec<TargetRecord>,
 }

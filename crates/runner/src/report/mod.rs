@@ -1,13 +1,12 @@
 //! The HTML report of a results directory (`runner report`, the seed-000-shaped page in
-//! [`page`]), the comparison of two runs ([`compare`]) and the reproduction paper ([`paper`]).
-//! All of them read a run through [`Results`]: typed rows and the manifest.
+//! [`page`]) and the comparison of two runs ([`compare`]). Both read a run through
+//! [`Results`]: typed rows and the manifest; so does the study's paper (crate `study`).
 
 pub mod chart;
 pub mod compare;
 pub mod labels;
 pub mod memory;
 pub mod page;
-pub mod paper;
 pub mod service;
 
 use std::path::Path;

@@ -3,10 +3,10 @@
 
 use stats::Interval;
 
-use super::run::STEADY_RPS;
+use crate::run::STEADY_RPS;
 
 /// `12345.6` → `12,346`.
-pub(super) fn thousands(x: f64) -> String {
+pub(crate) fn thousands(x: f64) -> String {
     let n = x.round() as i64;
     let digits = n.unsigned_abs().to_string();
     let mut out = String::new();
@@ -24,7 +24,7 @@ pub(super) fn thousands(x: f64) -> String {
 }
 
 /// Mean with its 95 % interval when there are repetitions: `12.4 [11.9, 12.9]`.
-pub(super) fn show(iv: &Interval, scale: f64, decimals: usize) -> String {
+pub(crate) fn show(iv: &Interval, scale: f64, decimals: usize) -> String {
     match iv.ci {
         Some((lo, hi)) => format!(
             "{:.d$} [{:.d$}, {:.d$}]",
@@ -37,7 +37,7 @@ pub(super) fn show(iv: &Interval, scale: f64, decimals: usize) -> String {
     }
 }
 
-pub(super) fn show_rps(iv: &Interval) -> String {
+pub(crate) fn show_rps(iv: &Interval) -> String {
     match iv.ci {
         Some((lo, hi)) => format!(
             "{} [{}, {}]",
@@ -51,26 +51,26 @@ pub(super) fn show_rps(iv: &Interval) -> String {
 
 /// Throughput with its interval; `†` marks a cell measured as `ok / elapsed_s` because it had
 /// no steady window.
-pub(super) fn show_tput((iv, fallback): &(Interval, bool)) -> String {
+pub(crate) fn show_tput((iv, fallback): &(Interval, bool)) -> String {
     format!("{}{}", show_rps(iv), if *fallback { " †" } else { "" })
 }
 
 /// Footnote for `†`.
-pub(super) const FALLBACK_NOTE: &str =
+pub(crate) const FALLBACK_NOTE: &str =
     "† no steady window in this cell (too few requests after ramp-up): `ok / elapsed_s` instead.";
 
 /// A claimed figure as the study wrote it: up to six decimals, trailing zeros dropped
 /// (`25.0` → `25`, a 0.0006 rate × 100 → `0.06`).
-pub(super) fn plain(x: f64) -> String {
+pub(crate) fn plain(x: f64) -> String {
     let s = format!("{x:.6}");
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
-pub(super) fn pct(x: f64) -> String {
+pub(crate) fn pct(x: f64) -> String {
     format!("{:.3} %", x * 100.0)
 }
 
-pub(super) fn throughput_note(col: &str) -> &'static str {
+pub(crate) fn throughput_note(col: &str) -> &'static str {
     if col == STEADY_RPS {
         "steady-state req/s (`throughput_steady_rps`: the window in which all workers are active)"
     } else {

@@ -1,7 +1,8 @@
-//! `runner paper` on small results directories fabricated from the committed ones: it refuses
+//! `study paper` on small results directories fabricated from the committed ones: it refuses
 //! runs of mixed provenance, writes them with a warning under `--allow-mixed`, reports every
 //! variant's outcome, and uses steady-state throughput, VmHWM and intervals when they exist.
-//! No load is generated: every test only reads and writes files.
+//! No load is generated: every test only reads and writes files. And the paper regenerated from
+//! the committed runs is the committed `paper/reproduction.md`, byte for byte.
 
 mod common;
 
@@ -12,7 +13,7 @@ use std::path::{Path, PathBuf};
 use common::*;
 use serde_json::Value;
 
-/// The files `runner paper` reads (latency.csv is for figures only).
+/// The files `study paper` reads (latency.csv is for figures only).
 const FILES: [&str; 5] = [
     "cells.csv",
     "manifest.json",
@@ -110,7 +111,7 @@ fn get(row: &[(String, String)], col: &str) -> String {
 }
 
 fn paper(reference: &Path, claims: &[&Path], out: &Path, extra: &[&str]) -> std::process::Output {
-    let mut cmd = runner();
+    let mut cmd = study();
     cmd.arg("paper")
         .arg("--reference")
         .arg(reference)
@@ -469,4 +470,71 @@ fn a_scale_run_from_another_commit_is_mixed_provenance() {
         text.contains("differ in commit") && text.contains("scale"),
         "{text}"
     );
+}
+
+/// The committed paper is what this code writes from the committed runs, with the arguments
+/// `scripts/reproduce-paper` gives (relative paths, run from the checkout's root, since the
+/// paper names them). The runs are reached through a symbolic link so nothing is written
+/// into the checkout.
+#[test]
+fn the_committed_paper_regenerates_byte_for_byte() {
+    let root = workspace().canonicalize().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(root.join("results"), tmp.path().join("results")).unwrap();
+    let mut claims: Vec<String> = std::fs::read_dir(root.join("experiments/claims"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .map(|p| {
+            let stem = p.file_stem().unwrap().to_str().unwrap().to_string();
+            format!("results/claims/{stem}")
+        })
+        .collect();
+    claims.sort();
+    let out = study()
+        .current_dir(tmp.path())
+        .args(["paper", "--reference", "results/reference", "--claims"])
+        .args(&claims)
+        .args(["--scale", "results/scale"])
+        .args(["--breakdown", "results/quic-breakdown/breakdown.csv"])
+        .args(["--out", "paper"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", output_text(&out));
+    let written = std::fs::read(tmp.path().join("paper/reproduction.md")).unwrap();
+    let committed = std::fs::read(root.join("paper/reproduction.md")).unwrap();
+    if written != committed {
+        let (w, c) = (
+            String::from_utf8_lossy(&written),
+            String::from_utf8_lossy(&committed),
+        );
+        let line = w
+            .lines()
+            .zip(c.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(w.lines().count().min(c.lines().count()));
+        panic!(
+            "paper/reproduction.md differs from what the committed runs give, first at line {}:\n  written:   {:?}\n  committed: {:?}",
+            line + 1,
+            w.lines().nth(line),
+            c.lines().nth(line)
+        );
+    }
+}
+
+/// A run whose target's certificate was not verified did not provably measure what it names:
+/// the paper refuses it.
+#[test]
+fn an_insecure_run_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reference = copy_run("results/reference", &tmp.path().join("ref"));
+    edit_manifest(&reference, |m| {
+        m["service"] = serde_json::json!({ "insecure": true, "targets": [] });
+    });
+    let out = tmp.path().join("paper");
+    let refused = paper(&reference, &[], &out, &[]);
+    let text = output_text(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{text}");
+    assert!(text.contains("insecure run"), "{text}");
+    assert!(!out.join("reproduction.md").exists());
 }

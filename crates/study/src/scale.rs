@@ -4,10 +4,10 @@
 
 use std::fmt::Write;
 
-use super::run::{fval, Run, View};
-use super::text::{show, show_tput, thousands, throughput_note, FALLBACK_NOTE};
-use crate::report::memory;
-use crate::report::{label, regimes};
+use crate::run::{fval, Run, View};
+use crate::text::{show, show_tput, thousands, throughput_note, FALLBACK_NOTE};
+use runner::report::memory;
+use runner::report::{label, regimes};
 
 /// p99 "jumps" when p99 per worker exceeds this multiple of the previous level's. In a
 /// saturated closed loop p99 grows with concurrency by itself (Little's law: latency =
@@ -171,7 +171,7 @@ fn stack_levels(v: &View, stack: &str, regime: &str) -> Vec<Level> {
 }
 
 /// Appends the memory-per-open-connection table of `run` (`regime` only, when given).
-pub(super) fn memory_table(out: &mut String, run: &Run, regime: Option<&str>) {
+pub(crate) fn memory_table(out: &mut String, run: &Run, regime: Option<&str>) {
     let fits: Vec<_> = memory::fits(run.stress())
         .into_iter()
         .filter(|m| regime.is_none_or(|r| m.regime == r))
@@ -216,7 +216,7 @@ pub(super) fn memory_table(out: &mut String, run: &Run, regime: Option<&str>) {
 }
 
 /// The "Beyond 500" section.
-pub(super) fn section(out: &mut String, run: &Run) {
+pub(crate) fn section(out: &mut String, run: &Run) {
     let _ = writeln!(out, "## Beyond 500\n");
     let _ = writeln!(
         out,

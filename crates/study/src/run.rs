@@ -5,39 +5,39 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::output::rows::{self, ResourceRow, Row as _, SummaryRow, Table};
+use runner::output::rows::{self, ResourceRow, Row as _, SummaryRow, Table};
 use stats::{interval, Interval};
 
-use crate::report::labels::is_cell;
-use crate::report::{levels, stack_order, Results};
+use runner::report::labels::is_cell;
+use runner::report::{levels, stack_order, Results};
 
-use super::Row;
+use crate::Row;
 
 /// Steady-state throughput (all workers active); preferred wherever the study's "throughput"
 /// is compared, because `ok / elapsed` also counts ramp-up and drain.
-pub(super) const STEADY_RPS: &str = "throughput_steady_rps";
-pub(super) const ELAPSED_RPS: &str = "throughput_rps";
+pub(crate) const STEADY_RPS: &str = "throughput_steady_rps";
+pub(crate) const ELAPSED_RPS: &str = "throughput_rps";
 
 /// One results directory with the files the paper reads.
-pub(super) struct Run {
-    pub(super) dir: PathBuf,
-    pub(super) results: Results,
+pub(crate) struct Run {
+    pub(crate) dir: PathBuf,
+    pub(crate) results: Results,
     /// `summary.csv` (empty when the file is absent).
-    pub(super) summary: Table<SummaryRow>,
+    pub(crate) summary: Table<SummaryRow>,
     /// `resources.csv` rows (empty when the file is absent).
-    pub(super) resources: Vec<ResourceRow>,
+    pub(crate) resources: Vec<ResourceRow>,
     /// The throughput column used for this run: steady-state when the run has it.
-    pub(super) throughput_col: &'static str,
+    pub(crate) throughput_col: &'static str,
 }
 
 /// A parsed, finite number from a CSV cell; `None` for empty or unparsable cells, so missing
 /// figures are never averaged in as zeros.
-pub(super) fn fval(row: &Row, col: &str) -> Option<f64> {
+pub(crate) fn fval(row: &Row, col: &str) -> Option<f64> {
     row.number(col)
 }
 
 impl Run {
-    pub(super) fn load(dir: &Path) -> anyhow::Result<Self> {
+    pub(crate) fn load(dir: &Path) -> anyhow::Result<Self> {
         let results = Results::load(dir)?;
         let throughput_col = if results
             .cells
@@ -58,14 +58,14 @@ impl Run {
         })
     }
 
-    pub(super) fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         self.results.manifest["experiment"]["name"]
             .as_str()
             .unwrap_or("?")
             .to_string()
     }
 
-    pub(super) fn stress(&self) -> Vec<&Row> {
+    pub(crate) fn stress(&self) -> Vec<&Row> {
         self.results
             .cells
             .iter()
@@ -73,7 +73,7 @@ impl Run {
             .collect()
     }
 
-    pub(super) fn variants(&self) -> Vec<String> {
+    pub(crate) fn variants(&self) -> Vec<String> {
         let mut v: Vec<String> = Vec::new();
         for r in self.stress() {
             if !v.contains(&r.variant) {
@@ -84,7 +84,7 @@ impl Run {
     }
 
     /// The stress rows of one variant (all of them for `None`).
-    pub(super) fn rows(&self, variant: Option<&str>) -> Vec<&Row> {
+    pub(crate) fn rows(&self, variant: Option<&str>) -> Vec<&Row> {
         self.stress()
             .into_iter()
             .filter(|r| variant.is_none_or(|v| r.variant == v))
@@ -93,7 +93,7 @@ impl Run {
 
     /// Mean and 95 % interval over repetitions: from `summary.csv` when it holds the column
     /// and can tell variants apart, else computed the same way (Student t) from `cells.csv`.
-    pub(super) fn stat(
+    pub(crate) fn stat(
         &self,
         variant: Option<&str>,
         stack: &str,
@@ -113,7 +113,7 @@ impl Run {
         (!values.is_empty()).then(|| interval(&values))
     }
 
-    pub(super) fn summary_stat(
+    pub(crate) fn summary_stat(
         &self,
         variant: Option<&str>,
         stack: &str,
@@ -157,7 +157,7 @@ impl Run {
 
     /// Throughput of a cell in the run's column, falling back (marked `true`) to
     /// `ok / elapsed_s` for a cell that had no steady window.
-    pub(super) fn tput(
+    pub(crate) fn tput(
         &self,
         variant: Option<&str>,
         stack: &str,
@@ -173,7 +173,7 @@ impl Run {
     }
 
     /// Server samples of one cell in `resources.csv`: count, first, last and largest RSS.
-    pub(super) fn rss_samples(&self, cell_key: &str, role: &str) -> Option<RssSeries> {
+    pub(crate) fn rss_samples(&self, cell_key: &str, role: &str) -> Option<RssSeries> {
         let rss: Vec<f64> = self
             .resources
             .iter()
@@ -190,7 +190,7 @@ impl Run {
 
     /// Repetitions the cells hold (a resumed or cut run may differ from the plan), else the
     /// manifest's planned count.
-    pub(super) fn repetitions(&self) -> String {
+    pub(crate) fn repetitions(&self) -> String {
         let mut reps: Vec<String> = self
             .stress()
             .iter()
@@ -207,46 +207,46 @@ impl Run {
     }
 }
 
-pub(super) struct RssSeries {
-    pub(super) samples: usize,
-    pub(super) first_bytes: f64,
-    pub(super) last_bytes: f64,
-    pub(super) max_bytes: f64,
+pub(crate) struct RssSeries {
+    pub(crate) samples: usize,
+    pub(crate) first_bytes: f64,
+    pub(crate) last_bytes: f64,
+    pub(crate) max_bytes: f64,
 }
 
 /// The rows of one variant of one run (or the reference), as a claim check sees them.
-pub(super) struct View<'a> {
-    pub(super) run: &'a Run,
-    pub(super) variant: Option<String>,
-    pub(super) rows: Vec<&'a Row>,
+pub(crate) struct View<'a> {
+    pub(crate) run: &'a Run,
+    pub(crate) variant: Option<String>,
+    pub(crate) rows: Vec<&'a Row>,
 }
 
 impl<'a> View<'a> {
-    pub(super) fn new(run: &'a Run, variant: Option<&str>) -> Self {
+    pub(crate) fn new(run: &'a Run, variant: Option<&str>) -> Self {
         View {
             run,
             variant: variant.map(str::to_string),
             rows: run.rows(variant),
         }
     }
-    pub(super) fn levels(&self, regime: &str) -> Vec<u64> {
+    pub(crate) fn levels(&self, regime: &str) -> Vec<u64> {
         levels(&self.rows, regime)
     }
-    pub(super) fn has(&self, stack: &str, regime: &str) -> bool {
+    pub(crate) fn has(&self, stack: &str, regime: &str) -> bool {
         self.rows
             .iter()
             .any(|r| r.stack == stack && r.regime == regime)
     }
-    pub(super) fn stat(&self, stack: &str, regime: &str, c: u64, col: &str) -> Option<Interval> {
+    pub(crate) fn stat(&self, stack: &str, regime: &str, c: u64, col: &str) -> Option<Interval> {
         self.run
             .stat(self.variant.as_deref(), stack, regime, c, col)
     }
     /// Throughput of one cell in the run's column; a cell without a steady window falls back
     /// to `ok / elapsed_s`, marked by `true`.
-    pub(super) fn tput(&self, stack: &str, regime: &str, c: u64) -> Option<(Interval, bool)> {
+    pub(crate) fn tput(&self, stack: &str, regime: &str, c: u64) -> Option<(Interval, bool)> {
         self.run.tput(self.variant.as_deref(), stack, regime, c)
     }
-    pub(super) fn cells(&self, stack: &str, regime: &str, c: u64) -> Vec<&'a Row> {
+    pub(crate) fn cells(&self, stack: &str, regime: &str, c: u64) -> Vec<&'a Row> {
         self.rows
             .iter()
             .copied()
@@ -254,13 +254,13 @@ impl<'a> View<'a> {
             .collect()
     }
     /// Sum of a column over the repetitions of one cell.
-    pub(super) fn sum(&self, stack: &str, regime: &str, c: u64, col: &str) -> f64 {
+    pub(crate) fn sum(&self, stack: &str, regime: &str, c: u64, col: &str) -> f64 {
         self.cells(stack, regime, c)
             .iter()
             .filter_map(|r| fval(r, col))
             .sum()
     }
-    pub(super) fn stacks(&self) -> Vec<String> {
+    pub(crate) fn stacks(&self) -> Vec<String> {
         stack_order(&self.rows)
     }
 }

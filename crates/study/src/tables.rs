@@ -6,11 +6,11 @@ use std::path::Path;
 
 use stats::Interval;
 
-use crate::report::{label, levels, ms, regimes, stack_order};
+use runner::report::{label, levels, ms, regimes, stack_order};
 
-use super::run::{fval, Run};
-use super::text::{show, show_tput, throughput_note, FALLBACK_NOTE};
-use super::Row;
+use crate::run::{fval, Run};
+use crate::text::{show, show_tput, throughput_note, FALLBACK_NOTE};
+use crate::Row;
 
 /// One regime's table of the reference sweep.
 fn stress_table(out: &mut String, run: &Run, rows: &[&Row], regime: &str) {
@@ -77,7 +77,7 @@ fn stress_table(out: &mut String, run: &Run, rows: &[&Row], regime: &str) {
 
 /// The "Reference sweep" section: a table per regime, then the figures `plot.py` draws
 /// into `out_dir/figures`.
-pub(super) fn reference_sweep(out: &mut String, reference: &Run, out_dir: &Path) {
+pub(crate) fn reference_sweep(out: &mut String, reference: &Run, out_dir: &Path) {
     let _ = writeln!(out, "## Reference sweep\n");
     let _ = writeln!(
         out,

@@ -5,10 +5,10 @@ use std::fmt::Write;
 
 use serde_json::Value;
 
-use super::run::Run;
+use crate::run::Run;
 
 /// A JSON scalar as text (strings without quotes).
-pub(super) fn scalar(v: &Value) -> String {
+pub(crate) fn scalar(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         other => other.to_string(),
@@ -17,12 +17,12 @@ pub(super) fn scalar(v: &Value) -> String {
 
 /// The first non-null value under `key` anywhere in the manifest except the experiment (whose
 /// keys are settings, not the environment): new environment fields may be nested.
-pub(super) fn find_first(v: &Value, key: &str) -> Option<Value> {
+pub(crate) fn find_first(v: &Value, key: &str) -> Option<Value> {
     find_all(v, key).into_iter().next().map(|(_, v)| v)
 }
 
 /// Every non-null value under `key`, with its JSON path, outside `experiment`.
-pub(super) fn find_all(v: &Value, key: &str) -> Vec<(String, Value)> {
+pub(crate) fn find_all(v: &Value, key: &str) -> Vec<(String, Value)> {
     fn walk(v: &Value, key: &str, path: &str, out: &mut Vec<(String, Value)>) {
         match v {
             Value::Object(map) => {
@@ -53,27 +53,27 @@ pub(super) fn find_all(v: &Value, key: &str) -> Vec<(String, Value)> {
 }
 
 /// Where, on what and from which code one run came.
-pub(super) struct Provenance {
+pub(crate) struct Provenance {
     /// The experiment's name, for sentences.
-    pub(super) name: String,
+    pub(crate) name: String,
     /// Name and directory, for the table.
-    pub(super) run: String,
-    pub(super) cpu_model: String,
-    pub(super) cpu_model_name: Option<String>,
-    pub(super) hypervisor: Option<String>,
+    pub(crate) run: String,
+    pub(crate) cpu_model: String,
+    pub(crate) cpu_model_name: Option<String>,
+    pub(crate) hypervisor: Option<String>,
     /// Memory size, when the manifest records it.
-    pub(super) ram: Option<String>,
-    pub(super) cores: String,
-    pub(super) kernel: String,
-    pub(super) commit: String,
-    pub(super) date: String,
-    pub(super) repetitions: String,
-    pub(super) throughput_col: &'static str,
+    pub(crate) ram: Option<String>,
+    pub(crate) cores: String,
+    pub(crate) kernel: String,
+    pub(crate) commit: String,
+    pub(crate) date: String,
+    pub(crate) repetitions: String,
+    pub(crate) throughput_col: &'static str,
 }
 
 impl Provenance {
     /// The most precise CPU description the manifest has.
-    pub(super) fn cpu(&self) -> String {
+    pub(crate) fn cpu(&self) -> String {
         match &self.cpu_model_name {
             Some(name) if name != &self.cpu_model => format!("{name} ({})", self.cpu_model),
             _ => self.cpu_model.clone(),
@@ -83,7 +83,7 @@ impl Provenance {
 
 /// What differs between the runs, or makes one untraceable, one sentence each; empty when the
 /// runs share commit, CPU model and kernel and every commit is clean.
-pub(super) fn provenance_problems(provs: &[Provenance]) -> Vec<String> {
+pub(crate) fn provenance_problems(provs: &[Provenance]) -> Vec<String> {
     let mut problems = Vec::new();
     type Field = (&'static str, fn(&Provenance) -> String);
     let fields: [Field; 3] = [
@@ -123,7 +123,7 @@ pub(super) fn provenance_problems(provs: &[Provenance]) -> Vec<String> {
 }
 
 /// A commit as `git log --oneline` shows it, keeping a `-dirty` mark.
-pub(super) fn short_commit(commit: &str) -> String {
+pub(crate) fn short_commit(commit: &str) -> String {
     match commit.strip_suffix("-dirty") {
         Some(c) => format!("{}-dirty", &c[..c.len().min(9)]),
         None if commit.len() > 9 && commit.chars().all(|c| c.is_ascii_hexdigit()) => {
@@ -134,7 +134,7 @@ pub(super) fn short_commit(commit: &str) -> String {
 }
 
 impl Run {
-    pub(super) fn provenance(&self) -> Provenance {
+    pub(crate) fn provenance(&self) -> Provenance {
         let m = &self.results.manifest;
         let text = |key: &str| find_first(m, key).map(|v| scalar(&v));
         Provenance {
@@ -159,7 +159,7 @@ impl Run {
 }
 /// The paper's "Setup" section: the reference machine, software and workload, then the
 /// provenance table of every run.
-pub(super) fn setup(out: &mut String, reference: &Run, provs: &[Provenance]) {
+pub(crate) fn setup(out: &mut String, reference: &Run, provs: &[Provenance]) {
     let m = &reference.results.manifest;
     let _ = writeln!(out, "## Setup\n");
     let rp = &provs[0];

@@ -1,4 +1,4 @@
-//! The claim verdicts: for each kind of claim in [`claims`](super::claims), the function that
+//! The claim verdicts: for each kind of claim in [`claims`](crate::claims), the function that
 //! judges one variant of a claim run against the claimed figures, and the paper's claims section
 //! (a summary table, then one section per claim with every variant's outcome). Every stack,
 //! level and figure comes from the claim table; nothing here names a protocol.
@@ -8,15 +8,15 @@ use std::fmt::Write;
 
 use stats::{clopper_pearson_95, cv, zero_failure_trials_below, Interval};
 
-use crate::report::label;
+use runner::report::label;
 
-use super::claims::{
+use crate::claims::{
     At, Ceiling, Check, Claim, Collapse, FailureRateBelow, MemoryRatio, Throughput, CLAIMS,
 };
-use super::provenance::{find_first, scalar};
-use super::run::{fval, Run, View};
-use super::text::{pct, plain, show, show_tput, thousands, throughput_note, FALLBACK_NOTE};
-use super::{scale, Row};
+use crate::provenance::{find_first, scalar};
+use crate::run::{fval, Run, View};
+use crate::text::{pct, plain, show, show_tput, thousands, throughput_note, FALLBACK_NOTE};
+use crate::{scale, Row};
 
 /// One tail of [`clopper_pearson_95`]: the probability the two-sided 95 % interval leaves
 /// above its upper end.
@@ -53,7 +53,7 @@ fn level(v: &View, regime: &str, at: At) -> Option<u64> {
 /// The claims section: a summary table (default conditions and every variant per claim),
 /// then each claim's method and per-variant outcomes from its run, or from the reference when
 /// no claim run was given.
-pub(super) fn section(out: &mut String, reference: &Run, claim_runs: &[Run]) {
+pub(crate) fn section(out: &mut String, reference: &Run, claim_runs: &[Run]) {
     let _ = writeln!(out, "## The study's claims\n");
     let _ = writeln!(
         out,

@@ -11,9 +11,9 @@ use std::path::Path;
 
 use anyhow::{bail, Context};
 
-use super::run::{Run, View};
-use super::text::thousands;
-use crate::report::label;
+use crate::run::{Run, View};
+use crate::text::thousands;
+use runner::report::label;
 
 /// The groups in the order the script reports them, with the row label the paper prints.
 pub const GROUPS: [(&str, &str); 10] = [
@@ -197,7 +197,7 @@ fn kinstr(x: f64) -> String {
 pub type MeasuredCpu<'a> = &'a dyn Fn(&str, &str, &str) -> Option<f64>;
 
 /// The reference run's CPU per 1,000 requests at the breakdown's concurrency, if it has it.
-pub(super) fn reference_cpu(
+pub(crate) fn reference_cpu(
     reference: &Run,
     c: u64,
 ) -> impl Fn(&str, &str, &str) -> Option<f64> + '_ {

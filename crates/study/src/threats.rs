@@ -3,18 +3,18 @@
 
 use std::fmt::Write;
 
-use crate::report::labels::is_cell;
-use crate::report::{levels, regimes, stack_order};
+use runner::report::labels::is_cell;
+use runner::report::{levels, regimes, stack_order};
 
-use super::provenance::Provenance;
-use super::run::{fval, Run, ELAPSED_RPS, STEADY_RPS};
+use crate::provenance::Provenance;
+use crate::run::{fval, Run, ELAPSED_RPS, STEADY_RPS};
 use stats::cv;
 
-use super::Row;
+use crate::Row;
 
 /// Min and max of server + client CPU % over stress cells that have both figures, and how
 /// many cells had none (short cells may leave CPU empty as unreliable).
-pub(super) fn cpu_sum_range(rows: &[&Row]) -> (Option<(f64, f64)>, usize) {
+pub(crate) fn cpu_sum_range(rows: &[&Row]) -> (Option<(f64, f64)>, usize) {
     let mut range: Option<(f64, f64)> = None;
     let mut missing = 0;
     for r in rows {
@@ -34,7 +34,7 @@ pub(super) fn cpu_sum_range(rows: &[&Row]) -> (Option<(f64, f64)>, usize) {
 
 /// How much the reference run's throughput moved between repetitions of the same cell
 /// (median and largest coefficient of variation), or nothing with one repetition.
-pub(super) fn rep_spread(run: &Run) -> String {
+pub(crate) fn rep_spread(run: &Run) -> String {
     let rows = run.stress();
     let mut cvs: Vec<f64> = Vec::new();
     for regime in regimes(&rows) {
@@ -61,7 +61,7 @@ pub(super) fn rep_spread(run: &Run) -> String {
     )
 }
 
-pub(super) fn threats(out: &mut String, runs: &[&Run], provs: &[Provenance], problems: &[String]) {
+pub(crate) fn threats(out: &mut String, runs: &[&Run], provs: &[Provenance], problems: &[String]) {
     let _ = writeln!(out, "## Threats to validity\n");
     let _ = writeln!(
         out,

@@ -10,29 +10,29 @@
 //! `[[thresholds]]` in those files; a test below keeps them equal to this table.
 
 /// The study reproduced, as the paper's title names it.
-pub(super) const STUDY_TITLE: &str = "gRPC over QUIC vs REST in saturated meshes";
+pub(crate) const STUDY_TITLE: &str = "gRPC over QUIC vs REST in saturated meshes";
 
 /// One claim of the study.
-pub(super) struct Claim {
+pub(crate) struct Claim {
     /// "C1" … "C5".
-    pub(super) id: &'static str,
+    pub(crate) id: &'static str,
     /// The claim run is the one whose experiment name starts with this
     /// (`experiments/claims/c1-grpc-reuse.toml` is named `c1-grpc-reuse`).
-    pub(super) run_prefix: &'static str,
+    pub(crate) run_prefix: &'static str,
     /// The claim in short, as the summary table and the section heading show it.
-    pub(super) statement: &'static str,
+    pub(crate) statement: &'static str,
     /// How the claim is checked, for the reader (keep in step with `check`).
-    pub(super) method: &'static str,
+    pub(crate) method: &'static str,
     /// What is compared, with which figures.
-    pub(super) check: Check,
+    pub(crate) check: Check,
     /// After the claim: memory-per-connection fits of the reference and the claim run in this
     /// regime (the slope carries to any scale; the claim's one point does not).
-    pub(super) memory_fits: Option<&'static str>,
+    pub(crate) memory_fits: Option<&'static str>,
 }
 
 /// Which concurrency level a claim is judged at.
 #[derive(Clone, Copy)]
-pub(super) enum At {
+pub(crate) enum At {
     /// The highest level the run has (the study's "at 500 workers" was its highest).
     Highest,
     /// This level, or the highest when the run lacks it.
@@ -40,7 +40,7 @@ pub(super) enum At {
 }
 
 /// What a claim compares; each kind is one function in `verdicts.rs`.
-pub(super) enum Check {
+pub(crate) enum Check {
     Throughput(Throughput),
     Collapse(Collapse),
     FailureRateBelow(FailureRateBelow),
@@ -50,64 +50,64 @@ pub(super) enum Check {
 
 /// One stack's throughput at a level vs a claimed figure, a p95 bound there, and the
 /// stability of its throughput across levels and repetitions.
-pub(super) struct Throughput {
-    pub(super) stack: &'static str,
-    pub(super) regime: &'static str,
-    pub(super) at: At,
-    pub(super) claimed_rps: f64,
-    pub(super) p95_max_ms: f64,
+pub(crate) struct Throughput {
+    pub(crate) stack: &'static str,
+    pub(crate) regime: &'static str,
+    pub(crate) at: At,
+    pub(crate) claimed_rps: f64,
+    pub(crate) p95_max_ms: f64,
     /// "≈ X" is matched within this fraction of X.
-    pub(super) match_fraction: f64,
+    pub(crate) match_fraction: f64,
     /// "Stable" is a coefficient of variation (sd / mean) at most this.
-    pub(super) stable_cv: f64,
+    pub(crate) stable_cv: f64,
 }
 
 /// Stacks whose success collapses at a level, with the claimed success rates.
-pub(super) struct Collapse {
-    pub(super) regime: &'static str,
-    pub(super) at: At,
+pub(crate) struct Collapse {
+    pub(crate) regime: &'static str,
+    pub(crate) at: At,
     /// (stack, claimed success rate at `at`).
-    pub(super) claimed: &'static [(&'static str, f64)],
+    pub(crate) claimed: &'static [(&'static str, f64)],
     /// Success at most this matches the claimed collapse.
-    pub(super) like_claimed: f64,
+    pub(crate) like_claimed: f64,
     /// Success below this is a collapse, milder than claimed.
-    pub(super) collapse_below: f64,
+    pub(crate) collapse_below: f64,
     /// The stack the study says did not collapse; a variant without it says so.
-    pub(super) contrast: &'static str,
+    pub(crate) contrast: &'static str,
 }
 
 /// One stack's failure rate stays below a bound at every level (the other stacks of the run
 /// are shown under the same conditions).
-pub(super) struct FailureRateBelow {
-    pub(super) stack: &'static str,
-    pub(super) regime: &'static str,
-    pub(super) max_failure_rate: f64,
+pub(crate) struct FailureRateBelow {
+    pub(crate) stack: &'static str,
+    pub(crate) regime: &'static str,
+    pub(crate) max_failure_rate: f64,
 }
 
 /// One stack's throughput is capped at a claimed range at every level.
-pub(super) struct Ceiling {
-    pub(super) stack: &'static str,
-    pub(super) regime: &'static str,
-    pub(super) low_rps: f64,
-    pub(super) high_rps: f64,
+pub(crate) struct Ceiling {
+    pub(crate) stack: &'static str,
+    pub(crate) regime: &'static str,
+    pub(crate) low_rps: f64,
+    pub(crate) high_rps: f64,
     /// The range is matched within this fraction beyond either end.
-    pub(super) match_fraction: f64,
+    pub(crate) match_fraction: f64,
 }
 
 /// One stack's server memory vs another's at a level, as a claimed ratio of two sizes.
-pub(super) struct MemoryRatio {
-    pub(super) stack: &'static str,
-    pub(super) versus: &'static str,
-    pub(super) regime: &'static str,
-    pub(super) at: At,
-    pub(super) claimed_mb: f64,
-    pub(super) versus_mb: f64,
+pub(crate) struct MemoryRatio {
+    pub(crate) stack: &'static str,
+    pub(crate) versus: &'static str,
+    pub(crate) regime: &'static str,
+    pub(crate) at: At,
+    pub(crate) claimed_mb: f64,
+    pub(crate) versus_mb: f64,
     /// The ratio is matched when measured / claimed is within 1 ± this.
-    pub(super) match_within: f64,
+    pub(crate) match_within: f64,
 }
 
 /// The claims, in the order the paper lists them.
-pub(super) const CLAIMS: [Claim; 5] = [
+pub(crate) const CLAIMS: [Claim; 5] = [
     Claim {
         id: "C1",
         run_prefix: "c1-",
@@ -239,7 +239,7 @@ mod tests {
             let file_stacks = strings(&experiment(claim)["stacks"]);
             for stack in stacks_of(&claim.check) {
                 assert!(
-                    crate::registry::find(stack).is_some(),
+                    runner::registry::find(stack).is_some(),
                     "{}: {stack}",
                     claim.id
                 );

@@ -1,5 +1,6 @@
-//! `runner paper`: the reproduction write-up (Markdown) generated from a reference run of the
-//! default sweep and the claim experiments' runs. Every verdict, bound and range is computed
+//! The study reproduced with the suite, apart from the tool: `study paper` writes the
+//! reproduction write-up (Markdown) from a reference run of the default sweep and the claim
+//! experiments' runs, read through the runner library's typed rows ([`runner::report::Results`]). Every verdict, bound and range is computed
 //! from the runs' files, never typed by hand, and the runs' provenance is checked first, so a
 //! paper cannot silently compare numbers from different machines or code.
 //!
@@ -10,13 +11,14 @@
 //! memory fits), [`breakdown`] (where QUIC's instructions go, from `scripts/quic-breakdown`),
 //! [`threats`] (threats to validity) and [`text`] (figures and formats). The statistics are
 //! the `stats` crate's.
+#![forbid(unsafe_code)]
 
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 
-use crate::output::rows::CellRow;
+use runner::output::rows::CellRow;
 
 mod breakdown;
 mod claims;
@@ -85,7 +87,7 @@ pub fn write_with_scale(
     // was not verified did not provably measure what it names.
     if let Some(run) = runs
         .iter()
-        .find(|r| crate::report::service::record(&r.results.manifest).is_some_and(|s| s.insecure))
+        .find(|r| runner::report::service::record(&r.results.manifest).is_some_and(|s| s.insecure))
     {
         bail!(
             "{}: an insecure run (a target's certificate was not verified) cannot go into the paper",
