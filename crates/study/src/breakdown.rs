@@ -11,6 +11,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context};
 
+use crate::claims::BreakdownFocus;
 use crate::run::{Run, View};
 use crate::text::thousands;
 use runner::report::label;
@@ -151,11 +152,12 @@ impl Breakdown {
             .get(&(stack.to_string(), regime.to_string(), side.to_string()))
     }
 
-    fn stacks(&self) -> Vec<String> {
+    /// The stacks measured, the explained one (`last`) last, so the table reads "TCP stack,
+    /// then HTTP/3".
+    fn stacks(&self, last: &str) -> Vec<String> {
         let mut s: Vec<String> = self.cells.keys().map(|k| k.0.clone()).collect();
         s.dedup();
-        // QUIC last, so the table reads "TCP stack, then HTTP/3".
-        s.sort_by_key(|name| (name == "h3", name.clone()));
+        s.sort_by_key(|name| (name == last, name.clone()));
         s.dedup();
         s
     }
@@ -209,10 +211,17 @@ pub(crate) fn reference_cpu(
     }
 }
 
-/// Appends the section.
-pub fn section(out: &mut String, b: &Breakdown, source: &Path, measured: MeasuredCpu) {
+/// Appends the section; `focus` (from the claims table) names the stack explained and the
+/// claims its findings bear on.
+pub(crate) fn section(
+    out: &mut String,
+    b: &Breakdown,
+    source: &Path,
+    measured: MeasuredCpu,
+    focus: &BreakdownFocus,
+) {
     let _ = writeln!(out, "## Where QUIC's cost goes: instructions per request\n");
-    let stacks = b.stacks();
+    let stacks = b.stacks(focus.stack);
     let _ = writeln!(
         out,
         "_From `{}`{}{}, written by `scripts/quic-breakdown`: server and load generator of one new-connection and one reuse cell per stack under valgrind's callgrind, each cell run at two request counts and differenced, so start-up, certificates and the reuse pool's own handshakes cancel; thousands of instructions (Ir) per request, each function's own cost in the group its crate or module puts it (the mapping is documented in the script; generic code is charged to its callers). Instruction counts are deterministic and include no kernel work: the kernel's UDP or TCP path shows as the system calls per request (callgrind's `sysCount`) and in the native CPU rows below them, where `cpu.csv` exists._\n",
@@ -285,7 +294,7 @@ pub fn section(out: &mut String, b: &Breakdown, source: &Path, measured: Measure
             "_The two CPU rows are the same cells run natively (`cpu.csv`), server pinned to one core and load generator to the other, each process's user and kernel CPU time differenced between two request counts; the kernel's split of a process's CPU time into user and kernel follows timer-tick samples, so the split is an estimate and the sum is exact._\n"
         );
     }
-    for line in findings(b, measured) {
+    for line in findings(b, measured, focus) {
         let _ = writeln!(out, "- {line}");
     }
     out.push('\n');
@@ -294,17 +303,22 @@ pub fn section(out: &mut String, b: &Breakdown, source: &Path, measured: Measure
     }
 }
 
-/// The computed sentences: the HTTP/3 gap per regime and side, what explains it, and what
-/// that means for C4 (a handshake-rate cap) and C5 (memory).
-pub fn findings(b: &Breakdown, measured: MeasuredCpu) -> Vec<String> {
+/// The computed sentences: the explained stack's gap per regime and side, what explains it,
+/// and what that means for the ceiling claim (a handshake-rate cap) and the memory claim.
+pub(crate) fn findings(
+    b: &Breakdown,
+    measured: MeasuredCpu,
+    focus: &BreakdownFocus,
+) -> Vec<String> {
     let mut lines = Vec::new();
-    let stacks = b.stacks();
-    let Some(tcp) = stacks.iter().find(|s| s.as_str() != "h3") else {
+    let quic = focus.stack;
+    let stacks = b.stacks(quic);
+    let Some(tcp) = stacks.iter().find(|s| s.as_str() != quic) else {
         return lines;
     };
     for regime in ["new-conn", "reuse"] {
         for side in ["client", "server"] {
-            let (Some(q), Some(t)) = (b.get("h3", regime, side), b.get(tcp, regime, side)) else {
+            let (Some(q), Some(t)) = (b.get(quic, regime, side), b.get(tcp, regime, side)) else {
                 continue;
             };
             let (qt, tt) = (q.total_instructions(), t.total_instructions());
@@ -355,7 +369,7 @@ pub fn findings(b: &Breakdown, measured: MeasuredCpu) -> Vec<String> {
                 )),
                 _ => None,
             };
-            let cpu = match (measured("h3", regime, side), measured(tcp, regime, side)) {
+            let cpu = match (measured(quic, regime, side), measured(tcp, regime, side)) {
                 _ if native.is_some() => native.unwrap_or_default(),
                 (Some(q), Some(t)) if t > 0.0 => format!(
                     " The reference run (at its own commit) measured {:.0} against {:.0} ms of CPU per 1,000 requests at {} workers ({:.1}×): {}",
@@ -372,39 +386,48 @@ pub fn findings(b: &Breakdown, measured: MeasuredCpu) -> Vec<String> {
                 _ => String::new(),
             };
             lines.push(format!(
-                "{regime}, {role}: {} executes {}k instructions per request, {} {}k ({:.1}×). Of the difference ({}k), the largest shares are {}{crypto_note}, and HTTP/3 makes {:.1} system calls per request against {:.1}.{cpu}",
-                label("h3"),
+                "{regime}, {role}: {} executes {}k instructions per request, {} {}k ({:.1}×). Of the difference ({}k), the largest shares are {}{crypto_note}, and {} makes {:.1} system calls per request against {:.1}.{cpu}",
+                label(quic),
                 kinstr(qt),
                 label(tcp),
                 kinstr(tt),
                 qt / tt,
                 kinstr(gap),
                 top.join(", "),
+                label(quic),
                 q.total_syscalls(),
                 t.total_syscalls(),
             ));
         }
     }
     if let (Some(c), Some(s)) = (
-        b.get("h3", "new-conn", "client"),
-        b.get("h3", "new-conn", "server"),
+        b.get(quic, "new-conn", "client"),
+        b.get(quic, "new-conn", "server"),
     ) {
         let per_conn = c.total_instructions() + s.total_instructions();
         lines.push(format!(
-            "C4 (HTTP/3 capped at 36–39 req/s under new connections): one new HTTP/3 connection with its request costs client and server together {}k instructions here, so a cap of 39 connections per second would mean a machine retiring no more than {:.0} million instructions per second for them: the study's cap is not the protocol's CPU cost. What this cost does bound is the new-connection rate on two shared cores, and the rows above say which part of it is cryptography any TLS 1.3 handshake pays and which is QUIC's and quinn's machinery.",
+            "{} ({}): one new {} connection with its request costs client and server together {}k instructions here, so a cap of {:.0} connections per second would mean a machine retiring no more than {:.0} million instructions per second for them: the study's cap is not the protocol's CPU cost. What this cost does bound is the new-connection rate on two shared cores, and the rows above say which part of it is cryptography any TLS 1.3 handshake pays and which is QUIC's and quinn's machinery.",
+            focus.cap_id,
+            focus.cap_short,
+            label(quic),
             kinstr(per_conn),
-            39.0 * per_conn / 1e6,
+            focus.cap_high_rps,
+            focus.cap_high_rps * per_conn / 1e6,
         ));
     }
     if let (Some(q), Some(t)) = (
-        b.get("h3", "reuse", "server"),
+        b.get(quic, "reuse", "server"),
         b.get(tcp, "reuse", "server"),
     ) {
         lines.push(format!(
-            "C5 (QUIC RSS 12× gRPC's): instruction counts do not measure memory. What they add is that a reused-connection request allocates more on the HTTP/3 server ({}k instructions in the allocator against {}k on {}): per-stream state created and freed with every request, which is churn; the resident memory per open connection is the fit under C5 above.",
+            "{} ({}): instruction counts do not measure memory. What they add is that a reused-connection request allocates more on the {} server ({}k instructions in the allocator against {}k on {}): per-stream state created and freed with every request, which is churn; the resident memory per open connection is the fit under {} above.",
+            focus.memory_id,
+            focus.memory_short,
+            label(quic),
             kinstr(q.ir("allocation")),
             kinstr(t.ir("allocation")),
             label(tcp),
+            focus.memory_id,
         ));
     }
     lines
@@ -413,6 +436,7 @@ pub fn findings(b: &Breakdown, measured: MeasuredCpu) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::claims::breakdown_focus;
 
     const FIXTURE: &str = "stack,regime,side,group,instructions_per_request,syscalls_per_request,requests_low,requests_high
 h1,new-conn,client,handshake_crypto,200000,0.00,40,120
@@ -433,6 +457,7 @@ h3,new-conn,server,tls_quic_state,250000,1.00,40,120
             b,
             Path::new("results/quic-breakdown/breakdown.csv"),
             &|_: &str, _: &str, _: &str| None,
+            &breakdown_focus(),
         );
         out
     }
@@ -443,13 +468,14 @@ h3,new-conn,server,tls_quic_state,250000,1.00,40,120
         let c = b.get("h3", "new-conn", "client").unwrap();
         assert_eq!(c.total_instructions(), 640_000.0);
         assert_eq!(c.total_syscalls(), 13.5);
-        assert_eq!(b.stacks(), vec!["h1".to_string(), "h3".to_string()]);
+        assert_eq!(b.stacks("h3"), vec!["h1".to_string(), "h3".to_string()]);
+        assert_eq!(b.stacks("h1"), vec!["h3".to_string(), "h1".to_string()]);
         let measured = |stack: &str, regime: &str, side: &str| match (stack, regime, side) {
             ("h3", "new-conn", "client") => Some(770.0),
             ("h1", "new-conn", "client") => Some(300.0),
             _ => None,
         };
-        let lines = findings(&b, &measured);
+        let lines = findings(&b, &measured, &breakdown_focus());
         // 640k vs 260k: the gap of 380k is 250k state machines (66 %), 90k setup, 30k I/O;
         // crypto only 10k of it.
         assert!(
@@ -506,7 +532,11 @@ h9,new-conn,client,1.0,1.0,2000,6000
         );
         // Natively 500 vs 225 (2.2×) against 2.5× in instructions: about the ratio, and the
         // native figures replace the reference run's.
-        let lines = findings(&b, &|_: &str, _: &str, _: &str| Some(1.0));
+        let lines = findings(
+            &b,
+            &|_: &str, _: &str, _: &str| Some(1.0),
+            &breakdown_focus(),
+        );
         assert!(
             lines[0].contains("Natively it used 400 + 100 ms of user + kernel CPU per 1,000 requests against 200 + 25 (2.2×; user alone 2.0×, kernel 4.0×): about the instruction ratio."),
             "{}",

@@ -1,7 +1,8 @@
 //! The study's claims C1–C5 as data: the claim in the study's words, how it is checked, the
 //! stacks, regime and concurrency it is about, and the claimed figures with the rules for
-//! "matched". This table is the only place in the runner that names protocols for the study;
-//! the verdict code (`verdicts.rs`) takes every stack, level and number from here.
+//! "matched". This table is the only place that names protocols for the study; the verdict
+//! code (`verdicts.rs`) and the instruction breakdown (`breakdown.rs`, through
+//! [`breakdown_focus`]) take every stack, level and number from here.
 //!
 //! Why a table in Rust rather than keys in `experiments/claims/*.toml`: the verdicts read the
 //! claim runs' results, not the experiment files (which the runner validates strictly and which
@@ -21,6 +22,8 @@ pub(crate) struct Claim {
     pub(crate) run_prefix: &'static str,
     /// The claim in short, as the summary table and the section heading show it.
     pub(crate) statement: &'static str,
+    /// The claim in a few words, where another section refers back to it.
+    pub(crate) short: &'static str,
     /// How the claim is checked, for the reader (keep in step with `check`).
     pub(crate) method: &'static str,
     /// What is compared, with which figures.
@@ -112,6 +115,7 @@ pub(crate) const CLAIMS: [Claim; 5] = [
         id: "C1",
         run_prefix: "c1-",
         statement: "gRPC ≈ 26,000 req/s, stable throughout, p95 ≤ 25 ms at 500 workers (reuse)",
+        short: "gRPC ≈ 26,000 req/s, stable",
         method: "Throughput at the highest level is compared with 26,000 req/s (matched within ±10 %); \
          p95 with 25 ms; stability is the coefficient of variation of gRPC's throughput across the \
          concurrency levels (the study's \"throughout\") and across repetitions of the top level.",
@@ -130,6 +134,7 @@ pub(crate) const CLAIMS: [Claim; 5] = [
         id: "C2",
         run_prefix: "c2-",
         statement: "HTTP/1.1 and gRPC collapse at 200 workers under new connections (0.04 % and 0.28 % success)",
+        short: "HTTP/1.1 and gRPC collapse at 200 workers",
         method: "Success at 200 workers is compared with the claimed 0.04 % (HTTP/1.1) and 0.28 % (gRPC): \
          ≤ 1 % counts as the claimed collapse, < 50 % as a milder one. A collapse that is already \
          there at fewer workers is reported as a budget (ports, descriptors), not a threshold.",
@@ -147,6 +152,7 @@ pub(crate) const CLAIMS: [Claim; 5] = [
         id: "C3",
         run_prefix: "c3-",
         statement: "HTTP/3 success > 99.94 % at every level (new connections)",
+        short: "HTTP/3 success > 99.94 %",
         method: "For k failures in n requests per level, the two-sided 95 % Clopper–Pearson interval \
          (exact; for k = 0 its upper end is 1 − 0.025^(1/n), 0.074 % at n = 5,000) is compared \
          with the claim's 0.06 % failure rate; the other stacks of the same run are shown under \
@@ -162,6 +168,7 @@ pub(crate) const CLAIMS: [Claim; 5] = [
         id: "C4",
         run_prefix: "c4-",
         statement: "HTTP/3 capped at 36–39 req/s under new connections",
+        short: "HTTP/3 capped at 36–39 req/s under new connections",
         method: "The highest HTTP/3 new-connection throughput over the levels is compared with the \
          claimed 36–39 req/s (±10 %); with an emulated RTT, c / (2·RTT) is the bound of a 1-RTT \
          handshake plus one request per connection.",
@@ -178,6 +185,7 @@ pub(crate) const CLAIMS: [Claim; 5] = [
         id: "C5",
         run_prefix: "c5-",
         statement: "QUIC RSS ≈ 440 MB vs gRPC ≈ 37 MB under reuse (12×)",
+        short: "QUIC RSS 12× gRPC's",
         method: "Server RSS of HTTP/3 and gRPC at the highest level, as the kernel's VmHWM when the run \
          has it (else the sampled peak), is compared with the claimed 12× (matched within a \
          factor 1.5); the sampled series shows whether the peak still grew at the cell's end.",
@@ -193,6 +201,46 @@ pub(crate) const CLAIMS: [Claim; 5] = [
         memory_fits: Some("reuse"),
     },
 ];
+
+/// What the instruction breakdown (`breakdown.rs`) holds its figures against: the stack whose
+/// cost it explains (the one the ceiling claim caps) and the two claims its findings bear on.
+pub(crate) struct BreakdownFocus {
+    /// The stack explained; the breakdown's other stack is its TCP counterpart.
+    pub(crate) stack: &'static str,
+    /// The ceiling claim ("C4") and its short form.
+    pub(crate) cap_id: &'static str,
+    pub(crate) cap_short: &'static str,
+    /// The top of the claimed range: new connections per second the cap allows.
+    pub(crate) cap_high_rps: f64,
+    /// The memory claim ("C5") and its short form.
+    pub(crate) memory_id: &'static str,
+    pub(crate) memory_short: &'static str,
+}
+
+/// The breakdown's focus, from the ceiling and the memory-ratio claims of [`CLAIMS`].
+pub(crate) fn breakdown_focus() -> BreakdownFocus {
+    let mut cap = None;
+    let mut memory = None;
+    for claim in &CLAIMS {
+        match &claim.check {
+            Check::Ceiling(c) if cap.is_none() => {
+                cap = Some((claim.id, claim.short, c.stack, c.high_rps))
+            }
+            Check::MemoryRatio(_) if memory.is_none() => memory = Some((claim.id, claim.short)),
+            _ => {}
+        }
+    }
+    let (cap_id, cap_short, stack, cap_high_rps) = cap.expect("the claims include a ceiling claim");
+    let (memory_id, memory_short) = memory.expect("the claims include a memory claim");
+    BreakdownFocus {
+        stack,
+        cap_id,
+        cap_short,
+        cap_high_rps,
+        memory_id,
+        memory_short,
+    }
+}
 
 #[cfg(test)]
 mod tests {

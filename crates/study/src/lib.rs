@@ -126,7 +126,7 @@ pub fn write_with_scale(
     }
     if let Some((b, path)) = &breakdown_data {
         let measured = breakdown::reference_cpu(&reference, b.concurrency.unwrap_or(0));
-        breakdown::section(&mut out, b, path, &measured);
+        breakdown::section(&mut out, b, path, &measured, &claims::breakdown_focus());
     }
     threats(&mut out, &runs, &provs, &problems);
 
