@@ -3,6 +3,8 @@
 
 use std::fmt::Write;
 
+use crate::registry;
+
 /// One line of a chart.
 pub struct Series {
     pub label: String,
@@ -75,6 +77,20 @@ pub const PALETTE: [Style; 8] = [
 /// The style of the series at registry position `i`.
 pub fn style(i: usize) -> Style {
     PALETTE[i % PALETTE.len()]
+}
+
+/// A stack's place in [`PALETTE`]: its registry position; stacks not in the registry (older
+/// runs) follow the registered ones in the order `shown` lists them.
+pub fn palette_index(stack: &str, shown: &[String]) -> usize {
+    let names = registry::names();
+    names.iter().position(|n| *n == stack).unwrap_or_else(|| {
+        names.len()
+            + shown
+                .iter()
+                .filter(|s| !names.contains(&s.as_str()))
+                .position(|s| s == stack)
+                .unwrap_or(0)
+    })
 }
 
 fn marker(i: usize, x: f64, y: f64, colour: &str) -> String {
@@ -256,9 +272,208 @@ pub fn line_chart(
     svg
 }
 
+/// One bar of a [`delta_chart`]: the relative change of a mean and, when tested, the 95 %
+/// interval of the difference relative to the base mean; filled when significant, outlined
+/// when not.
+pub struct Bar {
+    /// Where along x (the concurrency).
+    pub group: String,
+    /// The legend's name (the stack).
+    pub series: String,
+    /// Its place in [`PALETTE`], as for [`Series::style`].
+    pub style: usize,
+    pub pct: f64,
+    pub ci_pct: Option<(f64, f64)>,
+    pub significant: bool,
+}
+
+/// A bar chart of relative changes around a zero line: groups (concurrency) along x, one bar
+/// per series (stack), whiskers for the interval. Inline SVG like the report's charts.
+pub fn delta_chart(title: &str, bars: &[Bar]) -> String {
+    let mut svg = String::new();
+    let _ = write!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{title}"><title>{title}</title><rect width="{W}" height="{H}" fill="white"/><text x="{}" y="18" text-anchor="middle" font-size="14" font-family="sans-serif">{title}</text>"#,
+        (W - RIGHT + LEFT) / 2.0
+    );
+    if bars.is_empty() {
+        svg.push_str("</svg>");
+        return svg;
+    }
+    let mut groups: Vec<&str> = Vec::new();
+    let mut series: Vec<(&str, usize)> = Vec::new();
+    for b in bars {
+        if !groups.contains(&b.group.as_str()) {
+            groups.push(&b.group);
+        }
+        if !series.iter().any(|(s, _)| *s == b.series) {
+            series.push((&b.series, b.style));
+        }
+    }
+    let (mut lo, mut hi) = (0.0f64, 0.0f64);
+    for b in bars {
+        let (l, h) = b.ci_pct.unwrap_or((b.pct, b.pct));
+        lo = lo.min(l.min(b.pct));
+        hi = hi.max(h.max(b.pct));
+    }
+    if hi - lo < 1e-9 {
+        hi = lo + 1.0;
+    }
+    let ticks = ticks(lo, hi);
+    let (y0, y1) = (ticks[0], *ticks.last().expect("at least one tick"));
+    let py = |v: f64| H - BOTTOM - (v - y0) / (y1 - y0) * (H - TOP - BOTTOM);
+    let plot_w = W - LEFT - RIGHT;
+    for t in &ticks {
+        let y = py(*t);
+        let stroke = if t.abs() < 1e-12 { "#333" } else { "#ddd" };
+        let _ = write!(
+            svg,
+            r#"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="{stroke}"/><text x="{:.1}" y="{:.1}" text-anchor="end" font-size="10" font-family="sans-serif">{}%</text>"#,
+            W - RIGHT,
+            LEFT - 4.0,
+            y + 3.0,
+            fmt_tick(*t)
+        );
+    }
+    let group_w = plot_w / groups.len() as f64;
+    let bar_w = (group_w * 0.8 / series.len() as f64).min(40.0);
+    for (gi, g) in groups.iter().enumerate() {
+        let gx = LEFT + gi as f64 * group_w;
+        let _ = write!(
+            svg,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="10" font-family="sans-serif">{g}</text>"#,
+            gx + group_w / 2.0,
+            H - BOTTOM + 14.0
+        );
+        let start = gx + (group_w - bar_w * series.len() as f64) / 2.0;
+        for b in bars.iter().filter(|b| b.group == *g) {
+            let si = series
+                .iter()
+                .position(|(s, _)| *s == b.series)
+                .expect("listed");
+            let colour = style(b.style).colour;
+            let x = start + si as f64 * bar_w;
+            let (top, bottom) = (py(b.pct.max(0.0)), py(b.pct.min(0.0)));
+            let fill = if b.significant { colour } else { "white" };
+            let _ = write!(
+                svg,
+                r#"<rect x="{:.1}" y="{top:.1}" width="{:.1}" height="{:.1}" fill="{fill}" stroke="{colour}" stroke-width="1.5"><title>{}: {:+.1} %{}</title></rect>"#,
+                x + 1.0,
+                bar_w - 2.0,
+                (bottom - top).max(0.5),
+                b.series,
+                b.pct,
+                if b.significant { ", significant" } else { "" }
+            );
+            if let Some((l, h)) = b.ci_pct {
+                let cx = x + bar_w / 2.0;
+                let _ = write!(
+                    svg,
+                    r##"<line x1="{cx:.1}" y1="{:.1}" x2="{cx:.1}" y2="{:.1}" stroke="#222"/><line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#222"/><line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#222"/>"##,
+                    py(l),
+                    py(h),
+                    cx - 3.0,
+                    py(l),
+                    cx + 3.0,
+                    py(l),
+                    cx - 3.0,
+                    py(h),
+                    cx + 3.0,
+                    py(h)
+                );
+            }
+        }
+    }
+    let _ = write!(
+        svg,
+        r##"<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{b:.1}" stroke="#333"/><text x="{cx:.1}" y="{:.1}" text-anchor="middle" font-size="11" font-family="sans-serif">concurrent users</text><text transform="translate(14 {cy:.1}) rotate(-90)" text-anchor="middle" font-size="11" font-family="sans-serif">change, new vs base</text>"##,
+        H - 8.0,
+        b = H - BOTTOM,
+        cx = (W - RIGHT + LEFT) / 2.0,
+        cy = (H - BOTTOM + TOP) / 2.0,
+    );
+    for (si, (s, style_index)) in series.iter().enumerate() {
+        let colour = style(*style_index).colour;
+        let ly = TOP + 10.0 + si as f64 * 18.0;
+        let lx = W - RIGHT + 12.0;
+        let _ = write!(
+            svg,
+            r#"<rect x="{lx:.1}" y="{:.1}" width="12" height="10" fill="{colour}"/><text x="{:.1}" y="{:.1}" font-size="11" font-family="sans-serif">{s}</text>"#,
+            ly - 6.0,
+            lx + 18.0,
+            ly + 4.0
+        );
+    }
+    let ly = TOP + 10.0 + series.len() as f64 * 18.0 + 8.0;
+    let _ = write!(
+        svg,
+        r##"<text x="{:.1}" y="{ly:.1}" font-size="10" font-family="sans-serif">filled: significant</text><text x="{:.1}" y="{:.1}" font-size="10" font-family="sans-serif">outline: not</text>"##,
+        W - RIGHT + 12.0,
+        W - RIGHT + 12.0,
+        ly + 14.0
+    );
+    svg.push_str("</svg>");
+    svg
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn delta_chart_draws_negative_bars_inside_the_frame_in_the_stacks_colours() {
+        let svg = delta_chart(
+            "t",
+            &[
+                Bar {
+                    group: "2".into(),
+                    series: "A".into(),
+                    style: 0,
+                    pct: -90.0,
+                    ci_pct: Some((-95.0, -85.0)),
+                    significant: true,
+                },
+                Bar {
+                    group: "2".into(),
+                    series: "B".into(),
+                    style: 1,
+                    pct: 3.0,
+                    ci_pct: Some((-2.0, 8.0)),
+                    significant: false,
+                },
+            ],
+        );
+        assert_eq!(
+            svg.matches("<rect x=").count(),
+            2 + 2,
+            "bars and legend keys"
+        );
+        for y in svg
+            .split(" y=\"")
+            .skip(1)
+            .filter_map(|s| s.split('"').next()?.parse::<f64>().ok())
+        {
+            assert!((0.0..=H).contains(&y), "y {y} outside the chart");
+        }
+        assert!(
+            svg.contains(r##"fill="white" stroke="#c55a11""##),
+            "B outlined: {svg}"
+        );
+        // The colour is the series' palette entry, not its position among the bars.
+        let fifth = delta_chart(
+            "t",
+            &[Bar {
+                group: "2".into(),
+                series: "E".into(),
+                style: 4,
+                pct: 1.0,
+                ci_pct: None,
+                significant: true,
+            }],
+        );
+        assert!(fifth.contains(style(4).colour), "{fifth}");
+        assert!(!fifth.contains(style(0).colour), "{fifth}");
+    }
 
     #[test]
     fn chart_has_a_line_and_legend_per_series() {

@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::output::rows::{self, CellRow, Row as _, SummaryRow, ThresholdRow};
 use crate::output::summary;
 use crate::registry;
-use crate::report::chart::{line_chart, Series};
+use crate::report::chart::{self, line_chart, Series};
 use crate::report::labels::{is_cell, label, levels, mean_of, ms, regimes, stack_order};
 use crate::report::Results;
 
@@ -35,20 +35,6 @@ mod col {
     pub const RSS_HWM: &str = "server_rss_hwm_bytes";
     /// Empty when it could not be measured: shown as "—", never as 0.
     pub const CPU_PCT: &str = "server_cpu_pct_mean";
-}
-
-/// A stack's place in the chart palette: its registry position; a stack the registry does
-/// not know (an older run) comes after all registered ones, in report order.
-fn palette_index(stack: &str, shown: &[String]) -> usize {
-    let names = registry::names();
-    names.iter().position(|n| *n == stack).unwrap_or_else(|| {
-        names.len()
-            + shown
-                .iter()
-                .filter(|s| !names.contains(&s.as_str()))
-                .position(|s| s == stack)
-                .unwrap_or(0)
-    })
 }
 
 /// A column's value, 0 when empty (the baseline table and the failure counts read it so).
@@ -876,7 +862,7 @@ pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
                 .iter()
                 .map(|s| Series {
                     label: label(s),
-                    style: palette_index(s, &stacks),
+                    style: chart::palette_index(s, &stacks),
                     points: levels(&stress, &regime)
                         .into_iter()
                         .filter_map(|c| {
@@ -910,6 +896,8 @@ pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
 
     let service = crate::report::service::record(&results.manifest);
     let mut env = minijinja::Environment::new();
+    // The stylesheet is its own template, shared with compare.html so both pages look alike.
+    env.add_template("report.css", include_str!("../../templates/report.css"))?;
     env.add_template("report.html", include_str!("../../templates/report.html"))?;
     let html = env
         .get_template("report.html")?
