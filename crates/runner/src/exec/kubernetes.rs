@@ -38,8 +38,6 @@ use crate::settings::Experiment;
 pub const SERVER_PORT: u16 = 8443;
 /// The port each agent pod's control channel listens on.
 pub const AGENT_PORT: u16 = 7400;
-/// The most agent pods per cell `k8s_agents` accepts.
-pub const MAX_AGENTS: u32 = 100;
 /// The Secret (created by the user) holding the agents' shared token under [`TOKEN_KEY`].
 pub const TOKEN_SECRET: &str = "tbench-agent-token";
 pub const TOKEN_KEY: &str = "token";

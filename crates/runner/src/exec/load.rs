@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use bench_core::{Call, Client, Connection, Failure, FailureClass, WireBytes};
 use tokio::sync::Mutex;
 
-use crate::measure::stats::Measurements;
+use crate::measure::stats::{Measurements, SteadyWindow};
 use crate::settings::Regime;
 
 /// How one load phase runs.
@@ -76,14 +76,6 @@ pub struct LoadResult {
     pub extended: bool,
     /// The window in which every worker was active, if there was one.
     pub steady: Option<SteadyWindow>,
-}
-
-/// From the moment the last worker issued its first request to the moment the first worker
-/// found no more work: no ramp-up, no drain. `ok` counts successes answered inside it.
-#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
-pub struct SteadyWindow {
-    pub elapsed_s: f64,
-    pub ok: u64,
 }
 
 /// Hands out requests until the budget, the deadline or a stop ends the phase.

@@ -22,8 +22,9 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
-use crate::exec::load::{self, LoadSpec, Progress, SteadyWindow};
+use crate::exec::load::{self, LoadSpec, Progress};
 use crate::measure::stats::Measurements;
+use crate::measure::stats::SteadyWindow;
 use crate::registry;
 
 /// Longest wait for the warm-up's connections to finish closing: quinn's closing period is

@@ -39,7 +39,7 @@ pub struct CellResult {
     /// The phase went past its request budget to meet `min_cell_seconds`.
     pub extended: bool,
     /// The window in which every worker was active (no ramp-up, no drain).
-    pub steady: Option<crate::exec::load::SteadyWindow>,
+    pub steady: Option<crate::measure::stats::SteadyWindow>,
     pub warmup: Measurements,
     pub server: ResourceSummary,
     pub client: ResourceSummary,

@@ -15,7 +15,7 @@ mod validate;
 
 pub use knobs::{Experiment, Knobs, KEYS};
 pub use netem_spec::Netem;
-pub use types::{Executor, Pacing, Threshold};
+pub use types::{Executor, Pacing, Threshold, MAX_HOST_AGENTS, MAX_K8S_AGENTS};
 
 /// When a worker opens connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -293,10 +293,10 @@ impl Experiment {
             if let Some(why) = why {
                 return fail("executor", why.into());
             }
-            if !(1..=crate::netem::hosts::MAX_HOST_AGENTS).contains(&self.host_agents) {
+            if !(1..=super::MAX_HOST_AGENTS).contains(&self.host_agents) {
                 return fail(
                     "host_agents",
-                    format!("must be 1 to {}", crate::netem::hosts::MAX_HOST_AGENTS),
+                    format!("must be 1 to {}", super::MAX_HOST_AGENTS),
                 );
             }
         }
@@ -392,10 +392,10 @@ impl Experiment {
         if self.k8s_image.trim().is_empty() || self.k8s_image.contains(char::is_whitespace) {
             return fail("k8s_image", "must name an image".into());
         }
-        if !(1..=crate::exec::kubernetes::MAX_AGENTS).contains(&self.k8s_agents) {
+        if !(1..=super::MAX_K8S_AGENTS).contains(&self.k8s_agents) {
             return fail(
                 "k8s_agents",
-                format!("must be 1 to {}", crate::exec::kubernetes::MAX_AGENTS),
+                format!("must be 1 to {}", super::MAX_K8S_AGENTS),
             );
         }
         for (key, value) in [
