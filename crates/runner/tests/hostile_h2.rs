@@ -9,7 +9,6 @@
 //! window of 0) the server is `h2`'s, which also decodes the request's `:path` so that answers
 //! are the workload's. What `h2` never sends (an HPACK bomb, a CONTINUATION flood) is written
 //! as raw frames on a plain TCP socket.
-#![forbid(unsafe_code)]
 
 mod common;
 
@@ -23,7 +22,7 @@ use std::time::{Duration, Instant};
 use bench_core::workload::{
     padding, ServerWorkload, ITEM_CURRENCY, ITEM_IN_STOCK, ITEM_NAME, ITEM_PRICE_CENTS, ITEM_TAGS,
 };
-use bench_core::{FailureClass, PayloadProfile, ServiceSpec};
+use bench_core::{FailureClass, PayloadProfile, ServiceTimeSpec};
 use bytes::Bytes;
 use common::{num, output_text, read_csv, results_dir, runner};
 use prost::Message;
@@ -842,7 +841,7 @@ fn a_reset_stream_leaves_the_shared_connection_and_its_other_streams_alone() {
     let workload = Arc::new(ServerWorkload::new(
         PayloadProfile::Small,
         None,
-        ServiceSpec::default(),
+        ServiceTimeSpec::default(),
     ));
     let server =
         Hostile::start(move |tcp, stats| reset_every_other_stream(tcp, stats, workload.clone()));
@@ -884,7 +883,7 @@ fn goaway_after_n_streams_moves_the_rest_to_a_new_connection() {
     let workload = Arc::new(ServerWorkload::new(
         PayloadProfile::Small,
         None,
-        ServiceSpec::default(),
+        ServiceTimeSpec::default(),
     ));
     for (regime, extra) in [
         ("reuse", &[][..]),

@@ -4,7 +4,7 @@
 //! (HdrHistogram `add`: the merged percentiles are those of one histogram of every request).
 
 use crate::exec::load::LoadSpec;
-use crate::exec::loadgen::{Finished, LoadJob};
+use crate::exec::load_child::{Finished, LoadJob};
 use crate::measure::sampler::ResourceSummary;
 pub use crate::measure::stats::AgentOutcome;
 use crate::measure::stats::LatencySummary;

@@ -9,9 +9,6 @@ use crate::output::rows::{self, CellRow, Row, ThresholdRow};
 use crate::output::CellResult;
 use crate::settings::Experiment;
 
-/// Exit status of a run in which a threshold failed (k6's code).
-pub const EXIT_THRESHOLD_FAILED: u8 = 99;
-
 /// The file a run's threshold checks are written to.
 pub const FILE_NAME: &str = "thresholds.csv";
 

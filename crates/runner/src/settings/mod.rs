@@ -10,11 +10,13 @@ use serde::{Deserialize, Serialize};
 pub mod file;
 mod knobs;
 mod netem_spec;
+mod parsed;
 mod types;
 mod validate;
 
 pub use knobs::{Experiment, Knobs, KEYS};
 pub use netem_spec::Netem;
+pub use parsed::Parsed;
 pub use types::{Executor, Pacing, Threshold, MAX_HOST_AGENTS, MAX_K8S_AGENTS};
 
 /// When a worker opens connections.
@@ -87,6 +89,18 @@ pub fn parse_labels(text: &str) -> Result<Labels, String> {
             _ => Err(format!("'{pair}' is not key=value")),
         })
         .collect()
+}
+
+/// A pod's CPU and memory (`cpu=2,memory=1Gi`), by name, validated by [`parse_resources`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodResources(pub Labels);
+
+impl std::str::FromStr for PodResources {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<PodResources, String> {
+        parse_resources(text).map(PodResources)
+    }
 }
 
 /// `cpu=2,memory=1Gi` → the quantities by name (only `cpu` and `memory`, each at most once,
@@ -220,7 +234,7 @@ impl Experiment {
     }
 
     /// These settings as results record them: targets with literal credentials redacted
-    /// ([`bench_core::target::Targets::redacted`]).
+    /// ([`bench_core::user_service::Targets::redacted`]).
     pub fn for_record(&self) -> Experiment {
         Experiment {
             targets: self.targets.redacted(),
@@ -248,12 +262,9 @@ impl Experiment {
     }
 
     /// What each item request costs the servers (validated knobs).
-    pub fn service(&self) -> bench_core::ServiceSpec {
-        bench_core::ServiceSpec {
-            time: self
-                .service_time
-                .as_deref()
-                .map(|t| t.parse().expect("validated service_time")),
+    pub fn service_time_spec(&self) -> bench_core::ServiceTimeSpec {
+        bench_core::ServiceTimeSpec {
+            time: self.service_time.as_ref().map(|t| *t.value()),
             seed: self.service_time_seed,
             cpu: std::time::Duration::from_micros(self.service_cpu_us),
         }
@@ -340,7 +351,11 @@ mod tests {
         let back: Experiment = serde_json::from_str(&serde_json::to_string(&e).unwrap()).unwrap();
         assert_eq!(back, e);
         assert_eq!(
-            back.variant_experiments()[0].1.netem.as_deref(),
+            back.variant_experiments()[0]
+                .1
+                .netem
+                .as_ref()
+                .map(|n| n.text()),
             Some("rtt=2ms")
         );
     }

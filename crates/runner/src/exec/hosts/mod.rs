@@ -1,8 +1,10 @@
-//! The `hosts` executor: the run's namespaces ([`crate::netem::hosts::Hosts`]: a server host
+//! The `hosts` executor: the run's namespaces ([`network::Hosts`]: a server host
 //! and N agent hosts on a bridge, 198.18.0.0/15); each cell's server is a `runner serve` child
 //! in the server's host, its load shared by the agents in theirs, and each agent host's
 //! interface counters are read around the cell. A cell with `netem` has it on every agent's
 //! link for the cell's duration ([`crate::netem::links`]).
+
+pub mod network;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader};
@@ -19,14 +21,14 @@ use anyhow::{anyhow, bail, Context};
 use async_trait::async_trait;
 use bench_core::tls::{ensure_certs, SERVER_NAME};
 
-use super::{CellServer, CellSite, Executor, LoadGenerator};
 use crate::exec::agent::{AgentLink, Agents};
-use crate::exec::loadgen::LoadJob;
+use crate::exec::executor::{CellServer, CellSite, Executor, LoadGenerator};
+use crate::exec::load_child::LoadJob;
 use crate::exec::serve::{ServeOptions, ServerHandle, ServerProcess};
-use crate::netem::hosts::{Hosts, SERVER_IP};
 use crate::netem::links::LinkEmulation;
 use crate::output::CellResult;
 use crate::plan::Cell;
+use network::{Hosts, SERVER_IP};
 
 /// The port each agent listens on, inside its own host.
 pub const AGENT_PORT: u16 = 7400;
@@ -74,10 +76,7 @@ impl Executor for HostsExecutor {
         // The hosts are namespaces already: the cell's sysctls go to every one of them.
         self.hosts.apply_sysctls(&cell.settings.sysctls())?;
         let emulation = match &cell.settings.netem {
-            Some(netem) => {
-                let netem = crate::settings::Netem::parse(netem).map_err(anyhow::Error::msg)?;
-                LinkEmulation::start(&self.hosts.agent_links(), &netem)?
-            }
+            Some(netem) => LinkEmulation::start(&self.hosts.agent_links(), netem.value())?,
             None => None,
         };
         Ok(Arc::new(HostsCell {
@@ -128,7 +127,7 @@ impl CellSite for HostsCell {
     }
 
     async fn start_loadgens(&self, job: &LoadJob) -> anyhow::Result<Vec<Box<dyn LoadGenerator>>> {
-        super::loadgens_for(job, &self.certs_dir, Some(&self.agents)).await
+        crate::exec::executor::loadgens_for(job, &self.certs_dir, Some(&self.agents)).await
     }
 
     /// What crossed each agent host's interface during the cell, and what the links'

@@ -3,7 +3,7 @@
 //! (the host's network is never touched), with addresses from 198.18.0.0/15 (RFC 2544's
 //! benchmark range). Server and agents talk across real interfaces with their own addresses,
 //! not loopback. Everything is removed on drop, also after an error or Ctrl-C. The agents that
-//! run in the agent hosts are the executor's ([`crate::exec::executor::hosts`]).
+//! run in the agent hosts are the executor's ([`super::HostsExecutor`]).
 
 use std::fs::File;
 use std::net::Ipv4Addr;

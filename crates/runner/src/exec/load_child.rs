@@ -51,7 +51,7 @@ pub struct LoadJob {
     /// The user's service (`[targets]`): the requests are its calls, TLS is the target's;
     /// `None` = our server's item workload.
     #[serde(default)]
-    pub service: Option<bench_core::target::Targets>,
+    pub service: Option<bench_core::user_service::Targets>,
     /// Warm-up phase (not measured), run first when `Some`.
     pub warmup: Option<LoadSpec>,
     pub measured: LoadSpec,
