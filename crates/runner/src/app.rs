@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use crate::exit::Status;
+use crate::exit::{Status, Stopped};
 
 use crate::cli::Command;
 use crate::exec::serve::default_certs_dir;
@@ -148,11 +148,14 @@ pub fn main() -> ExitCode {
                 experiment: Some(experiment),
                 ..cli.run
             };
-            match validated(&args).and_then(|exp| k8s_render(&exp, out.as_deref())) {
+            match validated(&args)
+                .map_err(Stopped::invalid)
+                .and_then(|exp| k8s_render(&exp, out.as_deref()))
+            {
                 Ok(()) => Status::Success.into(),
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    Status::Invalid.into()
+                Err(stopped) => {
+                    eprintln!("error: {stopped}");
+                    stopped.status.into()
                 }
             }
         }
@@ -310,12 +313,16 @@ fn describe_invalid(
 
 /// `runner k8s render`: the first cell's manifests, to stdout as one YAML stream or to `out`
 /// as one file per object; which cell it is goes to stderr (and the stream's header).
-fn k8s_render(exp: &settings::Experiment, out: Option<&std::path::Path>) -> Result<(), String> {
+/// A manifest that cannot be rendered is bad input; a folder that cannot be written is a
+/// failure.
+fn k8s_render(exp: &settings::Experiment, out: Option<&std::path::Path>) -> Result<(), Stopped> {
     use crate::exec::kubernetes;
     let cells = plan::plan(exp);
-    let first = cells.first().ok_or("the experiment has no cell")?;
-    let (header, docs) =
-        kubernetes::render(exp, first, 1, cells.len()).map_err(|e| format!("{e:#}"))?;
+    let first = cells
+        .first()
+        .ok_or_else(|| Stopped::invalid("the experiment has no cell"))?;
+    let (header, docs) = kubernetes::render(exp, first, 1, cells.len())
+        .map_err(|e| Stopped::invalid(format!("{e:#}")))?;
     eprintln!(
         "manifests of cell 1 of {} ({}); the runner creates one such set per cell",
         cells.len(),
@@ -325,11 +332,12 @@ fn k8s_render(exp: &settings::Experiment, out: Option<&std::path::Path>) -> Resu
         None => print!("{}", kubernetes::render_stream(&header, &docs)),
         Some(dir) => {
             std::fs::create_dir_all(dir)
-                .map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
+                .map_err(|e| Stopped::failed(format!("{}: cannot create: {e}", dir.display())))?;
             for (name, doc) in &docs {
                 let path = dir.join(name);
-                std::fs::write(&path, format!("{header}{doc}"))
-                    .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+                std::fs::write(&path, format!("{header}{doc}")).map_err(|e| {
+                    Stopped::failed(format!("{}: cannot write: {e}", path.display()))
+                })?;
             }
             eprintln!("{} manifests in {}", docs.len(), dir.display());
         }

@@ -271,7 +271,7 @@ knobs! {
     /// net.ipv4.ip_local_port_range inside a private namespace, e.g. "40000 40999" (default:
     /// the kernel's).
     #[arg(long, value_name = "LOW HIGH")]
-    port_range: cell_opt<String> = None;
+    port_range: cell_opt<super::Parsed<super::PortRange>> = None;
     /// net.ipv4.tcp_tw_reuse (0, 1 or 2) inside a private namespace (default: the kernel's).
     #[arg(long)]
     tcp_tw_reuse: cell_opt<u8> = None;

@@ -91,6 +91,34 @@ pub fn parse_labels(text: &str) -> Result<Labels, String> {
         .collect()
 }
 
+/// A local port range, `low high` (net.ipv4.ip_local_port_range's form), 1 ≤ low ≤ high ≤
+/// 65535.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortRange {
+    pub low: u16,
+    pub high: u16,
+}
+
+impl std::str::FromStr for PortRange {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<PortRange, String> {
+        let ports: Vec<u32> = text
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect();
+        match ports[..] {
+            [low, high] if low > 0 && low <= high && high <= 65535 => Ok(PortRange {
+                low: low as u16,
+                high: high as u16,
+            }),
+            _ => Err(format!(
+                "'{text}' must be two ports 'low high' with low <= high"
+            )),
+        }
+    }
+}
+
 /// A pod's CPU and memory (`cpu=2,memory=1Gi`), by name, validated by [`parse_resources`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct PodResources(pub Labels);

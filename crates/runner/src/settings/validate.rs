@@ -190,17 +190,8 @@ impl Experiment {
         if let Some(Err(e)) = self.netem.as_ref().map(|n| n.parsed()) {
             return fail("netem", e.to_string());
         }
-        if let Some(range) = &self.port_range {
-            let ports: Vec<u32> = range
-                .split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .collect();
-            if ports.len() != 2 || ports[0] == 0 || ports[0] > ports[1] || ports[1] > 65535 {
-                return fail(
-                    "port_range",
-                    format!("'{range}' must be two ports 'low high' with low <= high"),
-                );
-            }
+        if let Some(Err(e)) = self.port_range.as_ref().map(|r| r.parsed()) {
+            return fail("port_range", e.to_string());
         }
         if self.tcp_tw_reuse.is_some_and(|v| v > 2) {
             return fail("tcp_tw_reuse", "must be 0, 1 or 2".into());

@@ -281,7 +281,7 @@ impl CellRow {
             rate_rps: cell.rate(),
             pacing: open.then(|| e.pacing.as_str().to_string()),
             netem: e.netem.as_ref().map(|n| n.text().to_string()),
-            port_range: e.port_range.clone(),
+            port_range: e.port_range.as_ref().map(|r| r.text().to_string()),
             tcp_tw_reuse: e.tcp_tw_reuse,
             somaxconn: e.somaxconn,
             backlog: e.backlog,
