@@ -5,7 +5,6 @@
 //! one-sided forms). Plain functions over `f64` slices: no I/O, no knowledge of the suite's
 //! files, so every layer above (the runner's `summary.csv`, `runner compare`, the memory
 //! fits, the study's paper) can use them.
-#![forbid(unsafe_code)]
 
 mod binomial;
 mod interval;

@@ -11,7 +11,6 @@
 //! memory fits), [`breakdown`] (where QUIC's instructions go, from `scripts/quic-breakdown`),
 //! [`threats`] (threats to validity) and [`text`] (figures and formats). The statistics are
 //! the `stats` crate's.
-#![forbid(unsafe_code)]
 
 use std::fmt::Write;
 use std::path::{Path, PathBuf};

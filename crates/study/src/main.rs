@@ -1,14 +1,11 @@
 //! `study`: the study's command line. `study paper` writes OUT/reproduction.md from the
 //! committed results directories (see `scripts/reproduce-paper`).
-#![forbid(unsafe_code)]
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-
-/// Exit status for input the paper cannot be written from (as the runner's invalid input).
-const EXIT_INVALID: u8 = 2;
+use runner::exit::Status;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -57,9 +54,9 @@ fn main() -> ExitCode {
         Err(e) => {
             let _ = e.print();
             return if e.use_stderr() {
-                ExitCode::from(EXIT_INVALID)
+                Status::Invalid.into()
             } else {
-                ExitCode::SUCCESS
+                Status::Success.into()
             };
         }
     };
@@ -84,11 +81,11 @@ fn main() -> ExitCode {
                 eprintln!("warning: {w}");
             }
             println!("paper: {}", written.path.display());
-            ExitCode::SUCCESS
+            Status::Success.into()
         }
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::from(EXIT_INVALID)
+            Status::Invalid.into()
         }
     }
 }

@@ -11,6 +11,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
+use crate::exit::Status;
 use crate::output::rows::CellRow;
 use crate::report::Results;
 
@@ -22,11 +23,6 @@ pub use render::{html, terminal_table, write_csv};
 
 /// A `cells.csv` row of either run.
 type Row = CellRow;
-
-/// Exit status when the runs cannot be compared (nothing written), as for other invalid input.
-const EXIT_REFUSED: u8 = 2;
-/// Exit status of `--fail-on-regression` when a significant regression exceeds the limit.
-const EXIT_REGRESSION: u8 = 1;
 
 /// Fewer repetitions than this on either side give deltas only: with two values per side the
 /// Welch interval has about one degree of freedom and is too wide to mean anything.
@@ -185,7 +181,7 @@ pub fn command(base: &Path, new: &Path, out: Option<&Path>, fail_pct: Option<f64
     if let Some(p) = fail_pct {
         if !(p.is_finite() && p >= 0.0) {
             eprintln!("error: --fail-on-regression: {p} is not a percentage ≥ 0");
-            return ExitCode::from(EXIT_REFUSED);
+            return Status::Invalid.into();
         }
     }
     let outcome = match run(base, new, out) {
@@ -193,9 +189,9 @@ pub fn command(base: &Path, new: &Path, out: Option<&Path>, fail_pct: Option<f64
         Err((refused, e)) => {
             eprintln!("error: {e}");
             return if refused {
-                ExitCode::from(EXIT_REFUSED)
+                Status::Invalid.into()
             } else {
-                ExitCode::FAILURE
+                Status::Failed.into()
             };
         }
     };
@@ -218,8 +214,8 @@ pub fn command(base: &Path, new: &Path, out: Option<&Path>, fail_pct: Option<f64
                 "{} significant regression(s) larger than {limit} %",
                 found.len()
             );
-            return ExitCode::from(EXIT_REGRESSION);
+            return Status::Regression.into();
         }
     }
-    ExitCode::SUCCESS
+    Status::Success.into()
 }

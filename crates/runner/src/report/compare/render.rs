@@ -18,7 +18,7 @@ fn fmt_value(metric: &Metric, v: f64) -> String {
     format!("{:.*}", metric.decimals, v * metric.scale)
 }
 
-/// Writes `compare.csv` (README "Comparing two runs"): one row per metric of each cell.
+/// Writes `compare.csv` (docs/comparing.md): one row per metric of each cell.
 pub fn write_csv(path: &Path, cells: &[CellChange]) -> anyhow::Result<()> {
     let mut out = Vec::new();
     for cell in cells {
