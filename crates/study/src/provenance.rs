@@ -1,11 +1,11 @@
 //! Where, on what and from which code each run came, and the check that refuses a paper
 //! mixing runs of different commits, machines or kernels (or of a dirty tree).
 
-use std::fmt::Write;
 
 use serde_json::Value;
 
 use crate::run::Run;
+use crate::templates;
 
 /// A JSON scalar as text (strings without quotes).
 pub(crate) fn scalar(v: &Value) -> String {
@@ -159,21 +159,9 @@ impl Run {
 }
 /// The paper's "Setup" section: the reference machine, software and workload, then the
 /// provenance table of every run.
-pub(crate) fn setup(out: &mut String, reference: &Run, provs: &[Provenance]) {
+pub(crate) fn setup(out: &mut String, reference: &Run, provs: &[Provenance]) -> anyhow::Result<()> {
     let m = &reference.results.manifest;
-    let _ = writeln!(out, "## Setup\n");
     let rp = &provs[0];
-    let _ = writeln!(
-        out,
-        "- Reference machine: {}, {} cores, Linux {}{}; client and server on the same host (loopback), pinning: {}.",
-        rp.cpu(),
-        rp.cores,
-        rp.kernel,
-        rp.hypervisor
-            .as_ref()
-            .map_or(String::new(), |h| format!(", hypervisor {h}")),
-        m["pinning"].as_str().unwrap_or("none")
-    );
     let versions: Vec<String> = m["crate_versions"]
         .as_object()
         .map(|o| {
@@ -182,37 +170,43 @@ pub(crate) fn setup(out: &mut String, reference: &Run, provs: &[Provenance]) {
                 .collect()
         })
         .unwrap_or_default();
-    let _ = writeln!(
-        out,
-        "- Software: {}; {}; commit `{}`.",
-        m["rustc"].as_str().unwrap_or("?"),
-        versions.join(", "),
-        rp.commit
-    );
     let e = &m["experiment"];
-    let _ = writeln!(out, "- Workload: `GET /items/{{id}}` (JSON) and unary `GetItem` (protobuf), payload `{}`, TLS 1.3 with ECDSA P-256; closed loop; {} requests per reuse cell and {} per new-connection cell, {} % warm-up; {} repetition(s) in the reference run.\n", e["payload"].as_str().unwrap_or("?"), e["requests_reuse"], e["requests_new_conn"], e["warmup_fraction"].as_f64().unwrap_or(0.0) * 100.0, e["repetitions"]);
-
-    let _ = writeln!(out, "### Provenance\n");
-    let _ = writeln!(
+    let runs: Vec<_> = provs
+        .iter()
+        .map(|p| {
+            minijinja::context! {
+                run => &p.run,
+                cpu => p.cpu(),
+                cores => &p.cores,
+                ram => &p.ram,
+                hypervisor => p.hypervisor.as_deref().unwrap_or("not recorded"),
+                kernel => &p.kernel,
+                commit => &p.commit,
+                date => &p.date,
+                repetitions => &p.repetitions,
+                throughput_col => p.throughput_col,
+            }
+        })
+        .collect();
+    // JSON numbers are written as serde_json shows them, the warm-up as Rust shows an f64.
+    templates::render(
         out,
-        "| run | machine (CPU, cores) | hypervisor | kernel | commit | started (UTC) | repetitions | throughput column |"
-    );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---:|---|");
-    for p in provs {
-        let _ = writeln!(
-            out,
-            "| {} | {}, {} cores{} | {} | {} | `{}` | {} | {} | `{}` |",
-            p.run,
-            p.cpu(),
-            p.cores,
-            p.ram.as_ref().map_or(String::new(), |r| format!(", {r}")),
-            p.hypervisor.as_deref().unwrap_or("not recorded"),
-            p.kernel,
-            p.commit,
-            p.date,
-            p.repetitions,
-            p.throughput_col
-        );
-    }
-    out.push('\n');
+        "setup.md",
+        minijinja::context! {
+            cpu => rp.cpu(),
+            cores => &rp.cores,
+            kernel => &rp.kernel,
+            hypervisor => &rp.hypervisor,
+            pinning => m["pinning"].as_str().unwrap_or("none"),
+            rustc => m["rustc"].as_str().unwrap_or("?"),
+            versions => versions.join(", "),
+            commit => &rp.commit,
+            payload => e["payload"].as_str().unwrap_or("?"),
+            requests_reuse => e["requests_reuse"].to_string(),
+            requests_new_conn => e["requests_new_conn"].to_string(),
+            warmup_pct => (e["warmup_fraction"].as_f64().unwrap_or(0.0) * 100.0).to_string(),
+            repetitions => e["repetitions"].to_string(),
+            runs => runs,
+        },
+    )
 }

@@ -9,6 +9,7 @@ use stats::Interval;
 use runner::report::{label, levels, ms, regimes, stack_order};
 
 use crate::run::{fval, Run};
+use crate::templates;
 use crate::text::{show, show_tput, throughput_note, FALLBACK_NOTE};
 use crate::Row;
 
@@ -77,7 +78,11 @@ fn stress_table(out: &mut String, run: &Run, rows: &[&Row], regime: &str) {
 
 /// The "Reference sweep" section: a table per regime, then the figures `plot.py` draws
 /// into `out_dir/figures`.
-pub(crate) fn reference_sweep(out: &mut String, reference: &Run, out_dir: &Path) {
+pub(crate) fn reference_sweep(
+    out: &mut String,
+    reference: &Run,
+    out_dir: &Path,
+) -> anyhow::Result<()> {
     let _ = writeln!(out, "## Reference sweep\n");
     let _ = writeln!(
         out,
@@ -89,20 +94,24 @@ pub(crate) fn reference_sweep(out: &mut String, reference: &Run, out_dir: &Path)
         let _ = writeln!(out, "### {regime}\n");
         stress_table(out, reference, &stress, &regime);
     }
-    let _ = writeln!(
-        out,
-        "Figures (from `python3 scripts/plot.py {} --out {}/figures`):\n",
-        reference.dir.display(),
-        out_dir.display()
-    );
-    for (file, caption) in [
+    let figures: Vec<_> = [
         ("throughput.png", "Throughput vs concurrency"),
         ("latency_p95.png", "p95 latency vs concurrency"),
         ("success_rate.png", "Success rate vs concurrency"),
         ("server_resources.png", "Server RSS and CPU"),
         ("latency_cdf.png", "Latency CDF at the highest concurrency"),
         ("new_conn_breakdown.png", "New-connection latency by phase"),
-    ] {
-        let _ = writeln!(out, "![{caption}](figures/{file})\n");
-    }
+    ]
+    .into_iter()
+    .map(|(file, caption)| minijinja::context! { file, caption })
+    .collect();
+    templates::render(
+        out,
+        "figures.md",
+        minijinja::context! {
+            reference => reference.dir.display().to_string(),
+            out_dir => out_dir.display().to_string(),
+            figures => figures,
+        },
+    )
 }
