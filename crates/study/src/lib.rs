@@ -117,9 +117,9 @@ pub fn write_with_scale(
     provenance::setup(&mut out, &reference, &provs)?;
     tables::reference_sweep(&mut out, &reference, out_dir)?;
 
-    verdicts::section(&mut out, &reference, &claim_runs);
+    verdicts::section(&mut out, &reference, &claim_runs)?;
     if let Some(run) = &scale_run {
-        scale::section(&mut out, run);
+        scale::section(&mut out, run)?;
     }
     if let Some((b, path)) = &breakdown_data {
         let measured = breakdown::reference_cpu(&reference, b.concurrency.unwrap_or(0));

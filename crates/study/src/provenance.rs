@@ -1,7 +1,6 @@
 //! Where, on what and from which code each run came, and the check that refuses a paper
 //! mixing runs of different commits, machines or kernels (or of a dirty tree).
 
-
 use serde_json::Value;
 
 use crate::run::Run;

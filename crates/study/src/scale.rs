@@ -5,6 +5,7 @@
 use std::fmt::Write;
 
 use crate::run::{fval, Run, View};
+use crate::templates;
 use crate::text::{show, show_tput, thousands, throughput_note, FALLBACK_NOTE};
 use runner::report::memory;
 use runner::report::{label, regimes};
@@ -171,52 +172,42 @@ fn stack_levels(v: &View, stack: &str, regime: &str) -> Vec<Level> {
 }
 
 /// Appends the memory-per-open-connection table of `run` (`regime` only, when given).
-pub(crate) fn memory_table(out: &mut String, run: &Run, regime: Option<&str>) {
+pub(crate) fn memory_table(
+    out: &mut String,
+    run: &Run,
+    regime: Option<&str>,
+) -> anyhow::Result<()> {
     let fits: Vec<_> = memory::fits(run.stress())
         .into_iter()
         .filter(|m| regime.is_none_or(|r| m.regime == r))
+        .map(|m| {
+            let (slope, intercept) = memory::describe(&m.fit);
+            minijinja::context! {
+                variant => m.variant,
+                stack => label(&m.stack),
+                regime => m.regime,
+                role => if m.role == "client" { "load generator" } else { "server" },
+                slope,
+                intercept,
+                r_squared => m.fit.r_squared.map_or("—".into(), |r| format!("{r:.3}")),
+                n => m.fit.n,
+                levels => m.fit.levels,
+            }
+        })
         .collect();
-    let _ = writeln!(
+    templates::render(
         out,
-        "Memory per open connection (KB), slope [95 % CI], intercept (MB), from `{}` (ordinary least squares of VmHWM, or the sampled peak RSS when a cell lacks VmHWM, against open connections over every repetition and level; t with n − 2 df; reuse: open connections = the pool, new-conn: the workers, one connection in flight each):\n",
-        run.dir.display()
-    );
-    if fits.is_empty() {
-        let _ = writeln!(
-            out,
-            "No fit: this run has fewer than {} concurrency levels per stack.\n",
-            memory::MIN_LEVELS
-        );
-        return;
-    }
-    let _ = writeln!(
-        out,
-        "| variant | stack | regime | role | KB per connection [95 % CI] | intercept (MB) | R² | n (levels) |"
-    );
-    let _ = writeln!(out, "|---|---|---|---|---:|---:|---:|---:|");
-    for m in &fits {
-        let (slope, intercept) = memory::describe(&m.fit);
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {} | {slope} | {intercept} | {} | {} ({}) |",
-            m.variant,
-            label(&m.stack),
-            m.regime,
-            if m.role == "client" {
-                "load generator"
-            } else {
-                "server"
-            },
-            m.fit.r_squared.map_or("—".into(), |r| format!("{r:.3}")),
-            m.fit.n,
-            m.fit.levels
-        );
-    }
-    out.push('\n');
+        "memory.md",
+        minijinja::context! {
+            run => run.dir.display().to_string(),
+            min_levels => memory::MIN_LEVELS,
+            fits,
+        },
+    )
 }
 
 /// The "Beyond 500" section.
-pub(crate) fn section(out: &mut String, run: &Run) {
+pub(crate) fn section(out: &mut String, run: &Run) -> anyhow::Result<()> {
     let _ = writeln!(out, "## Beyond 500\n");
     let _ = writeln!(
         out,
@@ -316,7 +307,7 @@ pub(crate) fn section(out: &mut String, run: &Run) {
     if detail.contains(" †") {
         let _ = writeln!(out, "{FALLBACK_NOTE}\n");
     }
-    memory_table(out, run, None);
+    memory_table(out, run, None)
 }
 
 #[cfg(test)]

@@ -12,10 +12,11 @@ use minijinja::Environment;
 use serde::Serialize;
 
 /// The templated sections, by name.
-const TEMPLATES: [(&str, &str); 3] = [
+const TEMPLATES: [(&str, &str); 4] = [
     ("header.md", include_str!("../templates/header.md")),
     ("setup.md", include_str!("../templates/setup.md")),
     ("figures.md", include_str!("../templates/figures.md")),
+    ("memory.md", include_str!("../templates/memory.md")),
 ];
 
 fn environment() -> &'static Environment<'static> {
@@ -64,5 +65,26 @@ mod tests {
             "Figures (from `python3 scripts/plot.py r --out o/figures`):\n\n![c](figures/f.png)\n\n"
         );
         assert!(render(&mut String::new(), "no-such.md", ()).is_err());
+    }
+
+    #[test]
+    fn memory_without_fits_says_why_in_one_paragraph() {
+        let mut out = String::new();
+        let fits: Vec<()> = Vec::new();
+        render(
+            &mut out,
+            "memory.md",
+            minijinja::context! { run => "r", min_levels => 3, fits },
+        )
+        .unwrap();
+        let paragraphs: Vec<&str> = out.split("\n\n").collect();
+        assert_eq!(paragraphs.len(), 3, "{out:?}");
+        assert!(paragraphs[0].starts_with("Memory per open connection (KB)"));
+        assert!(paragraphs[0].contains("from `r`"));
+        assert_eq!(
+            paragraphs[1],
+            "No fit: this run has fewer than 3 concurrency levels per stack."
+        );
+        assert_eq!(paragraphs[2], "", "ends with one blank line: {out:?}");
     }
 }

@@ -53,7 +53,7 @@ fn level(v: &View, regime: &str, at: At) -> Option<u64> {
 /// The claims section: a summary table (default conditions and every variant per claim),
 /// then each claim's method and per-variant outcomes from its run, or from the reference when
 /// no claim run was given.
-pub(crate) fn section(out: &mut String, reference: &Run, claim_runs: &[Run]) {
+pub(crate) fn section(out: &mut String, reference: &Run, claim_runs: &[Run]) -> anyhow::Result<()> {
     let _ = writeln!(out, "## The study's claims\n");
     let _ = writeln!(
         out,
@@ -125,9 +125,9 @@ pub(crate) fn section(out: &mut String, reference: &Run, claim_runs: &[Run]) {
         }
         if let Some(regime) = claim.memory_fits {
             // The slope carries to any scale; the claim's one point does not.
-            scale::memory_table(&mut sections, reference, Some(regime));
+            scale::memory_table(&mut sections, reference, Some(regime))?;
             if let Some(run) = run {
-                scale::memory_table(&mut sections, run, Some(regime));
+                scale::memory_table(&mut sections, run, Some(regime))?;
             }
         }
         let _ = writeln!(
@@ -142,6 +142,7 @@ pub(crate) fn section(out: &mut String, reference: &Run, claim_runs: &[Run]) {
     }
     out.push('\n');
     out.push_str(&sections);
+    Ok(())
 }
 
 /// C1's kind: see [`Throughput`].
