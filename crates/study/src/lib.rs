@@ -10,7 +10,10 @@
 //! reference sweep), [`verdicts`] (judging each claim kind), [`scale`] (beyond 500 workers,
 //! memory fits), [`breakdown`] (where QUIC's instructions go, from `scripts/quic-breakdown`),
 //! [`threats`] (threats to validity) and [`text`] (figures and formats). The statistics are
-//! the `stats` crate's.
+//! the `stats` crate's. Prose moves into minijinja templates (`templates/`, rendered by
+//! [`templates`]) section by section: so far the header, Setup with the provenance table, the
+//! figure list and the memory-per-connection table; the other sections still write their
+//! sentences in code.
 
 use std::path::{Path, PathBuf};
 
