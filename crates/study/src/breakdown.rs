@@ -13,6 +13,7 @@ use anyhow::{bail, Context};
 
 use crate::claims::BreakdownFocus;
 use crate::run::{Run, View};
+use crate::templates;
 use crate::text::thousands;
 use runner::report::label;
 
@@ -219,21 +220,17 @@ pub(crate) fn section(
     source: &Path,
     measured: MeasuredCpu,
     focus: &BreakdownFocus,
-) {
-    let _ = writeln!(out, "## Where QUIC's cost goes: instructions per request\n");
+) -> anyhow::Result<()> {
     let stacks = b.stacks(focus.stack);
-    let _ = writeln!(
+    templates::render(
         out,
-        "_From `{}`{}{}, written by `scripts/quic-breakdown`: server and load generator of one new-connection and one reuse cell per stack under valgrind's callgrind, each cell run at two request counts and differenced, so start-up, certificates and the reuse pool's own handshakes cancel; thousands of instructions (Ir) per request, each function's own cost in the group its crate or module puts it (the mapping is documented in the script; generic code is charged to its callers). Instruction counts are deterministic and include no kernel work: the kernel's UDP or TCP path shows as the system calls per request (callgrind's `sysCount`) and in the native CPU rows below them, where `cpu.csv` exists._\n",
-        source.display(),
-        b.concurrency
-            .map(|c| format!(" ({c} workers)"))
-            .unwrap_or_default(),
-        b.commit
-            .as_deref()
-            .map(|c| format!(" at `{}`", &c[..c.len().min(12)]))
-            .unwrap_or_default(),
-    );
+        "breakdown.md",
+        minijinja::context! {
+            source => source.display().to_string(),
+            workers => b.concurrency,
+            commit => b.commit.as_deref().map(|c| &c[..c.len().min(12)]),
+        },
+    )?;
     for regime in ["new-conn", "reuse"] {
         let cols: Vec<(&str, &String)> = ["client", "server"]
             .iter()
@@ -301,6 +298,7 @@ pub(crate) fn section(
     if let Some(changes) = &b.changes {
         let _ = writeln!(out, "{}\n", changes.trim_end());
     }
+    Ok(())
 }
 
 /// The computed sentences: the explained stack's gap per regime and side, what explains it,
@@ -458,7 +456,8 @@ h3,new-conn,server,tls_quic_state,250000,1.00,40,120
             Path::new("results/quic-breakdown/breakdown.csv"),
             &|_: &str, _: &str, _: &str| None,
             &breakdown_focus(),
-        );
+        )
+        .unwrap();
         out
     }
 
@@ -503,6 +502,11 @@ h3,new-conn,server,tls_quic_state,250000,1.00,40,120
         assert!(lines.iter().any(|l| l.starts_with("C4")));
         let out = render(&b);
         assert!(out.contains("## Where QUIC's cost goes"));
+        // No manifest beside the fixture: neither workers nor a commit is named.
+        assert!(
+            out.contains("_From `results/quic-breakdown/breakdown.csv`, written by"),
+            "{out}"
+        );
         assert!(
             out.contains("| **total** | **260** | **640** | **250** |"),
             "{out}"

@@ -12,8 +12,10 @@
 //! [`threats`] (threats to validity) and [`text`] (figures and formats). The statistics are
 //! the `stats` crate's. Prose moves into minijinja templates (`templates/`, rendered by
 //! [`templates`]) section by section: so far the header, Setup with the provenance table, the
-//! figure list and the memory-per-connection table; the other sections still write their
-//! sentences in code.
+//! reference sweep's introduction and figure list, the memory-per-connection table, and the
+//! introductions of "Beyond 500" and of the instruction breakdown; the claim verdicts, the
+//! per-regime tables, the knee tables, the breakdown's findings and the threats still write
+//! their sentences in code.
 
 use std::path::{Path, PathBuf};
 
@@ -126,7 +128,7 @@ pub fn write_with_scale(
     }
     if let Some((b, path)) = &breakdown_data {
         let measured = breakdown::reference_cpu(&reference, b.concurrency.unwrap_or(0));
-        breakdown::section(&mut out, b, path, &measured, &claims::breakdown_focus());
+        breakdown::section(&mut out, b, path, &measured, &claims::breakdown_focus())?;
     }
     threats(&mut out, &runs, &provs, &problems);
 

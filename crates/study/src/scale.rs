@@ -208,16 +208,18 @@ pub(crate) fn memory_table(
 
 /// The "Beyond 500" section.
 pub(crate) fn section(out: &mut String, run: &Run) -> anyhow::Result<()> {
-    let _ = writeln!(out, "## Beyond 500\n");
-    let _ = writeln!(
+    templates::render(
         out,
-        "From `{}` (experiment `{}`, {}). The **knee** of a stack is the lowest concurrency at which success falls below {:.1} %, throughput falls below {:.0} % of the best at fewer workers, or p99 per worker grows more than {KNEE_P99_RATIO}× from the previous level (in a saturated closed loop p99 grows with the number of workers by itself: latency = workers / throughput); the kernel counters that moved there (summed over repetitions, and higher than at the previous level) name the mechanism.\n",
-        run.dir.display(),
-        run.name(),
-        throughput_note(run.throughput_col),
-        KNEE_SUCCESS * 100.0,
-        KNEE_THROUGHPUT_FRACTION * 100.0
-    );
+        "beyond_500.md",
+        minijinja::context! {
+            run => run.dir.display().to_string(),
+            name => run.name(),
+            throughput => throughput_note(run.throughput_col),
+            knee_success_pct => format!("{:.1}", KNEE_SUCCESS * 100.0),
+            knee_throughput_pct => format!("{:.0}", KNEE_THROUGHPUT_FRACTION * 100.0),
+            knee_p99_ratio => KNEE_P99_RATIO.to_string(),
+        },
+    )?;
     let mut summary = String::new();
     let mut detail = String::new();
     let variants = run.variants();

@@ -83,12 +83,11 @@ pub(crate) fn reference_sweep(
     reference: &Run,
     out_dir: &Path,
 ) -> anyhow::Result<()> {
-    let _ = writeln!(out, "## Reference sweep\n");
-    let _ = writeln!(
+    templates::render(
         out,
-        "Means over repetitions; with two or more repetitions, p95, p99, req/s and RSS carry the 95 % confidence interval of the mean in brackets (Student t, as in `summary.csv`). req/s is {}. Client CPU is the load generator's.\n",
-        throughput_note(reference.throughput_col)
-    );
+        "reference_sweep.md",
+        minijinja::context! { throughput => throughput_note(reference.throughput_col) },
+    )?;
     let stress = reference.stress();
     for regime in regimes(&stress) {
         let _ = writeln!(out, "### {regime}\n");

@@ -12,11 +12,17 @@ use minijinja::Environment;
 use serde::Serialize;
 
 /// The templated sections, by name.
-const TEMPLATES: [(&str, &str); 4] = [
+const TEMPLATES: [(&str, &str); 7] = [
     ("header.md", include_str!("../templates/header.md")),
     ("setup.md", include_str!("../templates/setup.md")),
     ("figures.md", include_str!("../templates/figures.md")),
     ("memory.md", include_str!("../templates/memory.md")),
+    (
+        "reference_sweep.md",
+        include_str!("../templates/reference_sweep.md"),
+    ),
+    ("beyond_500.md", include_str!("../templates/beyond_500.md")),
+    ("breakdown.md", include_str!("../templates/breakdown.md")),
 ];
 
 fn environment() -> &'static Environment<'static> {
