@@ -18,7 +18,7 @@ pub use failure::{classify_error, Failure, FailureClass, Phase};
 pub use service::{ServiceSpec, ServiceTime};
 pub use stack::{
     BoundServer, Client, ClientImplementation, ClientSettings, ConnectTiming, Connected,
-    Connection, Reply, ServerSettings, Stack, Tuning, WireBytes,
+    Connection, QuicEndpoint, Reply, ServerSettings, Stack, Tuning, WireBytes,
 };
 pub use target::{Api, Calls};
 pub use tls::{ClientTls, HandshakeVariant};

@@ -89,9 +89,9 @@ pub struct Hosts {
 impl Hosts {
     /// Creates the bridge, the server host and `n` agent hosts with `addresses` addresses each
     /// (at most [`MAX_AGENT_ADDRESSES`]), and starts `runner agent` in each agent host
-    /// (certificates from `certs`).
-    pub fn create(n: u32, addresses: u32, certs: &Path) -> anyhow::Result<Hosts> {
-        let base = format!("tbench-{}-h", std::process::id());
+    /// (certificates from `certs`). `generation` tells apart the sets one run makes in turn.
+    pub fn create(n: u32, addresses: u32, certs: &Path, generation: u32) -> anyhow::Result<Hosts> {
+        let base = format!("tbench-{}-h-{generation}", std::process::id());
         let bridge = format!("{base}-br");
         ip(&["netns", "add", &bridge])?;
         let mut hosts = Hosts {

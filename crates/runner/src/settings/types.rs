@@ -23,6 +23,32 @@ pub enum Executor {
     Kubernetes,
 }
 
+/// How long the `hosts` executor keeps its namespaces (the hosts, their agents and their
+/// kernel state: TIME_WAIT sockets above all) before making them anew.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum HostNamespaces {
+    /// For the whole run: every cell inherits what the cells before it left behind.
+    #[default]
+    Run,
+    /// For one sweep of a variant (its levels and stacks in one repetition): TIME_WAIT
+    /// accumulates from level to level, as on a real client host, and no sweep inherits
+    /// another's.
+    Sweep,
+    /// Anew for every cell, as the local executor's namespace per cell: nothing accumulates.
+    Cell,
+}
+
+impl HostNamespaces {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HostNamespaces::Run => "run",
+            HostNamespaces::Sweep => "sweep",
+            HostNamespaces::Cell => "cell",
+        }
+    }
+}
+
 /// How an open-loop worker waits until a request is due. tokio's timer wheel has 1 ms
 /// slots and fires on the first tick after the deadline, so a plain timer sends ≈ 0.5–1 ms
 /// late, and that lateness would count as the server's latency.

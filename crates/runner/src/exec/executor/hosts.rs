@@ -2,12 +2,13 @@
 //! and N agent hosts on a bridge, 198.18.0.0/15); each cell's server is a `runner serve` child
 //! in the server's host, its load shared by the agents in theirs, and each agent host's
 //! interface counters are read around the cell. A cell with `netem` has it on every agent's
-//! link for the cell's duration ([`crate::netem::links`]).
+//! link for the cell's duration ([`crate::netem::links`]). The hosts live as long as the
+//! cell's `host_namespaces` says: the run, a variant's sweep, or one cell.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bench_core::tls::{ensure_certs, SERVER_NAME};
@@ -20,11 +21,45 @@ use crate::netem::hosts::{Hosts, SERVER_IP};
 use crate::netem::links::LinkEmulation;
 use crate::output::CellResult;
 use crate::plan::Cell;
+use crate::settings::HostNamespaces;
 
 pub struct HostsExecutor {
-    hosts: Arc<Hosts>,
-    agents: Arc<Agents>,
+    /// The hosts in use, their agents, and the lifetime they serve (`None` until the first
+    /// cell adopts the ones made with the executor).
+    current: Mutex<(Option<String>, Arc<Hosts>, Arc<Agents>)>,
+    /// Sets of hosts made so far (their namespaces' names carry it).
+    generations: std::sync::atomic::AtomicU32,
+    host_agents: u32,
+    /// Source addresses per agent host: the most any cell spreads over.
+    addresses: u32,
     certs_dir: PathBuf,
+}
+
+/// Which hosts' lifetime a cell belongs to ([`HostNamespaces`]).
+fn lifetime(cell: &Cell, index: usize) -> String {
+    match cell.settings.host_namespaces {
+        HostNamespaces::Run => "run".into(),
+        HostNamespaces::Sweep => format!("sweep {} r{}", cell.variant, cell.repetition),
+        HostNamespaces::Cell => format!("cell {index}"),
+    }
+}
+
+/// Makes a set of hosts and the link to its agents.
+fn make(
+    host_agents: u32,
+    addresses: u32,
+    certs_dir: &Path,
+    generation: u32,
+) -> anyhow::Result<(Arc<Hosts>, Arc<Agents>)> {
+    let hosts = Hosts::create(host_agents, addresses, certs_dir, generation)?;
+    let ca = bench_core::tls::CertPaths::new(certs_dir).ca_cert();
+    let link = AgentLink::new(&ca, SERVER_NAME, hosts.token.clone())?;
+    let agents = Arc::new(Agents {
+        addrs: hosts.agent_addrs.clone(),
+        server: None,
+        link: Arc::new(link),
+    });
+    Ok((Arc::new(hosts), agents))
 }
 
 impl HostsExecutor {
@@ -39,37 +74,58 @@ impl HostsExecutor {
             .map(|c| c.settings.source_addresses)
             .max()
             .unwrap_or(1);
-        let hosts = Hosts::create(exp.host_agents, addresses, certs_dir)?;
-        let ca = bench_core::tls::CertPaths::new(certs_dir).ca_cert();
-        let link = AgentLink::new(&ca, SERVER_NAME, hosts.token.clone())?;
+        let (hosts, agents) = make(exp.host_agents, addresses, certs_dir, 0)?;
         Ok(HostsExecutor {
-            agents: Arc::new(Agents {
-                addrs: hosts.agent_addrs.clone(),
-                server: None,
-                link: Arc::new(link),
-            }),
-            hosts: Arc::new(hosts),
+            current: Mutex::new((None, hosts, agents)),
+            generations: 1.into(),
+            host_agents: exp.host_agents,
+            addresses,
             certs_dir: certs_dir.to_path_buf(),
         })
+    }
+
+    /// The hosts for a cell: the current ones while its lifetime lasts, else a new set (the
+    /// old one goes once its last cell is done with it).
+    fn hosts_for(&self, cell: &Cell, index: usize) -> anyhow::Result<(Arc<Hosts>, Arc<Agents>)> {
+        let wanted = lifetime(cell, index);
+        let mut current = self.current.lock().expect("not poisoned");
+        match &current.0 {
+            None => current.0 = Some(wanted),
+            Some(key) if *key == wanted => {}
+            Some(_) => {
+                let generation = self
+                    .generations
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let (hosts, agents) = make(
+                    self.host_agents,
+                    self.addresses,
+                    &self.certs_dir,
+                    generation,
+                )?;
+                *current = (Some(wanted), hosts, agents);
+            }
+        }
+        Ok((current.1.clone(), current.2.clone()))
     }
 }
 
 impl Executor for HostsExecutor {
-    fn cell(&self, cell: &Cell, _index: usize) -> anyhow::Result<Arc<dyn CellSite>> {
+    fn cell(&self, cell: &Cell, index: usize) -> anyhow::Result<Arc<dyn CellSite>> {
+        let (hosts, agents) = self.hosts_for(cell, index)?;
         // The hosts are namespaces already: the cell's sysctls go to every one of them.
-        self.hosts.apply_sysctls(&cell.settings.sysctls())?;
+        hosts.apply_sysctls(&cell.settings.sysctls())?;
         let emulation = match &cell.settings.netem {
             Some(netem) => {
                 let netem = crate::settings::Netem::parse(netem).map_err(anyhow::Error::msg)?;
-                LinkEmulation::start(&self.hosts.agent_links(), &netem)?
+                LinkEmulation::start(&hosts.agent_links(), &netem)?
             }
             None => None,
         };
         Ok(Arc::new(HostsCell {
             emulation,
-            links_before: self.hosts.agent_link_bytes(),
-            hosts: self.hosts.clone(),
-            agents: self.agents.clone(),
+            links_before: hosts.agent_link_bytes(),
+            hosts,
+            agents,
             certs_dir: self.certs_dir.clone(),
         }))
     }
