@@ -114,7 +114,7 @@ pub enum Command {
         /// from other hosts).
         #[arg(long, default_value = "127.0.0.1:7400")]
         listen: std::net::SocketAddr,
-        /// Certificate directory (default: certs/ of this checkout).
+        /// Certificate directory (default: certs/ in the current directory).
         #[arg(long)]
         certs: Option<PathBuf>,
         /// The agent's certificate chain (PEM), with --key (default: the suite's certificate
@@ -182,7 +182,7 @@ pub struct RunArgs {
     /// Request, connect and handshake timeout in seconds (sets the three *_timeout_ms).
     #[arg(long)]
     pub timeout: Option<f64>,
-    /// Certificate directory (default: certs/ of this checkout).
+    /// Certificate directory (default: certs/ in the current directory).
     #[arg(long)]
     pub certs: Option<PathBuf>,
     /// Measure an already running `runner serve` at this loopback address instead of starting
