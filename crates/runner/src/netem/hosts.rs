@@ -16,6 +16,11 @@ use anyhow::{anyhow, bail, Context};
 
 /// The server host's address; agent `i` (from 0) is `AGENT_BASE + i`.
 pub const SERVER_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+/// The port every cell's server listens on in its host, as a service does: connections of
+/// later cells have the 4-tuples of earlier ones, so the TIME_WAIT those left behind holds
+/// their ports as on a real client host (a new port per cell would give each cell a fresh
+/// budget of ephemeral ports).
+pub const SERVER_PORT: u16 = 443;
 const AGENT_BASE: u8 = 11;
 /// The port each agent listens on, inside its own namespace.
 pub const AGENT_PORT: u16 = 7400;

@@ -17,7 +17,7 @@ use super::{CellServer, CellSite, Executor, LoadGenerator};
 use crate::exec::agent::{AgentLink, Agents};
 use crate::exec::loadgen::LoadJob;
 use crate::exec::serve::{ServeOptions, ServerHandle, ServerProcess};
-use crate::netem::hosts::{Hosts, SERVER_IP};
+use crate::netem::hosts::{Hosts, SERVER_IP, SERVER_PORT};
 use crate::netem::links::LinkEmulation;
 use crate::output::CellResult;
 use crate::plan::Cell;
@@ -160,7 +160,7 @@ impl CellSite for HostsCell {
         _stop: &AtomicBool,
     ) -> anyhow::Result<Box<dyn CellServer>> {
         let serve = ServeOptions {
-            listen: SocketAddr::from((SERVER_IP, 0)),
+            listen: SocketAddr::from((SERVER_IP, SERVER_PORT)),
             ..serve
         };
         Ok(Box::new(ServerHandle::Child(
