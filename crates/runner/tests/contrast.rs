@@ -89,7 +89,10 @@ fn time_wait_accumulates_across_levels_only_where_the_hosts_are_kept() {
         "the second level adds its own"
     );
     // Hosts anew per cell: nothing carries over.
-    for key in ["as-on-loopback/h1/new-conn/c4/r1", "as-on-loopback/h3/new-conn/c4/r1"] {
+    for key in [
+        "as-on-loopback/h1/new-conn/c4/r1",
+        "as-on-loopback/h3/new-conn/c4/r1",
+    ] {
         assert_eq!(tw(key, "before"), 0.0, "{key}");
     }
 }

@@ -45,7 +45,8 @@ fn the_plan_has_one_folder_per_session_with_the_reference_and_every_claim() {
         "one reference per session: {text}"
     );
     assert_eq!(
-        text.matches("runner --experiment experiments/claims/").count(),
+        text.matches("runner --experiment experiments/claims/")
+            .count(),
         2 * claims,
         "every claim in every session: {text}"
     );
@@ -56,7 +57,12 @@ fn the_plan_has_one_folder_per_session_with_the_reference_and_every_claim() {
 fn a_session_count_that_is_not_a_positive_integer_is_refused() {
     for bad in ["0", "x", "-1"] {
         let output = script(&["--dry-run", "--sessions", bad]);
-        assert_eq!(output.status.code(), Some(2), "{bad}: {}", output_text(&output));
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{bad}: {}",
+            output_text(&output)
+        );
         assert!(
             output_text(&output).contains("--sessions must be a positive integer"),
             "{bad}"
