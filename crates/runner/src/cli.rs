@@ -127,7 +127,7 @@ pub enum Command {
         #[arg(long)]
         token_file: Option<PathBuf>,
     },
-    /// Kubernetes: the manifests the runner would create (see README "Running on Kubernetes").
+    /// Kubernetes: the manifests the runner would create (see docs/hosts-and-kubernetes.md).
     K8s {
         #[command(subcommand)]
         command: K8sCommand,
@@ -321,8 +321,8 @@ impl RunArgs {
     }
 
     /// Lays `--url` and the `--grpc*` flags over `targets`.
-    fn apply_targets(&self, targets: &mut bench_core::target::Targets) -> Result<(), String> {
-        use bench_core::target::{GrpcTarget, RestTarget};
+    fn apply_targets(&self, targets: &mut bench_core::user_service::Targets) -> Result<(), String> {
+        use bench_core::user_service::{GrpcTarget, RestTarget};
         if let Some(url) = &self.url {
             match &mut targets.rest {
                 Some(rest) => rest.url = url.clone(),
