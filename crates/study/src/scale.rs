@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use crate::run::{fval, Run, View};
 use crate::templates;
-use crate::text::{show, show_tput, thousands, throughput_note, FALLBACK_NOTE};
+use crate::text::{show, show_tput, thousands, throughput_note, fallback_note};
 use runner::report::memory;
 use runner::report::{label, regimes};
 
@@ -163,9 +163,7 @@ fn stack_levels(v: &View, stack: &str, regime: &str) -> Vec<Level> {
                 concurrency: c,
                 p99_us: v.stat(stack, regime, c, "latency_p99_us").map(|iv| iv.mean),
                 success: (sent > 0.0).then(|| v.sum(stack, regime, c, "ok") / sent),
-                throughput_rps: v
-                    .stat(stack, regime, c, v.run.throughput_col)
-                    .map(|iv| iv.mean),
+                throughput_rps: v.tput(stack, regime, c).map(|(iv, _)| iv.mean),
             }
         })
         .collect()
@@ -307,7 +305,7 @@ pub(crate) fn section(out: &mut String, run: &Run) -> anyhow::Result<()> {
     out.push('\n');
     out.push_str(&detail);
     if detail.contains(" †") {
-        let _ = writeln!(out, "{FALLBACK_NOTE}\n");
+        let _ = writeln!(out, "{}\n", fallback_note());
     }
     memory_table(out, run, None)
 }

@@ -10,7 +10,7 @@ use runner::report::{label, levels, ms, regimes, stack_order};
 
 use crate::run::{fval, Run};
 use crate::templates;
-use crate::text::{show, show_tput, throughput_note, FALLBACK_NOTE};
+use crate::text::{show, show_tput, throughput_note, fallback_note};
 use crate::Row;
 
 /// One regime's table of the reference sweep.
@@ -71,7 +71,7 @@ fn stress_table(out: &mut String, run: &Run, rows: &[&Row], regime: &str) {
         }
     }
     if out[start..].contains(" †") {
-        let _ = writeln!(out, "\n{FALLBACK_NOTE}");
+        let _ = writeln!(out, "\n{}", fallback_note());
     }
     out.push('\n');
 }

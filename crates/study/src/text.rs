@@ -50,14 +50,20 @@ pub(crate) fn show_rps(iv: &Interval) -> String {
 }
 
 /// Throughput with its interval; `†` marks a cell measured as `ok / elapsed_s` because it had
-/// no steady window.
+/// no steady window or one too short to stand for the cell.
 pub(crate) fn show_tput((iv, fallback): &(Interval, bool)) -> String {
     format!("{}{}", show_rps(iv), if *fallback { " †" } else { "" })
 }
 
-/// Footnote for `†`.
-pub(crate) const FALLBACK_NOTE: &str =
-    "† no steady window in this cell (too few requests after ramp-up): `ok / elapsed_s` instead.";
+/// Footnote for `†`, with the runner's validity rule ([`runner::output::rows::steady_window_valid_for`]).
+pub(crate) fn fallback_note() -> String {
+    use runner::output::rows::{MIN_STEADY_FRACTION_OF_ELAPSED, MIN_STEADY_OK_PER_WORKER};
+    format!(
+        "† no steady window in this cell, or one too short to stand for it (under {} successes per worker or under {} % of the phase): `ok / elapsed_s` instead.",
+        plain(MIN_STEADY_OK_PER_WORKER),
+        plain(MIN_STEADY_FRACTION_OF_ELAPSED * 100.0)
+    )
+}
 
 /// A claimed figure as the study wrote it: up to six decimals, trailing zeros dropped
 /// (`25.0` → `25`, a 0.0006 rate × 100 → `0.06`).

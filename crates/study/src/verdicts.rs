@@ -15,7 +15,7 @@ use crate::claims::{
 };
 use crate::provenance::{find_first, scalar};
 use crate::run::{fval, Run, View};
-use crate::text::{pct, plain, show, show_tput, thousands, throughput_note, FALLBACK_NOTE};
+use crate::text::{pct, plain, show, show_tput, thousands, throughput_note, fallback_note};
 use crate::{scale, Row};
 
 /// One tail of [`clopper_pearson_95`]: the probability the two-sided 95 % interval leaves
@@ -118,7 +118,7 @@ pub(crate) fn section(out: &mut String, reference: &Run, claim_runs: &[Run]) -> 
                     }
                 }
                 if sections[start..].contains(" †") {
-                    let _ = writeln!(sections, "\n{FALLBACK_NOTE}");
+                    let _ = writeln!(sections, "\n{}", fallback_note());
                 }
                 sections.push('\n');
             }

@@ -489,6 +489,9 @@ fn the_committed_paper_regenerates_byte_for_byte() {
             let stem = p.file_stem().unwrap().to_str().unwrap().to_string();
             format!("results/claims/{stem}")
         })
+        // A claim experiment not run yet (no committed results) is left out, as the paper
+        // was generated without it.
+        .filter(|dir| root.join(dir).is_dir())
         .collect();
     claims.sort();
     let out = study()
