@@ -99,6 +99,41 @@ pub fn zero_failure_trials_below(rate: f64, tail: f64) -> u64 {
     (tail.ln() / (-rate).ln_1p()).floor() as u64 + 1
 }
 
+/// The fewest trials, at the observed event rate, whose one-sided upper bound at confidence
+/// 1 − `alpha` ([`clopper_pearson_upper`] of `round(observed · n)` events) falls below `rate`:
+/// the n a claim "rate < r" would need given what was seen. `None` when the observed rate is
+/// not below `rate` (no n shows it) or the n would exceed 10⁹. For no event it is
+/// [`zero_failure_trials_below`].
+pub fn trials_to_show_below(observed: f64, rate: f64, alpha: f64) -> Option<u64> {
+    const MAX_TRIALS: u64 = 1_000_000_000;
+    if !(observed < rate) || observed < 0.0 {
+        return None;
+    }
+    if observed == 0.0 {
+        return Some(zero_failure_trials_below(rate, alpha));
+    }
+    let shows =
+        |n: u64| clopper_pearson_upper((observed * n as f64).round() as u64, n, alpha) < rate;
+    // Doubling to a shown n, then bisection between the last n that did not show it and it.
+    let mut hi = zero_failure_trials_below(rate, alpha);
+    while !shows(hi) {
+        if hi > MAX_TRIALS {
+            return None;
+        }
+        hi *= 2;
+    }
+    let mut lo = hi / 2;
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if shows(mid) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    Some(hi)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,6 +209,18 @@ mod tests {
             assert!(upper(n - 1) >= 0.0006, "{tail}");
         }
         assert_eq!(zero_failure_trials_below(0.0006, 0.05), 4992);
+    }
+
+    #[test]
+    fn trials_to_show_a_rate_grow_as_the_observed_rate_nears_it() {
+        assert_eq!(trials_to_show_below(0.0, 0.0006, 0.05), Some(4992));
+        let n = trials_to_show_below(0.0003, 0.0006, 0.05).unwrap();
+        let upper = |n: u64| clopper_pearson_upper((0.0003 * n as f64).round() as u64, n, 0.05);
+        assert!(upper(n) < 0.0006 && upper(n - 1) >= 0.0006, "{n}");
+        assert!(n > 4992);
+        assert!(trials_to_show_below(0.0005, 0.0006, 0.05).unwrap() > n);
+        assert_eq!(trials_to_show_below(0.0006, 0.0006, 0.05), None);
+        assert_eq!(trials_to_show_below(0.05, 0.0006, 0.05), None);
     }
 
     #[test]

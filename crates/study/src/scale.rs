@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use crate::run::{fval, Run, View};
 use crate::templates;
-use crate::text::{show, show_tput, thousands, throughput_note, fallback_note};
+use crate::text::{fallback_note, show, show_tput, thousands, throughput_note};
 use runner::report::memory;
 use runner::report::{label, regimes};
 

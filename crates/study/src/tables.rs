@@ -10,7 +10,7 @@ use runner::report::{label, levels, ms, regimes, stack_order};
 
 use crate::run::{fval, Run};
 use crate::templates;
-use crate::text::{show, show_tput, throughput_note, fallback_note};
+use crate::text::{fallback_note, show, show_tput, throughput_note};
 use crate::Row;
 
 /// One regime's table of the reference sweep.

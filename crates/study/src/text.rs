@@ -73,7 +73,12 @@ pub(crate) fn plain(x: f64) -> String {
 }
 
 pub(crate) fn pct(x: f64) -> String {
-    format!("{:.3} %", x * 100.0)
+    pct_digits(x, 3)
+}
+
+/// A fraction as a percentage with `digits` decimals (bounds near a claimed 0.06 % need four).
+pub(crate) fn pct_digits(x: f64, digits: usize) -> String {
+    format!("{:.digits$} %", x * 100.0)
 }
 
 pub(crate) fn throughput_note(col: &str) -> &'static str {

@@ -6,7 +6,10 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use stats::{clopper_pearson_95, cv, zero_failure_trials_below, Interval};
+use stats::{
+    clopper_pearson_lower, clopper_pearson_upper, cv, trials_to_show_below,
+    zero_failure_trials_below, Interval,
+};
 
 use runner::report::label;
 
@@ -15,12 +18,10 @@ use crate::claims::{
 };
 use crate::provenance::{find_first, scalar};
 use crate::run::{fval, Run, View};
-use crate::text::{pct, plain, show, show_tput, thousands, throughput_note, fallback_note};
+use crate::text::{
+    fallback_note, pct, pct_digits, plain, show, show_tput, thousands, throughput_note,
+};
 use crate::{scale, Row};
-
-/// One tail of [`clopper_pearson_95`]: the probability the two-sided 95 % interval leaves
-/// above its upper end.
-const TWO_SIDED_95_TAIL: f64 = 0.025;
 
 /// A claim's outcome on one variant: a short verdict for the summary table and the numbers.
 struct Outcome {
@@ -122,6 +123,11 @@ pub(crate) fn section(out: &mut String, reference: &Run, claim_runs: &[Run]) -> 
                 }
                 sections.push('\n');
             }
+        }
+        if let Check::FailureRateBelow(c) = &claim.check {
+            let (text, verdict) = failure_rate_across(c, claim_runs);
+            sections.push_str(&text);
+            default_verdict = format!("{default_verdict}<br>every claim run: {verdict}");
         }
         if let Some(regime) = claim.memory_fits {
             // The slope carries to any scale; the claim's one point does not.
@@ -330,7 +336,8 @@ fn collapse(v: &View, claim: &Collapse) -> Option<Outcome> {
     })
 }
 
-/// C3's kind: see [`FailureRateBelow`].
+/// C3's kind: see [`FailureRateBelow`]. Each level of the claimed stack is judged on its own
+/// ([`judge_rate`]); the other stacks are shown under the same conditions.
 fn failure_rate_below(v: &View, claim: &FailureRateBelow) -> Option<Outcome> {
     let FailureRateBelow {
         stack: claimed_stack,
@@ -347,55 +354,34 @@ fn failure_rate_below(v: &View, claim: &FailureRateBelow) -> Option<Outcome> {
     for stack in v.stacks() {
         let mut per_level = Vec::new();
         let (mut k_all, mut n_all) = (0u64, 0u64);
-        let mut worst_observed = 0.0_f64;
-        let mut all_bounds_below = true;
+        let mut judged = Vec::new();
         for c in &levels {
             let n = v.sum(&stack, regime, *c, "sent") as u64;
             let k = v.sum(&stack, regime, *c, "failed") as u64;
             if n == 0 {
                 continue;
             }
-            let (_, hi) = clopper_pearson_95(k, n);
-            all_bounds_below &= hi < max_failure_rate;
-            worst_observed = worst_observed.max(k as f64 / n as f64);
             per_level.push(format!(
                 "{c}: {k} in {} (≤ {})",
                 thousands(n as f64),
-                pct(hi)
+                pct_digits(clopper_pearson_upper(k, n, ONE_SIDED_95_ALPHA), 4)
             ));
+            judged.push(judge_rate(k, n, max_failure_rate));
             k_all += k;
             n_all += n;
         }
         if n_all == 0 {
             continue;
         }
-        let (_, pooled_hi) = clopper_pearson_95(k_all, n_all);
         evidence.push(format!(
             "{}: failures by workers {}; pooled {k_all} in {} (≤ {})",
             label(&stack),
             per_level.join(", "),
             thousands(n_all as f64),
-            pct(pooled_hi)
+            pct_digits(clopper_pearson_upper(k_all, n_all, ONE_SIDED_95_ALPHA), 4)
         ));
         if stack == claimed_stack {
-            claim_verdict = if worst_observed >= max_failure_rate {
-                format!(
-                    "not reproduced: observed failure rate {} ≥ {bound} at some level",
-                    pct(worst_observed)
-                )
-            } else if all_bounds_below {
-                format!("confirmed: the 95 % upper bound is below {bound} at every level")
-            } else {
-                format!(
-                    "consistent but not shown: {}, yet the 95 % upper bound of a level is not below {bound} (≥ {} requests per level with no failure would be needed)",
-                    if worst_observed == 0.0 {
-                        "no failure at any level".to_string()
-                    } else {
-                        format!("observed failure rate at most {}", pct(worst_observed))
-                    },
-                    thousands(zero_failure_trials_below(max_failure_rate, TWO_SIDED_95_TAIL) as f64)
-                )
-            };
+            claim_verdict = rate_verdict(&judged, &bound);
         }
     }
     let others_also: Vec<String> = v
@@ -421,10 +407,181 @@ fn failure_rate_below(v: &View, claim: &FailureRateBelow) -> Option<Outcome> {
     Some(Outcome {
         verdict: format!("{claim_verdict}{others}"),
         evidence: format!(
-            "{} (k failures in n requests, two-sided 95 % Clopper–Pearson upper bound)",
+            "{} (k failures in n requests, one-sided 95 % Clopper–Pearson upper bound)",
             evidence.join("; ")
         ),
     })
+}
+
+/// A one-sided 95 % bound: α = 0.05 in one tail.
+const ONE_SIDED_95_ALPHA: f64 = 0.05;
+
+/// How one cell's k failures in n requests judge a claim "the failure rate is below `max`",
+/// by one-sided 95 % Clopper–Pearson bounds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum RateJudgement {
+    /// The upper bound is below `max`: the claim holds in this cell.
+    Shown,
+    /// The lower bound is at or above `max`: the claim fails in this cell.
+    Refuted,
+    /// Neither: the n that would show it at the observed rate (`None`: no n would).
+    Open { needed: Option<u64> },
+}
+
+fn judge_rate(k: u64, n: u64, max: f64) -> RateJudgement {
+    if clopper_pearson_upper(k, n, ONE_SIDED_95_ALPHA) < max {
+        RateJudgement::Shown
+    } else if clopper_pearson_lower(k, n, ONE_SIDED_95_ALPHA) >= max {
+        RateJudgement::Refuted
+    } else {
+        let observed = if n == 0 { 0.0 } else { k as f64 / n as f64 };
+        RateJudgement::Open {
+            needed: trials_to_show_below(observed, max, ONE_SIDED_95_ALPHA),
+        }
+    }
+}
+
+impl RateJudgement {
+    fn describe(self) -> String {
+        match self {
+            RateJudgement::Shown => "holds".into(),
+            RateJudgement::Refuted => "fails".into(),
+            RateJudgement::Open { needed: Some(n) } => format!(
+                "undecided (≈ {} requests at this rate would decide it)",
+                thousands(n as f64)
+            ),
+            RateJudgement::Open { needed: None } => {
+                "undecided (no number of requests at this rate would show it)".into()
+            }
+        }
+    }
+}
+
+/// The verdict over a set of judged cells (levels of one variant, or every cell of every run).
+fn rate_verdict(judged: &[RateJudgement], bound: &str) -> String {
+    let count = |f: fn(&RateJudgement) -> bool| judged.iter().filter(|j| f(j)).count();
+    let refuted = count(|j| *j == RateJudgement::Refuted);
+    let open = count(|j| matches!(j, RateJudgement::Open { .. }));
+    if refuted > 0 {
+        format!(
+            "not reproduced: the failure rate's one-sided 95 % lower bound is at or above {bound} at {refuted} of {} levels",
+            judged.len()
+        )
+    } else if open == 0 {
+        format!("confirmed: the one-sided 95 % upper bound is below {bound} at every level")
+    } else {
+        format!(
+            "consistent but not shown at {open} of {} levels",
+            judged.len()
+        )
+    }
+}
+
+/// C3 over every claim run: each cell of the claimed stack and regime, in every variant of
+/// every claim run, judged by [`judge_rate`]; the rule is stated before the table. Returns the
+/// section and a one-line verdict for the summary table.
+fn failure_rate_across(claim: &FailureRateBelow, claim_runs: &[Run]) -> (String, String) {
+    let FailureRateBelow {
+        stack,
+        regime,
+        max_failure_rate,
+    } = *claim;
+    let bound = format!("{} %", plain(max_failure_rate * 100.0));
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "#### Every {} {regime} cell of every claim run
+",
+        label(stack)
+    );
+    let _ = writeln!(
+        out,
+        "Rule, fixed before the data: every {} {regime} cell of every claim run given to the paper (every variant, every level, repetitions pooled) is judged on its own. With k failures in n requests, the claim holds in the cell when the one-sided 95 % Clopper–Pearson upper bound of the failure rate is below {bound}, fails there when the one-sided 95 % lower bound is at or above {bound}, and is undecided otherwise (with no failure, {} requests decide it). The claim holds across conditions only if it holds in every cell.\n",
+        label(stack),
+        thousands(zero_failure_trials_below(max_failure_rate, ONE_SIDED_95_ALPHA) as f64)
+    );
+    let mut judged: Vec<(String, u64, RateJudgement)> = Vec::new();
+    let mut rows = String::new();
+    for run in claim_runs {
+        for variant in run.variants() {
+            let v = View::new(run, Some(&variant));
+            for c in v.levels(regime) {
+                let n = v.sum(stack, regime, c, "sent") as u64;
+                if n == 0 {
+                    continue;
+                }
+                let k = v.sum(stack, regime, c, "failed") as u64;
+                let j = judge_rate(k, n, max_failure_rate);
+                let _ = writeln!(
+                    rows,
+                    "| {} | {variant} | {c} | {k} in {} | {} | [{}, {}] | {} |",
+                    run.name(),
+                    thousands(n as f64),
+                    pct(1.0 - k as f64 / n as f64),
+                    pct_digits(clopper_pearson_lower(k, n, ONE_SIDED_95_ALPHA), 4),
+                    pct_digits(clopper_pearson_upper(k, n, ONE_SIDED_95_ALPHA), 4),
+                    j.describe()
+                );
+                judged.push((format!("{} {variant}", run.name()), c, j));
+            }
+        }
+    }
+    if judged.is_empty() {
+        let _ = writeln!(out, "No claim run has a {} {regime} cell.\n", label(stack));
+        return (out, "no cell to judge".into());
+    }
+    let _ = writeln!(
+        out,
+        "| run | variant | workers | failures | success | failure rate, one-sided 95 % bounds | the claim |"
+    );
+    let _ = writeln!(out, "|---|---|---:|---:|---:|---|---|");
+    out.push_str(&rows);
+    let failed: Vec<&(String, u64, RateJudgement)> = judged
+        .iter()
+        .filter(|(_, _, j)| *j == RateJudgement::Refuted)
+        .collect();
+    // "run variant at 200, 500": one entry per variant, its failing levels listed.
+    let mut failing: Vec<(String, Vec<String>)> = Vec::new();
+    for (place, c, _) in &failed {
+        match failing.last_mut() {
+            Some((p, levels)) if p == place => levels.push(c.to_string()),
+            _ => failing.push((place.clone(), vec![c.to_string()])),
+        }
+    }
+    let failing: Vec<String> = failing
+        .into_iter()
+        .map(|(p, levels)| format!("{p} at {}", levels.join(", ")))
+        .collect();
+    let open = judged
+        .iter()
+        .filter(|(_, _, j)| matches!(j, RateJudgement::Open { .. }))
+        .count();
+    let held = judged.len() - failed.len() - open;
+    let verdict = if !failed.is_empty() {
+        format!(
+            "not reproduced across conditions: fails in {} of {} cells ({})",
+            failed.len(),
+            judged.len(),
+            failing.join("; ")
+        )
+    } else if open > 0 {
+        format!(
+            "consistent but not shown across conditions: holds in {held} of {} cells, undecided in {open}",
+            judged.len()
+        )
+    } else {
+        format!(
+            "confirmed across conditions: holds in all {} cells",
+            judged.len()
+        )
+    };
+    let _ = writeln!(
+        out,
+        "\nAcross every claim run: holds in {held}, fails in {}, undecided in {open} of {} cells: {verdict}.\n",
+        failed.len(),
+        judged.len()
+    );
+    (out, verdict)
 }
 
 /// C4's kind: see [`Ceiling`].
@@ -680,5 +837,26 @@ mod tests {
         assert_eq!(rtt_s("rtt=100ms"), Some(0.1));
         assert_eq!(rtt_s("loss=1%,delay=10ms"), Some(0.02));
         assert_eq!(rtt_s("loss=1%"), None);
+    }
+
+    /// 0 in 5,000 shows "below 0.06 %" one-sided (1 − 0.05^(1/5000) ≈ 0.0599 %), though the
+    /// two-sided interval's upper end (0.074 %) would not; 2 in 5,000 decides nothing; 47 in
+    /// 5,000 refutes it.
+    #[test]
+    fn one_cell_is_judged_by_one_sided_bounds() {
+        assert_eq!(judge_rate(0, 5000, 0.0006), RateJudgement::Shown);
+        assert_eq!(
+            judge_rate(0, 4991, 0.0006),
+            RateJudgement::Open { needed: Some(4992) }
+        );
+        assert!(matches!(
+            judge_rate(2, 5000, 0.0006),
+            RateJudgement::Open { needed: Some(n) } if n > 5000
+        ));
+        assert_eq!(judge_rate(47, 5000, 0.0006), RateJudgement::Refuted);
+        assert_eq!(
+            judge_rate(3, 5000, 0.0006),
+            RateJudgement::Open { needed: None }
+        );
     }
 }
