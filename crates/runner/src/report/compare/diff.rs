@@ -151,7 +151,7 @@ fn group(rows: &[Row]) -> BTreeMap<Vec<String>, Vec<&Row>> {
 
 /// One metric over a cell's repetitions in both runs: the primary column when every
 /// repetition of both runs has it (so both sides measure the same thing), else the fallback.
-/// A steady rate counts as had only from a long enough window ([`crate::output::rows::CellRow::steady_valid`]).
+/// A steady rate counts as had only from a long enough window ([`CellRow::steady_valid`](crate::output::rows::CellRow::steady_valid)).
 fn change(metric: &'static Metric, base: &[&Row], new: &[&Row]) -> Option<Change> {
     let all = |rows: &[&Row], c: &str| {
         rows.iter()
