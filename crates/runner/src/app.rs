@@ -169,6 +169,17 @@ pub fn main() -> ExitCode {
                 Ok((exp, service)) => {
                     if let Some(service) = &service {
                         print!("{}", service.describe(&exp));
+                        let (lines, all) = service.try_connections(&exp);
+                        for line in &lines {
+                            println!("{line}");
+                        }
+                        if !all {
+                            eprintln!(
+                                "error: {}: some of your service's targets cannot be reached (above)",
+                                file.display()
+                            );
+                            return ExitCode::from(EXIT_INVALID);
+                        }
                     }
                     let cells = plan::plan(&exp);
                     println!(
@@ -224,6 +235,9 @@ pub fn main() -> ExitCode {
                     return ExitCode::from(EXIT_INVALID);
                 }
             };
+            if cli.run.is_first_look() {
+                println!("{}", cli::first_look_banner());
+            }
             let service = match service_targets(&exp, Some(cli.run.yes)) {
                 Ok(s) => s,
                 Err(e) => {
@@ -568,7 +582,16 @@ fn run_sweep(
     if let Some(warning) = output::failure_warning(&outcome.results) {
         eprintln!("{warning}");
     }
+    if outcome.stopped.is_none() {
+        if let Some(hint) = output::ci_hint(&outcome.results, !limits.is_empty()) {
+            eprintln!("{hint}");
+        }
+    }
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    if let Some(why) = &outcome.stopped {
+        eprintln!("error: {why}");
+        return Ok(ExitCode::FAILURE);
+    }
     Ok(if outcome.interrupted {
         ExitCode::from(130)
     } else if checked.iter().any(|o| !o.pass) && !args.no_thresholds_exit {

@@ -379,34 +379,85 @@ impl H3Connection {
             .send_request(req)
             .await
             .map_err(|e| self.classify(&e))?;
+        let mut sent = Ok(());
         if let Some(body) = body.filter(|b| !b.is_empty()) {
-            stream
-                .send_data(body)
-                .await
-                .map_err(|e| self.classify(&e))?;
+            sent = stream.send_data(body).await;
         }
-        stream.finish().await.map_err(|e| self.classify(&e))?;
+        if sent.is_ok() {
+            sent = stream.finish().await;
+        }
+        // RFC 9114 §4.1: a server whose answer does not need the rest of the request may stop
+        // reading it (STOP_SENDING with H3_NO_ERROR) and answer in full: stop sending, read on.
+        match sent {
+            Err(e) if !is_no_error(&e) => return Err(self.classify(&e)),
+            _ => {}
+        }
         let resp = stream
             .recv_response()
             .await
             .map_err(|e| self.classify(&e))?;
         let ttfb = started.elapsed();
+        let length: Option<usize> = resp
+            .headers()
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse().ok());
         let mut body = BytesMut::new();
-        while let Some(mut chunk) = stream.recv_data().await.map_err(|e| self.classify(&e))? {
-            while chunk.has_remaining() {
-                let part = chunk.chunk();
-                body.extend_from_slice(part);
-                let n = part.len();
-                chunk.advance(n);
+        // An abort with H3_NO_ERROR after the whole answer, as long as its content-length
+        // says, ends the answer (RFC 9114 §4.1); before that, the answer is cut short.
+        let complete = |e: &h3::error::StreamError, body: &BytesMut| {
+            is_no_error(e) && length == Some(body.len())
+        };
+        let mut ended_by_abort = false;
+        loop {
+            match stream.recv_data().await {
+                Ok(Some(mut chunk)) => {
+                    while chunk.has_remaining() {
+                        let part = chunk.chunk();
+                        body.extend_from_slice(part);
+                        let n = part.len();
+                        chunk.advance(n);
+                    }
+                }
+                Ok(None) => break,
+                Err(e) if complete(&e, &body) => {
+                    ended_by_abort = true;
+                    break;
+                }
+                Err(e) => return Err(self.cut_short(&e, body.len(), length)),
             }
         }
         // Trailers end the stream where a server sends them; read them so the stream ends
         // cleanly (not with STOP_SENDING), and leave their content.
-        stream
-            .recv_trailers()
-            .await
-            .map_err(|e| self.classify(&e))?;
+        if !ended_by_abort {
+            match stream.recv_trailers().await {
+                Ok(_) => {}
+                Err(e) if complete(&e, &body) => {}
+                Err(e) => return Err(self.cut_short(&e, body.len(), length)),
+            }
+        }
         Ok((ttfb, resp.status().as_u16(), body.freeze()))
+    }
+
+    /// A failure while the answer's body was read: an abort with H3_NO_ERROR says how much
+    /// of the answer came (a clean abort, but of an incomplete answer).
+    fn cut_short(
+        &self,
+        err: &h3::error::StreamError,
+        received: usize,
+        length: Option<usize>,
+    ) -> Failure {
+        if !is_no_error(err) {
+            return self.classify(err);
+        }
+        let expected = length.map_or("no content-length".to_string(), |n| {
+            format!("content-length {n}")
+        });
+        Failure::new(
+            FailureClass::ConnReset,
+            format!(
+                "the server aborted the answer with H3_NO_ERROR after {received} bytes of its body ({expected}): the answer is incomplete"
+            ),
+        )
     }
 
     /// h3 flattens quinn's errors into its own; the connection's close reason says more. A
@@ -553,6 +604,15 @@ fn unprocessed(err: &h3::error::StreamError) -> Option<Failure> {
         }
         _ => None,
     }
+}
+
+/// The peer ended our side of the stream, or its own, with H3_NO_ERROR (STOP_SENDING or
+/// RESET_STREAM): "no error", when what was needed has been exchanged (RFC 9114 §4.1).
+fn is_no_error(err: &h3::error::StreamError) -> bool {
+    matches!(
+        err,
+        h3::error::StreamError::RemoteTerminate { code, .. } if *code == h3::error::Code::H3_NO_ERROR
+    )
 }
 
 /// Maps an h3 error that carries no quinn close reason (stream-level errors).

@@ -46,6 +46,9 @@ pub struct LoadSpec {
     /// generators continues the cell's sequence where the shard before it ends.
     #[serde(default)]
     pub seq_base: u64,
+    /// Stop the phase when its first this-many requests all fail alike (0: never).
+    #[serde(default)]
+    pub stop_after_identical_failures: u64,
 }
 
 pub use crate::settings::Pacing;
@@ -64,6 +67,87 @@ pub struct Progress {
     pub done: AtomicU64,
     pub failed: AtomicU64,
     pub stop: AtomicBool,
+    /// Watches the phase's first outcomes for a phase where nothing can succeed.
+    pub streak: FailureStreak,
+}
+
+/// The first `limit` outcomes of a phase: when every one is a failure of one class with one
+/// message (a refused port, an untrusted certificate), the phase has nothing to measure and
+/// stops ([`crate::settings::Experiment::stop_after_identical_failures`]). A success or a
+/// different failure settles it for the phase; afterwards it costs one atomic load.
+#[derive(Debug, Default)]
+pub struct FailureStreak {
+    limit: u64,
+    settled: AtomicBool,
+    state: std::sync::Mutex<StreakState>,
+}
+
+#[derive(Debug, Default)]
+struct StreakState {
+    seen: u64,
+    first: Option<(FailureClass, String)>,
+    verdict: Option<String>,
+}
+
+impl Progress {
+    /// Fresh counters for a phase of `spec`.
+    pub fn for_spec(spec: &LoadSpec) -> Self {
+        Progress {
+            streak: FailureStreak::new(spec.stop_after_identical_failures),
+            ..Default::default()
+        }
+    }
+}
+
+impl FailureStreak {
+    /// Stops a phase after `limit` identical failures in a row from its start; 0 never does.
+    pub fn new(limit: u64) -> Self {
+        FailureStreak {
+            limit,
+            settled: AtomicBool::new(limit == 0),
+            state: Default::default(),
+        }
+    }
+
+    /// Counts one outcome (`None`: a success); true when this one makes the phase hopeless.
+    fn observe(&self, failure: Option<&Failure>) -> bool {
+        if self.settled.load(Ordering::Relaxed) {
+            return false;
+        }
+        let mut state = self.state.lock().expect("failure streak");
+        if state.verdict.is_some() {
+            return false;
+        }
+        let same = match (failure, &state.first) {
+            (None, _) => false,
+            (Some(_), None) => true,
+            (Some(f), Some((class, detail))) => f.class == *class && f.detail == *detail,
+        };
+        if !same {
+            self.settled.store(true, Ordering::Relaxed);
+            return false;
+        }
+        if let (Some(f), None) = (failure, &state.first) {
+            state.first = Some((f.class, f.detail.clone()));
+        }
+        state.seen += 1;
+        if state.seen < self.limit {
+            return false;
+        }
+        let (class, detail) = state.first.as_ref().expect("recorded");
+        state.verdict = Some(format!(
+            "the first {} requests all failed alike ({}: {detail})",
+            state.seen,
+            class.as_str()
+        ));
+        self.settled.store(true, Ordering::Relaxed);
+        true
+    }
+
+    /// Why the phase stopped, when it did.
+    pub fn verdict(&self) -> Option<String> {
+        self.state.lock().expect("failure streak").verdict.clone()
+    }
 }
 
 /// The outcome of one phase.
@@ -76,6 +160,8 @@ pub struct LoadResult {
     pub extended: bool,
     /// The window in which every worker was active, if there was one.
     pub steady: Option<SteadyWindow>,
+    /// The phase stopped because its first requests all failed alike ([`FailureStreak`]).
+    pub hopeless: Option<String>,
 }
 
 /// From the moment the last worker issued its first request to the moment the first worker
@@ -384,6 +470,7 @@ pub async fn run(
         cut_short: stopped || (budget_left && !spec.ends_by_time),
         extended: budget.extended.load(Ordering::Relaxed),
         steady: budget.steady.window(),
+        hopeless: progress.streak.verdict(),
     }
 }
 
@@ -585,8 +672,12 @@ fn record_outcome(
                 m.record_ok(answered - issued, &reply)
             });
             count(progress, false);
+            progress.streak.observe(None);
         }
         Err(f) => {
+            if progress.streak.observe(Some(&f)) {
+                progress.stop.store(true, Ordering::Relaxed);
+            }
             record(shard, |m| m.record_failure(f));
             count(progress, true);
         }
@@ -667,6 +758,7 @@ mod tests {
             pacing: Pacing::Spin,
             ids: None,
             seq_base: 0,
+            stop_after_identical_failures: 0,
         }
     }
 
@@ -713,5 +805,46 @@ mod tests {
         let m = &result.measurements;
         assert_eq!((m.ok, m.moved), (0, u64::from(MAX_MOVES)));
         assert_eq!(m.failures[FailureClass::ConnReset.index()], 1);
+    }
+
+    #[test]
+    fn a_streak_of_identical_failures_makes_the_phase_hopeless_at_its_limit() {
+        let refused = Failure::new(FailureClass::ConnectRefused, "Connection refused");
+        let streak = FailureStreak::new(3);
+        assert!(!streak.observe(Some(&refused)));
+        assert!(!streak.observe(Some(&refused)));
+        assert!(
+            streak.observe(Some(&refused)),
+            "the third identical failure"
+        );
+        let verdict = streak.verdict().unwrap();
+        assert!(verdict.contains("first 3 requests"), "{verdict}");
+        assert!(
+            verdict.contains("connect_refused: Connection refused"),
+            "{verdict}"
+        );
+        // Said once.
+        assert!(!streak.observe(Some(&refused)));
+    }
+
+    #[test]
+    fn a_success_or_a_different_failure_settles_the_streak() {
+        let refused = Failure::new(FailureClass::ConnectRefused, "Connection refused");
+        let other = Failure::new(FailureClass::ConnectRefused, "No route to host");
+        let timeout = Failure::new(FailureClass::RequestTimeout, "Connection refused");
+        for breaker in [None, Some(&other), Some(&timeout)] {
+            let streak = FailureStreak::new(3);
+            streak.observe(Some(&refused));
+            streak.observe(breaker);
+            for _ in 0..10 {
+                assert!(!streak.observe(Some(&refused)));
+            }
+            assert_eq!(streak.verdict(), None);
+        }
+        let never = FailureStreak::new(0);
+        for _ in 0..10 {
+            assert!(!never.observe(Some(&refused)));
+        }
+        assert_eq!(never.verdict(), None);
     }
 }
