@@ -114,7 +114,7 @@ pub enum Command {
         /// from other hosts).
         #[arg(long, default_value = "127.0.0.1:7400")]
         listen: std::net::SocketAddr,
-        /// Certificate directory (default: certs/ of this checkout).
+        /// Certificate directory (default: certs/ in the current directory).
         #[arg(long)]
         certs: Option<PathBuf>,
         /// The agent's certificate chain (PEM), with --key (default: the suite's certificate
@@ -186,7 +186,7 @@ pub struct RunArgs {
     /// (sets stop_after_identical_failures = 0).
     #[arg(long)]
     pub keep_going: bool,
-    /// Certificate directory (default: certs/ of this checkout).
+    /// Certificate directory (default: certs/ in the current directory).
     #[arg(long)]
     pub certs: Option<PathBuf>,
     /// Measure an already running `runner serve` at this loopback address instead of starting

@@ -2,7 +2,7 @@
 //! apart from the load generator; and the handle the runner uses to start and stop it.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,7 +49,7 @@ pub struct ServeOptions {
     #[arg(long)]
     #[serde(with = "as_text")]
     pub fault: Option<FaultSpec>,
-    /// Certificate directory, created on first use (default: certs/ of this checkout).
+    /// Certificate directory, created on first use (default: certs/ in the current directory).
     #[arg(long)]
     pub certs: Option<PathBuf>,
     /// Pin the server to this CPU (default: not pinned).
@@ -258,9 +258,11 @@ impl ServerProcess {
     }
 }
 
-/// The certificate directory used when none is given: `certs/` of this checkout.
+/// The certificate directory used when none is given: `certs/` under the directory the runner
+/// is started in, like `results/`, never a path compiled into the binary (an installed binary
+/// would otherwise write into the source tree or cargo's build folder it came from).
 pub fn default_certs_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../certs")
+    PathBuf::from("certs")
 }
 
 /// The server a cell measures: a child the runner started, or one already running that the
