@@ -578,3 +578,111 @@ pub fn parse() -> Cli {
     let matches = command().get_matches();
     <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::FromArgMatches;
+
+    fn args(argv: &[&str]) -> RunArgs {
+        let matches = command()
+            .try_get_matches_from(std::iter::once("runner").chain(argv.iter().copied()))
+            .unwrap();
+        Cli::from_arg_matches(&matches).unwrap().run
+    }
+
+    #[test]
+    fn request_and_tls_flags_set_the_targets_keys() {
+        let a = args(&[
+            "--url",
+            "https://h:1/x",
+            "--grpc",
+            "https://h:2",
+            "--grpc-method",
+            "p.S/M",
+            "-m",
+            "post",
+            "-d",
+            "{\"id\": {{id}}}",
+            "-H",
+            "Authorization: Bearer {{env.T}}",
+            "-H",
+            "X-Trace:1",
+            "--ca",
+            "ca.pem",
+            "--server-name",
+            "api",
+            "--insecure",
+        ]);
+        let exp = a.experiment().unwrap();
+        let rest = exp.targets.rest.as_ref().unwrap();
+        assert_eq!(rest.method, "POST");
+        assert_eq!(rest.body.as_deref(), Some("{\"id\": {{id}}}"));
+        assert_eq!(rest.headers["Authorization"], "Bearer {{env.T}}");
+        assert_eq!(rest.headers["X-Trace"], "1");
+        let grpc = exp.targets.grpc.as_ref().unwrap();
+        assert_eq!(grpc.metadata["authorization"], "Bearer {{env.T}}");
+        for tls in [rest.tls(), grpc.tls()] {
+            assert_eq!(tls.ca.as_deref(), Some(std::path::Path::new("ca.pem")));
+            assert_eq!(tls.server_name.as_deref(), Some("api"));
+            assert!(tls.insecure);
+        }
+        let file = args(&["--url", "https://h:1/x", "--body", "@req.json"])
+            .experiment()
+            .unwrap();
+        let rest = file.targets.rest.unwrap();
+        assert_eq!(
+            rest.body_file.as_deref(),
+            Some(std::path::Path::new("req.json"))
+        );
+        assert_eq!(rest.body, None);
+    }
+
+    #[test]
+    fn flags_about_your_service_need_one() {
+        for (argv, flag) in [
+            (&["--ca", "x.pem"][..], "--ca"),
+            (&["--insecure"][..], "--insecure"),
+            (&["-H", "a: b"][..], "--header"),
+            (&["-m", "POST"][..], "--method"),
+        ] {
+            let e = args(argv).experiment().unwrap_err();
+            assert!(e.starts_with(flag), "{e}");
+        }
+        let e = args(&["--url", "https://h:1/", "-H", "no colon"])
+            .experiment()
+            .unwrap_err();
+        assert!(e.contains("expected NAME: VALUE"), "{e}");
+    }
+
+    #[test]
+    fn a_first_look_is_short_unless_told_otherwise() {
+        let look = args(&["--url", "https://h:1/x"]);
+        assert!(look.is_first_look());
+        let exp = look.experiment().unwrap();
+        assert_eq!(exp.concurrency, FIRST_LOOK_CONCURRENCY);
+        assert_eq!(exp.duration_seconds, Some(FIRST_LOOK_CELL_SECONDS));
+        assert_eq!((exp.baseline_seconds, exp.repetitions), (0, 1));
+        // Flags still win; a request budget makes budgeted cells.
+        let exp = args(&[
+            "--url",
+            "https://h:1/x",
+            "--concurrency",
+            "7",
+            "--requests",
+            "9",
+        ])
+        .experiment()
+        .unwrap();
+        assert_eq!(
+            (exp.concurrency.as_slice(), exp.duration_seconds),
+            (&[7][..], None)
+        );
+        let full = args(&["--url", "https://h:1/x", "--full-sweep"]);
+        assert!(!full.is_first_look());
+        assert_eq!(
+            full.experiment().unwrap().concurrency,
+            Experiment::default().concurrency
+        );
+    }
+}

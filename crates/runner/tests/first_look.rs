@@ -89,6 +89,14 @@ fn a_cell_whose_first_requests_all_fail_alike_stops_the_run_with_one_line() {
 fn keep_going_measures_every_failing_request() {
     let (tmp, output) = refused_run(closed_port(), "150", &["--keep-going"]);
     assert!(output.status.success(), "{}", output_text(&output));
+    // Exit 0 with every request failed: the run says how to make CI fail.
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        err.contains("To make CI fail")
+            && err.contains("[[thresholds]]")
+            && err.contains("exits 99"),
+        "{err}"
+    );
     let dir = results_dir(&tmp.path().join("results"));
     let cells = read_csv(&dir.join("cells.csv"));
     assert_eq!(cells.len(), 2);
