@@ -98,13 +98,13 @@ impl ServiceTargets {
             ));
         }
         let (requests, seconds) = planned_load(exp);
+        let load = match (requests, seconds) {
+            (r, 0) => format!("{r} requests"),
+            (0, s) => format!("{s} s of time-bound cells"),
+            (r, s) => format!("{r} requests plus {s} s of time-bound cells"),
+        };
         out.push_str(&format!(
-            "planned: {requests} requests{}{}\n",
-            if seconds > 0 {
-                format!(" plus {seconds} s of time-bound cells")
-            } else {
-                String::new()
-            },
+            "planned: {load}{}\n",
             exp.rate
                 .map(|r| format!(", open loop at {r} req/s"))
                 .unwrap_or_default()
