@@ -134,14 +134,20 @@ fn completions_and_man_page_print_to_stdout() {
     assert!(man.contains("netem"), "the man page lists the run flags");
 }
 
-/// README's table of run flags and file keys lists every knob of the settings model, and no
-/// key that is not one: the table is checked against the one definition.
+/// The guide's page whose table lists every run flag and file key.
+const KNOBS_PAGE: &str = "docs/running.md";
+
+/// The guide's table of run flags and file keys (`docs/running.md`, "Knobs") lists every knob
+/// of the settings model, and no key that is not one: the table is checked against the one
+/// definition.
 #[test]
-fn readme_lists_every_knob_and_only_knobs() {
-    let readme = std::fs::read_to_string(workspace().join("README.md")).expect("README");
-    let start = readme.find("## Running experiments").expect("section");
+fn the_guide_lists_every_knob_and_only_knobs() {
+    let page = std::fs::read_to_string(workspace().join(KNOBS_PAGE)).expect(KNOBS_PAGE);
+    let start = page
+        .find("\n## Knobs\n")
+        .expect("the page has a Knobs section");
     let mut documented = std::collections::BTreeSet::new();
-    for line in readme[start..]
+    for line in page[start..]
         .lines()
         .skip_while(|l| !l.starts_with('|'))
         .take_while(|l| l.starts_with('|'))
@@ -169,8 +175,173 @@ fn readme_lists_every_knob_and_only_knobs() {
     let unknown: Vec<_> = documented.difference(&knobs).collect();
     assert!(
         missing.is_empty() && unknown.is_empty(),
-        "README's table lacks {missing:?}; lists keys that are not knobs: {unknown:?}"
+        "{KNOBS_PAGE}'s knob table lacks {missing:?}; lists keys that are not knobs: {unknown:?}"
     );
+}
+
+/// README.md and every page under `docs/`: the Markdown files whose links are checked.
+fn documentation_pages() -> Vec<std::path::PathBuf> {
+    fn walk(dir: &std::path::Path, pages: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("docs/ is readable") {
+            let path = entry.expect("a docs/ entry").path();
+            if path.is_dir() {
+                walk(&path, pages);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                pages.push(path);
+            }
+        }
+    }
+    let mut pages = vec![workspace().join("README.md")];
+    walk(&workspace().join("docs"), &mut pages);
+    pages.sort();
+    pages
+}
+
+/// A page's text outside fenced code blocks, line by line (code blocks hold shell comments
+/// that look like headings and brackets that look like links).
+fn prose_lines(text: &str) -> Vec<&str> {
+    let mut in_fence = false;
+    let mut lines = Vec::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_fence = !in_fence;
+        } else if !in_fence {
+            lines.push(line);
+        }
+    }
+    lines
+}
+
+/// `line` with its inline code spans removed: a `[x](y)` inside backticks is not a link.
+fn without_code_spans(line: &str) -> String {
+    line.split('`').step_by(2).collect::<Vec<_>>().join(" ")
+}
+
+/// The targets of the inline links `[text](target)` in a page's prose.
+fn link_targets(text: &str) -> Vec<String> {
+    let mut targets = Vec::new();
+    for line in prose_lines(text) {
+        let line = without_code_spans(line);
+        let mut rest = line.as_str();
+        while let Some(at) = rest.find("](") {
+            let after = &rest[at + 2..];
+            let Some(end) = after.find(')') else {
+                break;
+            };
+            targets.push(after[..end].trim().to_string());
+            rest = &after[end..];
+        }
+    }
+    targets
+}
+
+/// GitHub's anchor for a heading: lower case, inline code and link syntax dropped, every
+/// character that is not a letter, digit, `-`, `_` or space removed, spaces made `-`.
+fn github_slug(heading: &str) -> String {
+    let mut text = String::new();
+    let mut rest = heading;
+    // A link's text stays, its target goes.
+    while let Some(open) = rest.find("](") {
+        text.push_str(&rest[..open]);
+        rest = rest[open + 2..].split_once(')').map_or("", |(_, r)| r);
+    }
+    text.push_str(rest);
+    text.to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | ' '))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The anchors of a page's headings, GitHub-style: a repeated slug gets `-1`, `-2`, …
+fn heading_anchors(text: &str) -> std::collections::BTreeSet<String> {
+    let mut seen = std::collections::BTreeMap::<String, usize>::new();
+    let mut anchors = std::collections::BTreeSet::new();
+    for line in prose_lines(text) {
+        let hashes = line.chars().take_while(|c| *c == '#').count();
+        if !(1..=6).contains(&hashes) || !line[hashes..].starts_with(' ') {
+            continue;
+        }
+        let slug = github_slug(line[hashes..].trim());
+        let count = seen.entry(slug.clone()).or_insert(0);
+        anchors.insert(if *count == 0 {
+            slug.clone()
+        } else {
+            format!("{slug}-{count}")
+        });
+        *count += 1;
+    }
+    anchors
+}
+
+#[test]
+fn github_slugs_are_computed_as_github_does() {
+    assert_eq!(github_slug("What one cell does"), "what-one-cell-does");
+    assert_eq!(
+        github_slug("Client implementations (`--client lean|library`)"),
+        "client-implementations---client-leanlibrary"
+    );
+    assert_eq!(
+        github_slug("Where QUIC's cost goes: instructions per request"),
+        "where-quics-cost-goes-instructions-per-request"
+    );
+    assert_eq!(
+        github_slug("C2: HTTP/1.1 and gRPC collapse at 200 workers"),
+        "c2-http11-and-grpc-collapse-at-200-workers"
+    );
+    assert_eq!(github_slug("`cells.csv`"), "cellscsv");
+    let anchors = heading_anchors("# A\n```sh\n# not a heading\n```\n## A\n#nope\n");
+    assert_eq!(
+        anchors.into_iter().collect::<Vec<_>>(),
+        ["a", "a-1"],
+        "code blocks hold no headings; a repeated heading is numbered"
+    );
+}
+
+/// Every relative link in README.md and the guide under `docs/` leads to a file or folder
+/// that exists, and every `#anchor` into a Markdown page to one of its headings: moving or
+/// renaming a page or a heading shows up here.
+#[test]
+fn every_relative_link_in_readme_and_the_guide_resolves() {
+    let pages = documentation_pages();
+    assert!(
+        pages.len() >= 5,
+        "README.md and the guide's pages under docs/: {pages:?}"
+    );
+    let mut broken = Vec::new();
+    let mut checked = 0;
+    for page in &pages {
+        let text = std::fs::read_to_string(page).expect("a readable page");
+        for target in link_targets(&text) {
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            checked += 1;
+            let (path, anchor) = match target.split_once('#') {
+                Some((path, anchor)) => (path, Some(anchor)),
+                None => (target.as_str(), None),
+            };
+            let file = if path.is_empty() {
+                page.clone()
+            } else {
+                page.parent().expect("a page's folder").join(path)
+            };
+            let shown = page.strip_prefix(workspace()).unwrap_or(page).display();
+            if !file.exists() {
+                broken.push(format!("{shown}: ({target}): no such file"));
+                continue;
+            }
+            let Some(anchor) = anchor else { continue };
+            if file.extension().is_some_and(|e| e == "md") {
+                let linked = std::fs::read_to_string(&file).expect("a readable page");
+                if !heading_anchors(&linked).contains(anchor) {
+                    broken.push(format!("{shown}: ({target}): no heading with that anchor"));
+                }
+            }
+        }
+    }
+    assert!(checked > 50, "only {checked} relative links found");
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
 
 /// `runner stacks --json` is how scripts (compare-anchors) learn the stacks: the registry, in

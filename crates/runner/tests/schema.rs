@@ -1,5 +1,6 @@
 //! The columns of `cells.csv` as written by a fresh run, against the committed reference run
-//! and against README's "Results schema" table: renaming or adding a column shows up here.
+//! and against the guide's schema table (`docs/results-schema.md`): renaming or adding a
+//! column shows up here.
 
 mod common;
 
@@ -54,14 +55,17 @@ fn a_fresh_cells_csv_has_the_reference_columns_in_the_reference_order() {
     }
 }
 
-/// The column names README's `cells.csv` table lists, as patterns: `{a,b}` expands,
+/// The guide's page that defines every results file and column.
+const SCHEMA_PAGE: &str = "docs/results-schema.md";
+
+/// The column names the guide's `cells.csv` table lists, as patterns: `{a,b}` expands,
 /// `*` and `<class>` stand for one or more name characters.
-fn readme_patterns() -> Vec<String> {
-    let readme = std::fs::read_to_string(workspace().join("README.md")).unwrap();
-    let start = readme
-        .find("**`cells.csv`**")
-        .expect("README has the cells.csv schema");
-    let table = readme[start..]
+fn documented_patterns() -> Vec<String> {
+    let page = std::fs::read_to_string(workspace().join(SCHEMA_PAGE)).expect(SCHEMA_PAGE);
+    let start = page
+        .find("### `cells.csv`")
+        .expect("the schema page has a `cells.csv` section");
+    let table = page[start..]
         .lines()
         .skip_while(|l| !l.starts_with('|'))
         .take_while(|l| l.starts_with('|'))
@@ -115,8 +119,8 @@ fn matches(pattern: &str, column: &str) -> bool {
 }
 
 #[test]
-fn readme_lists_every_cells_csv_column_and_nothing_else() {
-    let patterns = readme_patterns();
+fn the_guide_lists_every_cells_csv_column_and_nothing_else() {
+    let patterns = documented_patterns();
     assert!(patterns.len() > 50, "{patterns:?}");
     let fresh = fresh_header();
     let undocumented: Vec<&String> = fresh
@@ -125,7 +129,7 @@ fn readme_lists_every_cells_csv_column_and_nothing_else() {
         .collect();
     assert!(
         undocumented.is_empty(),
-        "columns of cells.csv missing from README's schema table: {undocumented:?}"
+        "columns of cells.csv missing from {SCHEMA_PAGE}'s table: {undocumented:?}"
     );
     let unknown: Vec<&String> = patterns
         .iter()
@@ -133,12 +137,12 @@ fn readme_lists_every_cells_csv_column_and_nothing_else() {
         .collect();
     assert!(
         unknown.is_empty(),
-        "README's schema table lists columns cells.csv does not have: {unknown:?}"
+        "{SCHEMA_PAGE}'s table lists columns cells.csv does not have: {unknown:?}"
     );
 }
 
 #[test]
-fn readme_patterns_expand_and_match_as_meant() {
+fn schema_patterns_expand_and_match_as_meant() {
     assert_eq!(
         expand("{server,client}_cpu_s"),
         ["server_cpu_s", "client_cpu_s"]

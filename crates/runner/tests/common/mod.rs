@@ -5,8 +5,13 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// The runner binary, started in cargo's scratch folder for tests: what it writes relative to
+/// where it runs (`certs/`, `results/` when no `--certs`/`--out` is given) stays out of the
+/// source tree.
 pub fn runner() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_runner"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_runner"));
+    command.current_dir(env!("CARGO_TARGET_TMPDIR"));
+    command
 }
 
 pub fn workspace() -> PathBuf {
