@@ -71,10 +71,12 @@ pub struct Progress {
     pub streak: FailureStreak,
 }
 
-/// The first `limit` outcomes of a phase: when every one is a failure of one class with one
-/// message (a refused port, an untrusted certificate), the phase has nothing to measure and
-/// stops ([`crate::settings::Experiment::stop_after_identical_failures`]). A success or a
-/// different failure settles it for the phase; afterwards it costs one atomic load.
+/// The first `limit` requests a phase issued: when every one of them failed in one class with
+/// one message (a refused port, an untrusted certificate), the phase has nothing to measure and
+/// stops ([`crate::settings::Experiment::stop_after_identical_failures`]). Issue order, not
+/// completion order: fast failures beside slower successes (a few file descriptors for many
+/// workers) are not "everything fails". A success or a different failure among them settles
+/// it for the phase; afterwards it costs one atomic load.
 #[derive(Debug, Default)]
 pub struct FailureStreak {
     limit: u64,
@@ -109,9 +111,10 @@ impl FailureStreak {
         }
     }
 
-    /// Counts one outcome (`None`: a success); true when this one makes the phase hopeless.
-    fn observe(&self, failure: Option<&Failure>) -> bool {
-        if self.settled.load(Ordering::Relaxed) {
+    /// Counts the outcome (`None`: a success) of the phase's request number `index` (in issue
+    /// order, from 0); true when this one makes the phase hopeless.
+    fn observe(&self, index: u64, failure: Option<&Failure>) -> bool {
+        if index >= self.limit || self.settled.load(Ordering::Relaxed) {
             return false;
         }
         let mut state = self.state.lock().expect("failure streak");
@@ -551,7 +554,7 @@ async fn reuse_worker(
         record_outcome(
             shard,
             progress,
-            issued,
+            (ticket.id - spec.first_id, issued),
             outcome.map(|reply| (reply, answered)),
         );
     }
@@ -651,16 +654,21 @@ async fn new_conn_worker(
                 other => break other,
             }
         };
-        record_outcome(shard, progress, issued, outcome);
+        record_outcome(
+            shard,
+            progress,
+            (ticket.id - spec.first_id, issued),
+            outcome,
+        );
     }
 }
 
-/// Records a request's outcome: a success with its latency from `issued` to when it was
-/// answered, or a failure under its class.
+/// Records a request's outcome (the phase's request number `index`): a success with its
+/// latency from `issued` to when it was answered, or a failure under its class.
 fn record_outcome(
     shard: &Shard,
     progress: &Progress,
-    issued: Instant,
+    (index, issued): (u64, Instant),
     outcome: Result<(bench_core::Reply, Instant), Failure>,
 ) {
     match outcome {
@@ -672,10 +680,10 @@ fn record_outcome(
                 m.record_ok(answered - issued, &reply)
             });
             count(progress, false);
-            progress.streak.observe(None);
+            progress.streak.observe(index, None);
         }
         Err(f) => {
-            if progress.streak.observe(Some(&f)) {
+            if progress.streak.observe(index, Some(&f)) {
                 progress.stop.store(true, Ordering::Relaxed);
             }
             record(shard, |m| m.record_failure(f));
@@ -811,10 +819,12 @@ mod tests {
     fn a_streak_of_identical_failures_makes_the_phase_hopeless_at_its_limit() {
         let refused = Failure::new(FailureClass::ConnectRefused, "Connection refused");
         let streak = FailureStreak::new(3);
-        assert!(!streak.observe(Some(&refused)));
-        assert!(!streak.observe(Some(&refused)));
+        // Requests 0 to 2 in any order of completion; request 5's outcome is not among them.
+        assert!(!streak.observe(2, Some(&refused)));
+        assert!(!streak.observe(5, None));
+        assert!(!streak.observe(0, Some(&refused)));
         assert!(
-            streak.observe(Some(&refused)),
+            streak.observe(1, Some(&refused)),
             "the third identical failure"
         );
         let verdict = streak.verdict().unwrap();
@@ -824,7 +834,7 @@ mod tests {
             "{verdict}"
         );
         // Said once.
-        assert!(!streak.observe(Some(&refused)));
+        assert!(!streak.observe(1, Some(&refused)));
     }
 
     #[test]
@@ -834,16 +844,16 @@ mod tests {
         let timeout = Failure::new(FailureClass::RequestTimeout, "Connection refused");
         for breaker in [None, Some(&other), Some(&timeout)] {
             let streak = FailureStreak::new(3);
-            streak.observe(Some(&refused));
-            streak.observe(breaker);
-            for _ in 0..10 {
-                assert!(!streak.observe(Some(&refused)));
+            streak.observe(0, Some(&refused));
+            streak.observe(1, breaker);
+            for i in 0..10 {
+                assert!(!streak.observe(i, Some(&refused)));
             }
             assert_eq!(streak.verdict(), None);
         }
         let never = FailureStreak::new(0);
-        for _ in 0..10 {
-            assert!(!never.observe(Some(&refused)));
+        for i in 0..10 {
+            assert!(!never.observe(i, Some(&refused)));
         }
         assert_eq!(never.verdict(), None);
     }
