@@ -1,25 +1,24 @@
 //! Shared core of the transport benchmark: the [`stack::Stack`] trait, the workload and its
 //! validation, failure classes, TLS/certificate helpers and TCP plumbing.
-#![forbid(unsafe_code)]
 
 pub mod call;
 pub mod failure;
 pub mod net;
-pub mod service;
+pub mod service_time;
 pub mod source;
 pub mod stack;
-pub mod target;
 pub mod testkit;
 pub mod tls;
+pub mod user_service;
 pub mod workload;
 
 pub use call::Call;
 pub use failure::{classify_error, Failure, FailureClass, Phase};
-pub use service::{ServiceSpec, ServiceTime};
+pub use service_time::{ServiceTime, ServiceTimeSpec};
 pub use stack::{
     BoundServer, Client, ClientImplementation, ClientSettings, ConnectTiming, Connected,
     Connection, Reply, ServerSettings, Stack, Tuning, WireBytes,
 };
-pub use target::{Api, Calls};
 pub use tls::{ClientTls, HandshakeVariant};
+pub use user_service::{Api, Calls};
 pub use workload::{FaultKind, FaultSpec, PayloadProfile};

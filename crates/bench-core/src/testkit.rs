@@ -47,7 +47,7 @@ pub async fn start_server(
             fault: fault.map(|f| f.parse::<FaultSpec>().expect("fault spec")),
             backlog: 1024,
             tuning: Default::default(),
-            service: Default::default(),
+            service_time: Default::default(),
         })
         .await
         .expect("bind");

@@ -14,7 +14,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
 
 use crate::failure::{Failure, FailureClass};
-use crate::service::ServiceSpec;
+use crate::service_time::ServiceTimeSpec;
 
 /// Fixed field values of the item; only `id` (echoed) and `description` (padding) vary.
 pub const ITEM_NAME: &str = "widget";
@@ -366,15 +366,19 @@ pub struct RestReply {
 pub struct ServerWorkload {
     pub renderer: ItemRenderer,
     pub faults: FaultInjector,
-    pub service: ServiceSpec,
+    pub service_time: ServiceTimeSpec,
 }
 
 impl ServerWorkload {
-    pub fn new(profile: PayloadProfile, fault: Option<FaultSpec>, service: ServiceSpec) -> Self {
+    pub fn new(
+        profile: PayloadProfile,
+        fault: Option<FaultSpec>,
+        service_time: ServiceTimeSpec,
+    ) -> Self {
         ServerWorkload {
             renderer: ItemRenderer::new(profile),
             faults: FaultInjector::new(fault),
-            service,
+            service_time,
         }
     }
 
@@ -405,7 +409,7 @@ impl ServerWorkload {
             delay: None,
         };
         // The service's CPU work runs here, on the handler's thread; its wait joins the delay.
-        let wait = self.service.begin(id);
+        let wait = self.service_time.begin(id);
         let reply = match self.faults.next() {
             None => json(self.renderer.json(id)),
             Some(FaultKind::Status) => text(500, "injected fault\n"),
@@ -513,7 +517,7 @@ mod tests {
 
     #[test]
     fn rest_routes() {
-        let w = ServerWorkload::new(PayloadProfile::Small, None, ServiceSpec::default());
+        let w = ServerWorkload::new(PayloadProfile::Small, None, ServiceTimeSpec::default());
         assert_eq!(w.rest("GET", "/healthz").status, 200);
         assert_eq!(w.rest("GET", "/items/abc").status, 400);
         assert_eq!(w.rest("GET", "/nope").status, 404);

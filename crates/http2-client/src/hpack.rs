@@ -7,14 +7,9 @@ use std::collections::VecDeque;
 use std::sync::OnceLock;
 
 /// A header block that does not decode; the connection cannot continue (RFC 9113 §4.3).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("HPACK: {0}")]
 pub struct HpackError(pub &'static str);
-
-impl std::fmt::Display for HpackError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "HPACK: {}", self.0)
-    }
-}
 
 /// RFC 7541 Appendix A.
 pub const STATIC_TABLE: [(&str, &str); 61] = [

@@ -5,7 +5,6 @@
 //! (`proto`: frames, stream states, flow control, SETTINGS, GOAWAY, HPACK; tested alone from
 //! scripted frame sequences) and a thin async driver ([`H2Conn`]: socket reads and writes,
 //! wakers).
-#![forbid(unsafe_code)]
 
 mod driver;
 mod error;

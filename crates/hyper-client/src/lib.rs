@@ -2,14 +2,13 @@
 //! HTTP/1.1, HTTP/2 and gRPC stacks run what an application would (hyper's client
 //! connections, tonic's generated client on them), on the same timed, byte-counting streams as
 //! the lean clients, so that the two implementations differ in the client alone.
-#![forbid(unsafe_code)]
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bench_core::failure::{classify_error, error_chain_text, timeout_class};
 use bench_core::net::{ConnDriver, TcpConnector, WireCounters};
-use bench_core::target::{RenderedRequest, RestCalls};
+use bench_core::user_service::{RenderedRequest, RestCalls};
 use bench_core::workload::validate_json_item;
 use bench_core::{ConnectTiming, Failure, FailureClass, PayloadProfile, Phase, Reply};
 use http_body_util::{BodyExt, Full};

@@ -2,6 +2,8 @@
 
 use std::process::ExitCode;
 
+use crate::exit::{Status, Stopped};
+
 use crate::cli::Command;
 use crate::exec::serve::default_certs_dir;
 use crate::exec::{pin, run, serve};
@@ -10,9 +12,6 @@ use crate::output::thresholds;
 use crate::report::paper;
 use crate::settings;
 use crate::{cli, output, plan, registry, report};
-
-/// Exit status for invalid input (flags, experiment files): nothing was run or written.
-const EXIT_INVALID: u8 = 2;
 
 pub fn main() -> ExitCode {
     let cli = cli::parse();
@@ -24,13 +23,13 @@ pub fn main() -> ExitCode {
                     opts.stack,
                     registry::names().join(", ")
                 );
-                return ExitCode::from(EXIT_INVALID);
+                return Status::Invalid.into();
             };
             match serve::serve_blocking(stack, opts) {
-                Ok(()) => ExitCode::SUCCESS,
+                Ok(()) => Status::Success.into(),
                 Err(e) => {
                     eprintln!("error: {e:#}");
-                    ExitCode::FAILURE
+                    Status::Failed.into()
                 }
             }
         }
@@ -45,7 +44,7 @@ pub fn main() -> ExitCode {
                 Ok(t) => t,
                 Err(e) => {
                     eprintln!("error: {e:#}");
-                    return ExitCode::from(EXIT_INVALID);
+                    return Status::Invalid.into();
                 }
             };
             let options = crate::exec::agent::AgentOptions {
@@ -55,55 +54,55 @@ pub fn main() -> ExitCode {
                 token,
             };
             match crate::exec::agent::serve_blocking(options) {
-                Ok(()) => ExitCode::SUCCESS,
+                Ok(()) => Status::Success.into(),
                 Err(e) => {
                     eprintln!("error: agent: {e:#}");
-                    ExitCode::FAILURE
+                    Status::Failed.into()
                 }
             }
         }
-        Some(Command::Load { certs, .. }) => match crate::exec::loadgen::child_main(&certs) {
-            Ok(()) => ExitCode::SUCCESS,
+        Some(Command::Load { certs, .. }) => match crate::exec::load_child::child_main(&certs) {
+            Ok(()) => Status::Success.into(),
             Err(e) => {
                 eprintln!("error: load generator: {e:#}");
-                ExitCode::FAILURE
+                Status::Failed.into()
             }
         },
         Some(Command::Stacks { .. }) => match serde_json::to_string(&output::registered_stacks()) {
             Ok(json) => {
                 println!("{json}");
-                ExitCode::SUCCESS
+                Status::Success.into()
             }
             Err(e) => {
                 eprintln!("error: {e}");
-                ExitCode::FAILURE
+                Status::Failed.into()
             }
         },
         Some(Command::Completions { shell }) => {
             let mut cmd = cli::command();
             clap_complete::generate(shell, &mut cmd, "runner", &mut std::io::stdout());
-            ExitCode::SUCCESS
+            Status::Success.into()
         }
         Some(Command::Man) => {
             let cmd = cli::command();
             match clap_mangen::Man::new(cmd).render(&mut std::io::stdout()) {
                 // `runner man | head` closes the pipe early: not an error.
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+                Ok(()) => Status::Success.into(),
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Status::Success.into(),
                 Err(e) => {
                     eprintln!("error: cannot write the man page: {e}");
-                    ExitCode::FAILURE
+                    Status::Failed.into()
                 }
             }
         }
         Some(Command::Report { dir }) => match report::write(&dir) {
             Ok(path) => {
                 println!("report: {}", path.display());
-                ExitCode::SUCCESS
+                Status::Success.into()
             }
             Err(e) => {
                 eprintln!("error: {e:#}");
-                ExitCode::from(EXIT_INVALID)
+                Status::Invalid.into()
             }
         },
         Some(Command::Paper {
@@ -127,11 +126,11 @@ pub fn main() -> ExitCode {
                         eprintln!("warning: {w}");
                     }
                     println!("paper: {}", written.path.display());
-                    ExitCode::SUCCESS
+                    Status::Success.into()
                 }
                 Err(e) => {
                     eprintln!("error: {e:#}");
-                    ExitCode::from(EXIT_INVALID)
+                    Status::Invalid.into()
                 }
             }
         }
@@ -149,11 +148,14 @@ pub fn main() -> ExitCode {
                 experiment: Some(experiment),
                 ..cli.run
             };
-            match validated(&args).and_then(|exp| k8s_render(&exp, out.as_deref())) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    ExitCode::from(EXIT_INVALID)
+            match validated(&args)
+                .map_err(Stopped::invalid)
+                .and_then(|exp| k8s_render(&exp, out.as_deref()))
+            {
+                Ok(()) => Status::Success.into(),
+                Err(stopped) => {
+                    eprintln!("error: {stopped}");
+                    stopped.status.into()
                 }
             }
         }
@@ -178,7 +180,7 @@ pub fn main() -> ExitCode {
                                 "error: {}: some of your service's targets cannot be reached (above)",
                                 file.display()
                             );
-                            return ExitCode::from(EXIT_INVALID);
+                            return Status::Invalid.into();
                         }
                     }
                     let cells = plan::plan(&exp);
@@ -188,11 +190,11 @@ pub fn main() -> ExitCode {
                         cells.len(),
                         describe_estimate(&plan::estimate(&cells))
                     );
-                    ExitCode::SUCCESS
+                    Status::Success.into()
                 }
                 Err(e) => {
                     eprintln!("error: {e}");
-                    ExitCode::from(EXIT_INVALID)
+                    Status::Invalid.into()
                 }
             }
         }
@@ -202,28 +204,28 @@ pub fn main() -> ExitCode {
                 Ok(e) => e,
                 Err(e) => {
                     eprintln!("error: {e}");
-                    return ExitCode::from(EXIT_INVALID);
+                    return Status::Invalid.into();
                 }
             };
             let service = match service_targets(&exp, Some(true)) {
                 Ok(s) => s,
                 Err(e) => {
                     eprintln!("error: {e}");
-                    return ExitCode::from(EXIT_INVALID);
+                    return Status::Invalid.into();
                 }
             };
             let agents = match agents_for(&exp, &cli.run) {
                 Ok(a) => a,
                 Err(e) => {
                     eprintln!("error: {e}");
-                    return ExitCode::from(EXIT_INVALID);
+                    return Status::Invalid.into();
                 }
             };
             match run_sweep(exp, service, agents, &cli.run, Some(dir)) {
                 Ok(code) => code,
                 Err(e) => {
                     eprintln!("error: {e:#}");
-                    ExitCode::FAILURE
+                    Status::Failed.into()
                 }
             }
         }
@@ -232,7 +234,7 @@ pub fn main() -> ExitCode {
                 Ok(e) => e,
                 Err(e) => {
                     eprintln!("error: {e}");
-                    return ExitCode::from(EXIT_INVALID);
+                    return Status::Invalid.into();
                 }
             };
             if cli.run.is_first_look() {
@@ -242,21 +244,21 @@ pub fn main() -> ExitCode {
                 Ok(s) => s,
                 Err(e) => {
                     eprintln!("error: {e}");
-                    return ExitCode::from(EXIT_INVALID);
+                    return Status::Invalid.into();
                 }
             };
             let agents = match agents_for(&exp, &cli.run) {
                 Ok(a) => a,
                 Err(e) => {
                     eprintln!("error: {e}");
-                    return ExitCode::from(EXIT_INVALID);
+                    return Status::Invalid.into();
                 }
             };
             match run_sweep(exp, service, agents, &cli.run, None) {
                 Ok(code) => code,
                 Err(e) => {
                     eprintln!("error: {e:#}");
-                    ExitCode::FAILURE
+                    Status::Failed.into()
                 }
             }
         }
@@ -325,12 +327,16 @@ fn describe_invalid(
 
 /// `runner k8s render`: the first cell's manifests, to stdout as one YAML stream or to `out`
 /// as one file per object; which cell it is goes to stderr (and the stream's header).
-fn k8s_render(exp: &settings::Experiment, out: Option<&std::path::Path>) -> Result<(), String> {
+/// A manifest that cannot be rendered is bad input; a folder that cannot be written is a
+/// failure.
+fn k8s_render(exp: &settings::Experiment, out: Option<&std::path::Path>) -> Result<(), Stopped> {
     use crate::exec::kubernetes;
     let cells = plan::plan(exp);
-    let first = cells.first().ok_or("the experiment has no cell")?;
-    let (header, docs) =
-        kubernetes::render(exp, first, 1, cells.len()).map_err(|e| format!("{e:#}"))?;
+    let first = cells
+        .first()
+        .ok_or_else(|| Stopped::invalid("the experiment has no cell"))?;
+    let (header, docs) = kubernetes::render(exp, first, 1, cells.len())
+        .map_err(|e| Stopped::invalid(format!("{e:#}")))?;
     eprintln!(
         "manifests of cell 1 of {} ({}); the runner creates one such set per cell",
         cells.len(),
@@ -340,11 +346,12 @@ fn k8s_render(exp: &settings::Experiment, out: Option<&std::path::Path>) -> Resu
         None => print!("{}", kubernetes::render_stream(&header, &docs)),
         Some(dir) => {
             std::fs::create_dir_all(dir)
-                .map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
+                .map_err(|e| Stopped::failed(format!("{}: cannot create: {e}", dir.display())))?;
             for (name, doc) in &docs {
                 let path = dir.join(name);
-                std::fs::write(&path, format!("{header}{doc}"))
-                    .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+                std::fs::write(&path, format!("{header}{doc}")).map_err(|e| {
+                    Stopped::failed(format!("{}: cannot write: {e}", path.display()))
+                })?;
             }
             eprintln!("{} manifests in {}", docs.len(), dir.display());
         }
@@ -566,12 +573,12 @@ fn run_sweep(
     let outcome = runtime.block_on(run::run(exp, ctx, resume))?;
     // Over every row of cells.csv (a resumed run's earlier cells too), written before the exit.
     let checked = thresholds::write(&outcome.dir, &limits)?;
-    println!("\n{}", output::summary_table(&outcome.results));
+    println!("\n{}", crate::console::summary_table(&outcome.results));
     let block = thresholds::summary_block(&checked);
     if !block.is_empty() {
         println!("{block}");
     }
-    let failures = output::failure_report(&outcome.results);
+    let failures = crate::console::failure_report(&outcome.results);
     if !failures.is_empty() {
         println!("{failures}");
     }
@@ -579,24 +586,24 @@ fn run_sweep(
     if exp_insecure {
         eprintln!("warning: insecure run: a target's certificate was not verified (insecure = true); `runner paper` refuses it");
     }
-    if let Some(warning) = output::failure_warning(&outcome.results) {
+    if let Some(warning) = crate::console::failure_warning(&outcome.results) {
         eprintln!("{warning}");
     }
     if outcome.stopped.is_none() {
-        if let Some(hint) = output::ci_hint(&outcome.results, !limits.is_empty()) {
+        if let Some(hint) = crate::console::ci_hint(&outcome.results, !limits.is_empty()) {
             eprintln!("{hint}");
         }
     }
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     if let Some(why) = &outcome.stopped {
         eprintln!("error: {why}");
-        return Ok(ExitCode::FAILURE);
+        return Ok(Status::Failed.into());
     }
     Ok(if outcome.interrupted {
-        ExitCode::from(130)
+        Status::Interrupted.into()
     } else if checked.iter().any(|o| !o.pass) && !args.no_thresholds_exit {
-        ExitCode::from(thresholds::EXIT_THRESHOLD_FAILED)
+        Status::ThresholdFailed.into()
     } else {
-        ExitCode::SUCCESS
+        Status::Success.into()
     })
 }

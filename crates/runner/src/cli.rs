@@ -127,7 +127,7 @@ pub enum Command {
         #[arg(long)]
         token_file: Option<PathBuf>,
     },
-    /// Kubernetes: the manifests the runner would create (see README "Running on Kubernetes").
+    /// Kubernetes: the manifests the runner would create (see docs/hosts-and-kubernetes.md).
     K8s {
         #[command(subcommand)]
         command: K8sCommand,
@@ -391,8 +391,8 @@ impl RunArgs {
     }
 
     /// Lays `--url`, the request flags, the TLS flags and the `--grpc*` flags over `targets`.
-    fn apply_targets(&self, targets: &mut bench_core::target::Targets) -> Result<(), String> {
-        use bench_core::target::RestTarget;
+    fn apply_targets(&self, targets: &mut bench_core::user_service::Targets) -> Result<(), String> {
+        use bench_core::user_service::RestTarget;
         if let Some(url) = &self.url {
             match &mut targets.rest {
                 Some(rest) => rest.url = url.clone(),
@@ -472,8 +472,8 @@ impl RunArgs {
     }
 
     /// Lays the `--grpc*` flags over `targets`.
-    fn apply_grpc(&self, targets: &mut bench_core::target::Targets) -> Result<(), String> {
-        use bench_core::target::GrpcTarget;
+    fn apply_grpc(&self, targets: &mut bench_core::user_service::Targets) -> Result<(), String> {
+        use bench_core::user_service::GrpcTarget;
         let any_grpc = self.grpc.is_some()
             || self.grpc_method.is_some()
             || !self.proto.is_empty()

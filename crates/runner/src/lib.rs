@@ -1,13 +1,15 @@
 //! The transport benchmark runner as a library. Folders by role: `settings` (the knobs and
 //! their validation), `plan` (cells), `exec` (how cells run: server and load-generator
 //! children, the load engine), `measure` (histograms, sampling, kernel counters), `netem`
-//! (namespaces and emulation), `output` (CSV, manifest, thresholds), `report` (the page,
+//! (namespaces and emulation), `output` (files on disk: CSV, manifest, thresholds), `console`
+//! (what a run prints), `report` (the page,
 //! charts, comparison and the paper). `main.rs` is a thin wrapper around [`app::main`].
-#![forbid(unsafe_code)]
 
 pub mod app;
 pub mod cli;
+pub mod console;
 pub mod exec;
+pub mod exit;
 pub mod measure;
 pub mod netem;
 pub mod output;

@@ -1,8 +1,7 @@
 //! `runner`: runs transport benchmark experiments, or serves one stack (`runner serve`).
-#![forbid(unsafe_code)]
 
 /// jemalloc for the runner, its servers and its load generators alike: glibc's malloc kept
-/// ≈ 13 MB more of a 500-connection HTTP/3 client resident (fragmentation across arenas).
+/// more of a 500-connection HTTP/3 client resident (fragmentation across arenas).
 /// Without the `jemalloc` feature (default on) the system allocator serves, for heap profilers.
 #[cfg(feature = "jemalloc")]
 #[global_allocator]

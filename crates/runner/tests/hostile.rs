@@ -206,7 +206,7 @@ fn h1_server(framing: H1Framing) -> (String, Arc<AtomicBool>) {
         let workload = Arc::new(bench_core::workload::ServerWorkload::new(
             bench_core::PayloadProfile::Small,
             None,
-            bench_core::ServiceSpec::default(),
+            bench_core::ServiceTimeSpec::default(),
         ));
         let mut accepted = 0;
         while !done.load(Ordering::Relaxed) && accepted < 200 {

@@ -1,7 +1,7 @@
 //! HTTP/2 servers that misbehave one way each (issue 14's hostile-server corpus, HTTP/2 part),
 //! measured the way a user measures any server: `runner --target 127.0.0.1:PORT --stacks h2
 //! --plaintext` (h2c with prior knowledge; `--stacks grpc` where the request needs a body).
-//! For each: the failure class the README documents (or success, where the answers are valid),
+//! For each: the failure class docs/results-schema.md documents (or success, where the answers are valid),
 //! every request accounted (`ok + failed = sent = requested`), the cell within its timeout bound
 //! and the load generator under 64 MB.
 //!
@@ -9,7 +9,6 @@
 //! window of 0) the server is `h2`'s, which also decodes the request's `:path` so that answers
 //! are the workload's. What `h2` never sends (an HPACK bomb, a CONTINUATION flood) is written
 //! as raw frames on a plain TCP socket.
-#![forbid(unsafe_code)]
 
 mod common;
 
@@ -23,7 +22,7 @@ use std::time::{Duration, Instant};
 use bench_core::workload::{
     padding, ServerWorkload, ITEM_CURRENCY, ITEM_IN_STOCK, ITEM_NAME, ITEM_PRICE_CENTS, ITEM_TAGS,
 };
-use bench_core::{FailureClass, PayloadProfile, ServiceSpec};
+use bench_core::{FailureClass, PayloadProfile, ServiceTimeSpec};
 use bytes::Bytes;
 use common::{num, output_text, read_csv, results_dir, runner};
 use prost::Message;
@@ -44,8 +43,8 @@ const MAX_CELL_SECONDS: u32 = 20;
 const SLACK_S: f64 = 3.0;
 /// The load generator's RSS bound every hostile server must keep it under.
 const CLIENT_RSS_BOUND_BYTES: f64 = 64.0 * 1024.0 * 1024.0;
-/// How often the runner sends a request the server did not process again (README: "at most
-/// 3 times"); then it counts as `conn_reset`.
+/// How often the runner sends a request the server did not process again (at most 3 times,
+/// docs/results-schema.md); then it counts as `conn_reset`.
 const MAX_MOVES: u64 = 3;
 /// Each hostile connection is dropped after this long, whatever it is doing.
 const CONNECTION_BOUND: Duration = Duration::from_secs(10);
@@ -805,7 +804,7 @@ fn a_continuation_flood_is_cut_off() {
 }
 
 /// RST_STREAM on every stream. With an error code (INTERNAL_ERROR) the server ended the
-/// stream: `conn_reset` ("GOAWAY/stream reset" in the README's table), and nothing is sent
+/// stream: `conn_reset` ("GOAWAY/stream reset" in docs/results-schema.md's table), and nothing is sent
 /// again. With REFUSED_STREAM the server says it did not process the request (RFC 9113 §8.7),
 /// so the runner sends it again on a new connection, 3 times, and only then counts it as
 /// `conn_reset`: `requests_moved` = 3 × sent and the server saw 4 streams per request.
@@ -842,7 +841,7 @@ fn a_reset_stream_leaves_the_shared_connection_and_its_other_streams_alone() {
     let workload = Arc::new(ServerWorkload::new(
         PayloadProfile::Small,
         None,
-        ServiceSpec::default(),
+        ServiceTimeSpec::default(),
     ));
     let server =
         Hostile::start(move |tcp, stats| reset_every_other_stream(tcp, stats, workload.clone()));
@@ -884,7 +883,7 @@ fn goaway_after_n_streams_moves_the_rest_to_a_new_connection() {
     let workload = Arc::new(ServerWorkload::new(
         PayloadProfile::Small,
         None,
-        ServiceSpec::default(),
+        ServiceTimeSpec::default(),
     ));
     for (regime, extra) in [
         ("reuse", &[][..]),

@@ -838,9 +838,9 @@ k8s_agents = 2
         service: None,
         service_pid: None,
         agents: None,
-        executor: Some(Arc::new(
-            runner::exec::executor::kubernetes::Kubernetes::new(executor, link),
-        )),
+        executor: Some(Arc::new(runner::exec::kubernetes::Kubernetes::new(
+            executor, link,
+        ))),
         argv: Vec::new(),
     };
     let outcome = tokio::time::timeout(

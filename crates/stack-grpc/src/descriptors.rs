@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail};
 use bench_core::net::TcpConnector;
-use bench_core::target::grpc::Descriptors;
-use bench_core::target::GrpcCalls;
+use bench_core::user_service::grpc::Descriptors;
+use bench_core::user_service::GrpcCalls;
 use bench_core::{ClientSettings, Failure};
 use bytes::Bytes;
 use http2_client::{H2Conn, RequestHead};
@@ -299,7 +299,7 @@ fn add_files(
         let code = u32::try_from(error.error_code).unwrap_or(2);
         bail!(
             "{} {}",
-            bench_core::target::grpc::status_code_name(code),
+            bench_core::user_service::grpc::status_code_name(code),
             error.error_message
         );
     }

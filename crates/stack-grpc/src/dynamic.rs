@@ -10,7 +10,7 @@ use std::time::Instant;
 use anyhow::{anyhow, bail};
 use async_trait::async_trait;
 use bench_core::net::{TcpConnector, WireCounters};
-use bench_core::target::GrpcCalls;
+use bench_core::user_service::GrpcCalls;
 use bench_core::{
     Call, Client, ClientSettings, Connected, Connection, Failure, FailureClass, Reply, WireBytes,
 };
@@ -380,7 +380,7 @@ impl Connection for DynamicConnection {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bench_core::target::{Api, Calls, Targets};
+    use bench_core::user_service::{Api, Calls, Targets};
     use prost::Message;
 
     const PROTO: &str = r#"

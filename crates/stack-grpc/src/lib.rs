@@ -1,5 +1,4 @@
 //! gRPC (tonic + prost) over HTTP/2 on TLS 1.3, or over h2c in plaintext.
-#![forbid(unsafe_code)]
 
 pub mod client;
 pub mod descriptors;

@@ -10,7 +10,7 @@ use bench_core::workload::{
     padding, FaultInjector, FaultKind, ITEM_CURRENCY, ITEM_IN_STOCK, ITEM_NAME, ITEM_PRICE_CENTS,
     ITEM_TAGS,
 };
-use bench_core::{BoundServer, PayloadProfile, ServerSettings, ServiceSpec};
+use bench_core::{BoundServer, PayloadProfile, ServerSettings, ServiceTimeSpec};
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::FutureExt;
@@ -36,7 +36,7 @@ pub const CONNECTION_WINDOW: u32 = 4 << 20;
 /// The workload's item service; faults decided by [`Router`] arrive in the request extensions.
 struct Items {
     description: String,
-    service: ServiceSpec,
+    service_time: ServiceTimeSpec,
 }
 
 #[derive(Clone, Copy)]
@@ -48,7 +48,7 @@ impl ItemService for Items {
         let fault = req.extensions().get::<InjectedFault>().map(|f| f.0);
         let id = req.into_inner().id;
         // The service's CPU work runs here, on the handler's thread; its wait joins the delay.
-        let mut wait = self.service.begin(id);
+        let mut wait = self.service_time.begin(id);
         if let Some(FaultKind::Delay(d) | FaultKind::Stall(d)) = fault {
             wait += d;
         }
@@ -139,11 +139,11 @@ fn undecodable_reply() -> http::Response<tonic::body::Body> {
         .expect("valid response")
 }
 
-fn router(payload: PayloadProfile, faults: FaultInjector, service: ServiceSpec) -> Router {
+fn router(payload: PayloadProfile, faults: FaultInjector, service_time: ServiceTimeSpec) -> Router {
     Router {
         items: ItemServiceServer::new(Items {
             description: padding(payload),
-            service,
+            service_time,
         })
         .max_decoding_message_size(1 << 20)
         .max_encoding_message_size(1 << 20),
@@ -156,7 +156,7 @@ pub fn bind(settings: ServerSettings) -> anyhow::Result<BoundServer> {
     let router = router(
         settings.payload,
         FaultInjector::new(settings.fault),
-        settings.service,
+        settings.service_time,
     );
     tcp_server(&settings, crate::ALPN, move |stream| {
         let service = TowerToHyperService::new(router.clone());

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use bench_core::net::{TcpConnector, WireCounters};
-use bench_core::target::grpc::status_code_name;
+use bench_core::user_service::grpc::status_code_name;
 use bench_core::{ConnectTiming, Failure, FailureClass};
 use bytes::{BufMut, Bytes, BytesMut};
 use http2_client::{Answer, H2Conn};

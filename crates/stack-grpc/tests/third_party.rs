@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bench_core::target::{Api, Calls, Targets};
 use bench_core::tls::{ensure_certs, load_ca, CertPaths};
+use bench_core::user_service::{Api, Calls, Targets};
 use bench_core::{
     Call, Client, ClientImplementation, ClientSettings, ClientTls, FailureClass, HandshakeVariant,
     PayloadProfile, Stack,
@@ -24,7 +24,7 @@ fn fixtures() -> PathBuf {
 }
 
 /// The `[targets]` of an experiment file, with the server's address filled in.
-fn grpc_calls(toml_text: &str) -> Arc<bench_core::target::GrpcCalls> {
+fn grpc_calls(toml_text: &str) -> Arc<bench_core::user_service::GrpcCalls> {
     let targets: Targets = toml::from_str(toml_text).expect("targets parse");
     match targets
         .calls(Api::Grpc, &|_| None)
@@ -97,7 +97,7 @@ async fn proto_file_plaintext_calls_succeed_and_reach_the_server() {
             proto()
         );
         let client = client_for(server.port, None, &target).await.expect("client");
-        let ids = bench_core::target::IdRange {
+        let ids = bench_core::user_service::IdRange {
             from: 1,
             to: 1000,
             ..Default::default()

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bench_core::net::{Closer, Stream, TcpConnector, WireCounters};
-use bench_core::target::{RenderedRequest, RestCalls};
+use bench_core::user_service::{RenderedRequest, RestCalls};
 use bench_core::workload::{rest_reply, ITEMS_PATH};
 use bench_core::{
     classify_error, Call, Calls, Client, ClientSettings, Connected, Connection, Failure,

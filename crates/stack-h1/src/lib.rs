@@ -1,5 +1,4 @@
 //! REST over HTTP/1.1 (hyper 1) on TLS 1.3 or plaintext TCP.
-#![forbid(unsafe_code)]
 
 pub mod client;
 pub mod library_client;

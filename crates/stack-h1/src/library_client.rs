@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use bench_core::net::{ConnDriver, TcpConnector, WireCounters};
-use bench_core::target::RenderedRequest;
+use bench_core::user_service::RenderedRequest;
 use bench_core::workload::item_path;
 use bench_core::{
     Call, Calls, Client, ClientSettings, Connected, Connection, Failure, FailureClass,

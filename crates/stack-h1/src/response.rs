@@ -4,7 +4,6 @@
 //! body where it was read (no copy), and lets every framing rule be tested byte by byte and
 //! fuzzed without a server.
 
-use std::fmt;
 use std::mem::MaybeUninit;
 use std::ops::Range;
 
@@ -89,60 +88,47 @@ pub struct Step {
 }
 
 /// Why a response cannot be read. Any of them leaves the connection unsynchronised.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum FramingError {
     /// The head is not HTTP/1.x.
+    #[error("malformed HTTP/1.1 response head: {0}")]
     Malformed(httparse::Error),
+    #[error("too many response headers")]
     TooManyHeaders,
+    #[error("response head too long")]
     HeadTooLarge,
     /// A status outside 100–999, or 101 (no upgrade was asked for).
+    #[error("unexpected status {0}")]
     UnexpectedStatus(u16),
+    #[error("invalid Content-Length")]
     InvalidContentLength,
+    #[error("conflicting Content-Lengths")]
     ConflictingContentLength,
     /// Both `Transfer-Encoding` and `Content-Length` (RFC 9112 §6.3 ¶3: ought to be an error).
+    #[error("both Transfer-Encoding and Content-Length")]
     LengthWithTransferEncoding,
     /// `Transfer-Encoding` in an HTTP/1.0 response, empty, or with chunked not last.
+    #[error("invalid Transfer-Encoding")]
     InvalidTransferEncoding,
+    #[error("invalid chunk size")]
     InvalidChunkSize,
+    #[error("chunk size overflows")]
     ChunkSizeOverflow,
+    #[error("invalid chunk extension")]
     InvalidChunkExtension,
+    #[error("chunk extensions too long")]
     ChunkExtensionsTooLong,
     /// A chunk line or chunk data not ended by CRLF.
+    #[error("chunk not ended by CRLF")]
     MissingChunkCrlf,
+    #[error("invalid trailer section")]
     InvalidTrailers,
+    #[error("response body over the limit")]
     BodyTooLarge,
     /// The connection closed before the response was complete.
+    #[error("connection closed before the response was complete")]
     Incomplete,
 }
-
-impl fmt::Display for FramingError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FramingError::Malformed(e) => write!(f, "malformed HTTP/1.1 response head: {e}"),
-            FramingError::TooManyHeaders => f.write_str("too many response headers"),
-            FramingError::HeadTooLarge => f.write_str("response head too long"),
-            FramingError::UnexpectedStatus(s) => write!(f, "unexpected status {s}"),
-            FramingError::InvalidContentLength => f.write_str("invalid Content-Length"),
-            FramingError::ConflictingContentLength => f.write_str("conflicting Content-Lengths"),
-            FramingError::LengthWithTransferEncoding => {
-                f.write_str("both Transfer-Encoding and Content-Length")
-            }
-            FramingError::InvalidTransferEncoding => f.write_str("invalid Transfer-Encoding"),
-            FramingError::InvalidChunkSize => f.write_str("invalid chunk size"),
-            FramingError::ChunkSizeOverflow => f.write_str("chunk size overflows"),
-            FramingError::InvalidChunkExtension => f.write_str("invalid chunk extension"),
-            FramingError::ChunkExtensionsTooLong => f.write_str("chunk extensions too long"),
-            FramingError::MissingChunkCrlf => f.write_str("chunk not ended by CRLF"),
-            FramingError::InvalidTrailers => f.write_str("invalid trailer section"),
-            FramingError::BodyTooLarge => f.write_str("response body over the limit"),
-            FramingError::Incomplete => {
-                f.write_str("connection closed before the response was complete")
-            }
-        }
-    }
-}
-
-impl std::error::Error for FramingError {}
 
 #[derive(Debug, Clone, Copy)]
 enum State {

@@ -7,13 +7,13 @@ use bench_core::workload::ServerWorkload;
 use bench_core::{BoundServer, ServerSettings};
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use rest_service::respond;
+use rest_handler::respond;
 
 pub fn bind(settings: ServerSettings) -> anyhow::Result<BoundServer> {
     let workload = Arc::new(ServerWorkload::new(
         settings.payload,
         settings.fault,
-        settings.service,
+        settings.service_time,
     ));
     tcp_server(&settings, crate::ALPN, move |stream| {
         let workload = workload.clone();

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use bench_core::net::{TcpConnector, WireCounters};
-use bench_core::target::{RenderedRequest, RestCalls};
+use bench_core::user_service::{RenderedRequest, RestCalls};
 use bench_core::workload::{item_path, rest_reply};
 use bench_core::{
     Call, Calls, Client, ClientSettings, Connected, Connection, Failure, PayloadProfile, Reply,

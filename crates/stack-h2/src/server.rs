@@ -7,7 +7,7 @@ use bench_core::workload::ServerWorkload;
 use bench_core::{BoundServer, ServerSettings};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use rest_service::respond;
+use rest_handler::respond;
 
 /// Streams one connection may carry at once, the same on every multiplexed stack (HTTP/3's
 /// quinn preallocates per permitted stream, so the common limit stays modest).
@@ -21,7 +21,7 @@ pub fn bind(settings: ServerSettings) -> anyhow::Result<BoundServer> {
     let workload = Arc::new(ServerWorkload::new(
         settings.payload,
         settings.fault,
-        settings.service,
+        settings.service_time,
     ));
     tcp_server(&settings, crate::ALPN, move |stream| {
         let workload = workload.clone();

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bench_core::source::SourceAddresses;
-use bench_core::target::{RenderedRequest, RestCalls};
+use bench_core::user_service::{RenderedRequest, RestCalls};
 use bench_core::workload::{item_path, rest_reply};
 use bench_core::{
     classify_error, Call, Calls, Client, ClientSettings, ConnectTiming, Connected, Connection,
@@ -150,7 +150,7 @@ impl H3Client {
             config: {
                 let mut config = quinn::ClientConfig::new(Arc::new(crypto));
                 // An HTTP/3 server opens no bidirectional streams; quinn would preallocate
-                // state for every one it is allowed (≈ 200 KB per connection at 1,024).
+                // state for every one it is allowed.
                 config.transport_config(crate::tuning::transport_config(&settings.tuning, 0));
                 config
             },

@@ -1,5 +1,4 @@
 //! REST over HTTP/3 (h3 + quinn, ALPN h3). QUIC always carries TLS 1.3; there is no plaintext.
-#![forbid(unsafe_code)]
 
 pub mod client;
 mod closing;

@@ -3,7 +3,6 @@
 //! time and killed when dropped; and the checks every REST stack runs against them
 //! ([`rest`]). A missing server skips its test with a note unless the test is told to
 //! require it (`TBENCH_REQUIRE_NGINX=1`, `TBENCH_REQUIRE_HYPERCORN=1`, `TBENCH_REQUIRE_GRPCIO=1`).
-#![forbid(unsafe_code)]
 
 pub mod grpcio;
 pub mod hypercorn;

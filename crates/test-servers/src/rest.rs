@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use bench_core::target::{Api, IdRange, Targets};
+use bench_core::user_service::{Api, IdRange, Targets};
 
 pub use crate::seen::{Recorder, Seen};
 use bench_core::tls::{load_ca, HandshakeVariant};

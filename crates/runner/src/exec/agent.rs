@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines, ReadHalf, WriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::exec::loadgen::{LoadJob, LoadProcess, Message};
+use crate::exec::load_child::{LoadJob, LoadProcess, Message};
 use crate::exec::serve::{ServeOptions, ServerProcess};
 use crate::measure::sampler::{ResourceSummary, Sample, Sampler};
 

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use bench_core::{Call, Client, Connection, Failure, FailureClass, WireBytes};
 use tokio::sync::Mutex;
 
-use crate::measure::stats::Measurements;
+use crate::measure::stats::{Measurements, SteadyWindow};
 use crate::settings::Regime;
 
 /// How one load phase runs.
@@ -41,7 +41,7 @@ pub struct LoadSpec {
     /// A target's id range: request `seq` of the phase asks for `ids.id(seq)`; `None` =
     /// our server's item, whose id is `first_id + seq`.
     #[serde(default)]
-    pub ids: Option<bench_core::target::IdRange>,
+    pub ids: Option<bench_core::user_service::IdRange>,
     /// The `seq` of this phase's first request: a shard of a cell split over several load
     /// generators continues the cell's sequence where the shard before it ends.
     #[serde(default)]
@@ -165,14 +165,6 @@ pub struct LoadResult {
     pub steady: Option<SteadyWindow>,
     /// The phase stopped because its first requests all failed alike ([`FailureStreak`]).
     pub hopeless: Option<String>,
-}
-
-/// From the moment the last worker issued its first request to the moment the first worker
-/// found no more work: no ramp-up, no drain. `ok` counts successes answered inside it.
-#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
-pub struct SteadyWindow {
-    pub elapsed_s: f64,
-    pub ok: u64,
 }
 
 /// Hands out requests until the budget, the deadline or a stop ends the phase.
@@ -394,8 +386,8 @@ impl Pool {
 }
 
 /// Where workers record. A few shards rather than one set per worker: a full set of
-/// histograms is ≈ 0.5 MB, so 500 workers would hold 280 MB. Worker w records into shard
-/// w mod S (S = 4 × runtime threads); the lock is taken only for a record, never across an
+/// histograms per worker would make memory grow with the worker count. Worker w records into
+/// shard w mod S (S = 4 × runtime threads); the lock is taken only for a record, never across an
 /// await, so two workers contend only when they run at the same instant on different threads.
 type Shard = std::sync::Mutex<Measurements>;
 

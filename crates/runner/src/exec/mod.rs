@@ -3,12 +3,13 @@
 
 pub mod agent;
 pub mod executor;
+pub mod hosts;
 pub mod kubernetes;
 pub mod load;
-pub mod loadgen;
+pub mod load_child;
+pub mod local;
 pub mod pin;
 pub mod run;
 pub mod serve;
 pub mod shard;
 pub mod target;
-pub mod yaml;

@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use bench_core::tls::{ensure_certs, SERVER_NAME};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 
 use crate::exec::executor::{CellServer, CellSite, Executor};
 use crate::exec::load::LoadSpec;
-use crate::exec::loadgen::{Finished, LoadJob, Message};
+use crate::exec::load_child::{Finished, LoadJob, Message};
 use crate::exec::serve::{ServeOptions, ServerHandle};
 use crate::measure::sampler::{ResourceSummary, Sample, Sampler};
 use crate::measure::stats::Measurements;
@@ -97,7 +97,7 @@ pub async fn run(
     // as the run.
     let executor = match ctx.executor.take() {
         Some(e) => e,
-        None => crate::exec::executor::for_run(&exp, &ctx.certs_dir, ctx.agents.clone()).await?,
+        None => executor_for_run(&exp, &ctx.certs_dir, ctx.agents.clone()).await?,
     };
     let ctx = Arc::new(ctx);
     let planned = plan(&exp);
@@ -142,7 +142,7 @@ pub async fn run(
         rustc: env!("RUNNER_RUSTC_VERSION").to_string(),
         crate_versions: output::crate_versions(),
         kernel: output::kernel(),
-        cpu_model: output::cpu_model(),
+        cpu_model: crate::measure::environment::this_cpu_model(),
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
         pinning: ctx.pinning.clone(),
         client_threads: ctx.client_threads,
@@ -204,18 +204,7 @@ pub async fn run(
         if stop.load(Ordering::SeqCst) {
             break;
         }
-        // A time-bound cell (baseline, soak) counts seconds, a budgeted one requests.
-        let (len, template) = match cell.duration_s() {
-            Some(s) => (s, "{prefix:<28} [{bar:30}] {pos}/{len} s {msg}"),
-            None => (cell.requests(), "{prefix:<28} [{bar:30}] {pos}/{len} {msg}"),
-        };
-        let bar = ProgressBar::new(len);
-        bar.set_style(
-            ProgressStyle::with_template(template)
-                .expect("valid template")
-                .progress_chars("=> "),
-        );
-        bar.set_prefix(format!("[{}/{}] {}", i + 1, cells.len(), cell.key()));
+        let bar = crate::console::cell_bar(cell, i, cells.len());
         let snapshot = crate::measure::environment::CellSnapshot::take();
         let outcome = run_isolated(cell, &ctx, &*executor, &bar, &stop, i).await;
         let cell_environment = snapshot.finish();
@@ -246,7 +235,7 @@ pub async fn run(
             result.measured.failed()
         ));
         if !interactive {
-            let line = output::cell_line(&result);
+            let line = crate::console::cell_line(&result);
             eprintln!("[{}/{}] {line}{marks}", i + 1, cells.len());
         }
         writer.write_cell(&result, &samples)?;
@@ -336,15 +325,12 @@ pub fn serve_options(
         listen,
         plaintext: cell.plaintext(),
         payload: cell.payload(),
-        fault: exp
-            .server_fault
-            .as_deref()
-            .map(|f| f.parse().expect("validated fault")),
+        fault: exp.server_fault.as_ref().map(|f| *f.value()),
         threads: exp.server_threads,
         backlog: exp.backlog,
         certs: Some(certs),
         cpu,
-        service_time: exp.service().time,
+        service_time: exp.service_time_spec().time,
         service_time_seed: exp.service_time_seed,
         service_cpu_us: exp.service_cpu_us,
         tuning: Some(bench_core::Tuning {
@@ -845,4 +831,24 @@ fn netns_in_use(exp: &Experiment) -> bool {
     exp.variant_experiments()
         .iter()
         .any(|(_, e)| e.needs_netns())
+}
+
+/// The executor the experiment names, set up for the run (the hosts executor creates its
+/// namespaces and agents here; the kubernetes executor connects to the API server).
+pub async fn executor_for_run(
+    exp: &crate::settings::Experiment,
+    certs_dir: &Path,
+    agents: Option<Arc<crate::exec::agent::Agents>>,
+) -> anyhow::Result<Arc<dyn crate::exec::executor::Executor>> {
+    Ok(match exp.executor {
+        crate::settings::Executor::Local => {
+            Arc::new(crate::exec::local::Local::new(certs_dir, agents))
+        }
+        crate::settings::Executor::Hosts => {
+            Arc::new(crate::exec::hosts::HostsExecutor::create(exp, certs_dir)?)
+        }
+        crate::settings::Executor::Kubernetes => {
+            Arc::new(crate::exec::kubernetes::Kubernetes::connect(exp, certs_dir).await?)
+        }
+    })
 }

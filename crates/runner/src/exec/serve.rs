@@ -26,7 +26,7 @@ pub struct ReadyLine {
 /// (as flags derived from this same struct by [`ServeOptions::to_args`]).
 #[derive(clap::Args, Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ServeOptions {
-    /// The stack to serve (required; see README for the stacks).
+    /// The stack to serve (required; `runner --help` lists the stacks).
     #[arg(long)]
     pub stack: String,
     /// Address to listen on; port 0 picks a free one (a non-loopback address warns).
@@ -100,8 +100,8 @@ mod as_text {
 
 impl ServeOptions {
     /// What each item request costs this server.
-    pub fn service(&self) -> bench_core::ServiceSpec {
-        bench_core::ServiceSpec {
+    pub fn service_time_spec(&self) -> bench_core::ServiceTimeSpec {
+        bench_core::ServiceTimeSpec {
             time: self.service_time,
             seed: self.service_time_seed,
             cpu: Duration::from_micros(self.service_cpu_us),
@@ -166,7 +166,7 @@ pub fn serve_blocking(stack: &'static dyn Stack, opts: ServeOptions) -> anyhow::
                 fault: opts.fault,
                 backlog: opts.backlog,
                 tuning: opts.tuning.clone().unwrap_or_default(),
-                service: opts.service(),
+                service_time: opts.service_time_spec(),
             })
             .await
             .with_context(|| format!("cannot listen on {}", opts.listen))?;

@@ -9,8 +9,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context;
-use bench_core::target::{Api, Endpoint, TargetTls, Targets};
 use bench_core::tls::ServerIdentity;
+use bench_core::user_service::{Api, Endpoint, TargetTls, Targets};
 use bench_core::{ClientSettings, ClientTls, HandshakeVariant};
 
 use crate::plan::plan;

@@ -199,6 +199,11 @@ fn read(path: &str) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
 
+/// This machine's CPU model, as `/proc/cpuinfo` names it (`unknown` when it does not).
+pub fn this_cpu_model() -> String {
+    cpu_model(&read("/proc/cpuinfo"))
+}
+
 fn cpu_model(cpuinfo: &str) -> String {
     cpuinfo
         .lines()

@@ -31,6 +31,14 @@ pub const MAX_CODES_PER_CLASS: usize = 32;
 /// The code under which failures past [`MAX_CODES_PER_CLASS`] distinct codes are counted.
 pub const OTHER_CODES: &str = "(other codes)";
 
+/// From the moment the last worker issued its first request to the moment the first worker
+/// found no more work: no ramp-up, no drain. `ok` counts successes answered inside it.
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+pub struct SteadyWindow {
+    pub elapsed_s: f64,
+    pub ok: u64,
+}
+
 /// How often one code of a failure class occurred, with its first message.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CodeCount {

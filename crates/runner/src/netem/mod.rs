@@ -1,6 +1,5 @@
 //! Private network namespaces for a cell and the network emulation on their links.
 
 pub mod emulator;
-pub mod hosts;
 pub mod links;
 pub mod netns;

@@ -78,11 +78,11 @@ impl Netns {
         let mut ns = ns;
         run("ip", &["-n", &ns.name, "link", "set", "lo", "up"])?;
         if let Some(netem) = &exp.netem {
-            let netem = Netem::parse(netem).map_err(anyhow::Error::msg)?;
+            let netem = netem.value();
             // The probe is the real thing: adding the netem qdisc succeeds exactly where the
             // kernel has sch_netem, and then it stays as the cell's emulator.
-            let qdisc = netem_qdisc_args(&ns.name, "lo", &netem);
-            ns.kind = crate::netem::emulator::select(&netem, || {
+            let qdisc = netem_qdisc_args(&ns.name, "lo", netem);
+            ns.kind = crate::netem::emulator::select(netem, || {
                 run("tc", &qdisc.iter().map(String::as_str).collect::<Vec<_>>()).is_ok()
             });
             // The netem qdisc takes the rate itself; otherwise tbf shapes it.
@@ -115,7 +115,7 @@ impl Netns {
             }
             if ns.kind == Some(EmulatorKind::Nfqueue) {
                 let handle = ns.handle.clone();
-                let emulator = Emulator::start(&netem, move || {
+                let emulator = Emulator::start(netem, move || {
                     nix::sched::setns(&*handle, nix::sched::CloneFlags::CLONE_NEWNET)
                         .context("cannot enter the namespace")
                 })?;

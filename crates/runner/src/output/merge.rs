@@ -13,14 +13,12 @@ use std::process::ExitCode;
 use anyhow::Context;
 use bench_core::{FailureClass, WireBytes};
 
+use crate::exit::Status;
 use crate::measure::sampler::ResourceSummary;
 use crate::measure::stats::{CodeCount, Measurements};
 use crate::output::rows::{self, CellRow, FailureRow, Row};
 use crate::output::{hlog, CellResult, Manifest, ResultsWriter};
 use crate::plan::Cell;
-
-/// Exit status when the inputs cannot be merged (not results, not the same experiment).
-pub const EXIT_REFUSED: u8 = 2;
 
 /// Why a merge did not happen.
 #[derive(Debug)]
@@ -549,15 +547,15 @@ pub fn command(inputs: &[PathBuf], out: &Path) -> ExitCode {
                 inputs.len(),
                 merged.out.display()
             );
-            ExitCode::SUCCESS
+            Status::Success.into()
         }
         Err(MergeError::Refused(e)) => {
             eprintln!("error: {}", one_line(&e));
-            ExitCode::from(EXIT_REFUSED)
+            Status::Invalid.into()
         }
         Err(MergeError::Failed(e)) => {
             eprintln!("error: {}", one_line(&format!("{e:#}")));
-            ExitCode::FAILURE
+            Status::Failed.into()
         }
     }
 }

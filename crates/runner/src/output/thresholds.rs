@@ -9,9 +9,6 @@ use crate::output::rows::{self, CellRow, Row, ThresholdRow};
 use crate::output::CellResult;
 use crate::settings::Experiment;
 
-/// Exit status of a run in which a threshold failed (k6's code).
-pub const EXIT_THRESHOLD_FAILED: u8 = 99;
-
 /// The file a run's threshold checks are written to.
 pub const FILE_NAME: &str = "thresholds.csv";
 
@@ -236,7 +233,7 @@ fn resolve(key: &str, columns: &[(String, bool)]) -> Result<(String, f64), Strin
                 .take(4)
                 .collect();
             let hint = if near.is_empty() {
-                "see README \"Results schema\"".to_string()
+                "see docs/results-schema.md".to_string()
             } else {
                 format!("did you mean {}?", near.join(", "))
             };

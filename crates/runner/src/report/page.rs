@@ -17,7 +17,7 @@ use crate::report::labels::{is_cell, label, levels, mean_of, ms, regimes, stack_
 use crate::report::Results;
 
 /// The `cells.csv` figures the stress table, the peak summary and the comparisons read: one
-/// definition each (README, "Results schema").
+/// definition each (docs/results-schema.md).
 mod col {
     pub const LATENCY_P50: &str = "latency_p50_us";
     pub const LATENCY_P95: &str = "latency_p95_us";
@@ -502,7 +502,7 @@ fn notes(results: &Results, stress: &[&CellRow], stats: &Stats) -> Vec<String> {
             parts.join(", ")
         ));
     }
-    notes.extend(crate::measure::netcounters::mechanism_notes(&results.cells));
+    notes.extend(mechanism_notes(&results.cells));
     notes.extend(pacing_floor_note(results));
     notes
 }
@@ -861,7 +861,7 @@ pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
                 stage: stage_label(r),
                 total: r.failed,
                 counts: seen.iter().map(|c| r.failures(*c)).collect(),
-                counters: crate::measure::netcounters::moved_summary(r),
+                counters: moved_summary(r),
                 examples: examples.join(" · "),
             }
         })
@@ -951,4 +951,174 @@ pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
     let path = dir.join("report.html");
     std::fs::write(&path, html).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(path)
+}
+
+// The kernel's counters ([`crate::measure::netcounters`]) as the report words them.
+
+/// A counter's value in a row, 0 when empty (the phase did not run, or an older run).
+fn counter_value(row: &CellRow, column: &str) -> u64 {
+    row.number(column).map_or(0, |v| v as u64)
+}
+
+fn host_wide(row: &CellRow) -> bool {
+    row.net_counters_scope.as_deref() == Some(crate::measure::netcounters::Scope::Host.as_str())
+}
+
+/// The counters that moved in a row, for the report's failure table: `listen_overflows 12 ·
+/// syncookies_sent 40`, marked `(host-wide)` when other processes may have added to them; `—`
+/// when none moved or the row has no counters (an older run).
+fn moved_summary(row: &CellRow) -> String {
+    let moved: Vec<String> = crate::measure::netcounters::COUNTERS
+        .iter()
+        .filter_map(|c| {
+            let n = counter_value(row, c.column);
+            (n > 0).then(|| format!("{} {n}", c.column.trim_start_matches("net_")))
+        })
+        .collect();
+    if moved.is_empty() {
+        return "—".into();
+    }
+    let scope = if host_wide(row) { " (host-wide)" } else { "" };
+    format!("{}{scope}", moved.join(" · "))
+}
+
+/// One note per mechanism whose counters moved in any row, naming the cells (largest first)
+/// and the knob that moves it: the load generator sees these only as timeouts, resets or a
+/// long tail, the counters say which queue overflowed.
+fn mechanism_notes(rows: &[CellRow]) -> Vec<String> {
+    // The cells where `column` moved, largest first, with the total: "N … in a (n), b (m)".
+    let moved = |column: &str| -> Option<(u64, String)> {
+        let mut cells: Vec<(u64, &CellRow)> = rows
+            .iter()
+            .map(|r| (counter_value(r, column), r))
+            .filter(|(n, _)| *n > 0)
+            .collect();
+        if cells.is_empty() {
+            return None;
+        }
+        cells.sort_by_key(|c| std::cmp::Reverse(c.0));
+        let total = cells.iter().map(|(n, _)| n).sum();
+        const SHOWN: usize = 4;
+        let mut names: Vec<String> = cells
+            .iter()
+            .take(SHOWN)
+            .map(|(n, r)| {
+                let key = &r.cell_key;
+                let scope = if host_wide(r) { ", host-wide" } else { "" };
+                format!("{key} ({n}{scope})")
+            })
+            .collect();
+        if cells.len() > SHOWN {
+            names.push(format!("{} more cells", cells.len() - SHOWN));
+        }
+        Some((total, names.join(", ")))
+    };
+    let mut notes = Vec::new();
+    if let Some((n, cells)) = moved("net_udp_rcvbuf_errors") {
+        notes.push(format!("UDP receive buffer overflowed {n} times in {cells}: the QUIC socket dropped datagrams the kernel could not queue, and quinn recovers them only by loss detection and retransmission (a tail, or request timeouts); see `udp_buffer_bytes` (capped by net.core.rmem_max)."));
+    }
+    if let Some((n, cells)) = moved("net_udp_sndbuf_errors") {
+        notes.push(format!("UDP send buffer was full {n} times in {cells}: datagrams were dropped before leaving the sender; see `udp_buffer_bytes` (capped by net.core.wmem_max)."));
+    }
+    let rcvbuf: u64 = rows
+        .iter()
+        .map(|r| counter_value(r, "net_udp_rcvbuf_errors"))
+        .sum();
+    if let Some((n, cells)) = moved("net_udp_in_errors").filter(|(n, _)| *n > rcvbuf) {
+        notes.push(format!("UDP input errors {n} in {cells}, {rcvbuf} of them receive-buffer overflows: the rest are checksum or socket-memory errors (net.ipv4.udp_mem)."));
+    }
+    if let Some((n, cells)) = moved("net_listen_overflows") {
+        let drops: u64 = rows
+            .iter()
+            .map(|r| counter_value(r, "net_listen_drops"))
+            .sum();
+        notes.push(format!("Listen queue overflowed {n} times in {cells}, {drops} connection attempts dropped at the listener in all: the server accepted more slowly than handshakes completed, so the kernel dropped SYNs or final ACKs and a connection opened only after a retransmission (a SYN's after 1 s, then 2 s …: a connect-time tail, or connect timeouts); see `backlog` and `somaxconn` (the listen backlog is capped at net.core.somaxconn)."));
+    } else if let Some((n, cells)) = moved("net_listen_drops") {
+        notes.push(format!("Listeners dropped {n} connection attempts in {cells} without an accept-queue overflow (SYN queue or memory pressure); see `backlog` and `somaxconn`."));
+    }
+    if let Some((n, cells)) = moved("net_syncookies_sent") {
+        notes.push(format!("The SYN queue was full: the kernel answered {n} SYNs with SYN cookies in {cells} (the connection still opens, but the handshake is stateless until the ACK and a lost ACK loses the connection); see `backlog` and `somaxconn` (and net.ipv4.tcp_max_syn_backlog)."));
+    }
+    if let Some((n, cells)) = moved("net_tcp_out_rsts") {
+        let estab: u64 = rows
+            .iter()
+            .map(|r| counter_value(r, "net_tcp_estab_resets"))
+            .sum();
+        notes.push(format!("TCP sent {n} resets in {cells}, with {estab} established connections reset in all: a close with unread data, a `linger_zero` close, or a segment for a connection the peer no longer has (after a listen overflow or a timeout); compare with the `reset` failure class."));
+    } else if let Some((n, cells)) = moved("net_tcp_estab_resets") {
+        notes.push(format!("{n} established TCP connections were reset in {cells}: a peer aborted (`linger_zero`, a crashed server); compare with the `reset` failure class."));
+    }
+    if let Some((n, cells)) = moved("net_tcp_retrans_segs") {
+        let timeouts: u64 = rows
+            .iter()
+            .map(|r| counter_value(r, "net_tcp_timeouts"))
+            .sum();
+        notes.push(format!("TCP retransmitted {n} segments in {cells}, with {timeouts} retransmission timeouts in all (each at least 200 ms, the minimum RTO): segments were lost — emulated loss under `netem`, otherwise a queue that overflowed (see the listen and buffer notes) — and each retransmission is latency in the tail."));
+    } else if let Some((n, cells)) = moved("net_tcp_timeouts") {
+        notes.push(format!("TCP retransmission timers expired {n} times in {cells}: each adds at least 200 ms (the minimum RTO) to a request."));
+    }
+    notes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn moved_counters_name_their_mechanism_and_cells() {
+        let rows = vec![
+            CellRow {
+                cell_key: "h3/reuse/c500/r1".into(),
+                net_udp_rcvbuf_errors: Some(6661),
+                net_udp_in_errors: Some(6661),
+                net_counters_scope: Some("namespace".into()),
+                ..CellRow::default()
+            },
+            CellRow {
+                cell_key: "h1/new-conn/c200/r1".into(),
+                net_listen_overflows: Some(12),
+                net_listen_drops: Some(12),
+                net_tcp_retrans_segs: Some(3),
+                net_counters_scope: Some("host".into()),
+                ..CellRow::default()
+            },
+            // An older run without the columns says nothing.
+            CellRow {
+                cell_key: "h2/reuse/c1/r1".into(),
+                ..CellRow::default()
+            },
+        ];
+        let notes = mechanism_notes(&rows);
+        assert!(
+            notes[0].starts_with(
+                "UDP receive buffer overflowed 6661 times in h3/reuse/c500/r1 (6661):"
+            ),
+            "{notes:?}"
+        );
+        assert!(notes[0].contains("`udp_buffer_bytes`"));
+        // In-errors that are all buffer overflows get no note of their own.
+        assert!(
+            !notes.iter().any(|n| n.starts_with("UDP input errors")),
+            "{notes:?}"
+        );
+        let listen = notes
+            .iter()
+            .find(|n| n.starts_with("Listen queue overflowed 12 times"))
+            .unwrap();
+        assert!(
+            listen.contains("h1/new-conn/c200/r1 (12, host-wide)")
+                && listen.contains("`somaxconn`"),
+            "{listen}"
+        );
+        assert!(notes
+            .iter()
+            .any(|n| n.starts_with("TCP retransmitted 3 segments")));
+        assert_eq!(notes.len(), 3, "{notes:?}");
+        assert_eq!(
+            moved_summary(&rows[1]),
+            "tcp_retrans_segs 3 · listen_overflows 12 · listen_drops 12 (host-wide)"
+        );
+        assert_eq!(moved_summary(&rows[2]), "—");
+        assert!(mechanism_notes(&rows[2..]).is_empty());
+    }
 }

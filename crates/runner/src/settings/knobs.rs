@@ -167,14 +167,14 @@ knobs! {
     /// Test-only: a fault the servers inject (status, bad-body, missing-field, delay-<N>ms,
     /// stall-<N>ms, each with optional :<fraction>) (default: none).
     #[arg(long)]
-    server_fault: cell_opt<String> = None;
+    server_fault: cell_opt<super::Parsed<bench_core::FaultSpec>> = None;
     /// Server processing time per item request: fixed:<D> or exp:<mean> (D like 2ms, 500us),
     /// a wait during which the server serves other requests (default: none, answer at once).
     #[arg(long)]
-    service_time: cell_opt<String> = None;
+    service_time: cell_opt<super::Parsed<bench_core::ServiceTime>> = None;
     /// Seed of the exp: service-time draws; request i's time depends only on the seed and i.
     #[arg(long)]
-    service_time_seed: cell<u64> = bench_core::service::DEFAULT_SERVICE_TIME_SEED;
+    service_time_seed: cell<u64> = bench_core::service_time::DEFAULT_SERVICE_TIME_SEED;
     /// Busy CPU work per item request on the server's handler thread, in µs (0 = none).
     #[arg(long)]
     service_cpu_us: cell<u64> = 0;
@@ -259,7 +259,7 @@ knobs! {
     /// The load generator polls for I/O instead of sleeping while it measures. On loopback the
     /// kernel wakes a sleeping client on the server's CPU, so a client faster than the server
     /// makes the server pay for waking it; polling removes that single-machine artefact, and
-    /// the client's CPU figure then counts the polling. For pinned runs (README "Fairness").
+    /// the client's CPU figure then counts the polling. For pinned runs (docs/fairness.md).
     #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
     busy_poll: cell<bool> = false;
     /// Server listen backlog (the kernel caps it at net.core.somaxconn).
@@ -272,11 +272,11 @@ knobs! {
     /// rtt=40ms,jitter=2ms,loss=0.5%,rate=100mbit (delay= is the one-way delay); needs root
     /// (default: none, plain loopback).
     #[arg(long, value_name = "SPEC")]
-    netem: cell_opt<String> = None;
+    netem: cell_opt<super::Parsed<super::Netem>> = None;
     /// net.ipv4.ip_local_port_range inside a private namespace, e.g. "40000 40999" (default:
     /// the kernel's).
     #[arg(long, value_name = "LOW HIGH")]
-    port_range: cell_opt<String> = None;
+    port_range: cell_opt<super::Parsed<super::PortRange>> = None;
     /// net.ipv4.tcp_tw_reuse (0, 1 or 2) inside a private namespace (default: the kernel's).
     #[arg(long)]
     tcp_tw_reuse: cell_opt<u8> = None;
@@ -362,11 +362,11 @@ knobs! {
     /// Kubernetes: the server pod's CPU and memory, requests equal to limits (Guaranteed QoS),
     /// e.g. cpu=2,memory=1Gi.
     #[arg(long, value_name = "cpu=C,memory=M")]
-    k8s_server_resources: run<String> = "cpu=2,memory=1Gi".into();
+    k8s_server_resources: run<super::Parsed<super::PodResources>> = "cpu=2,memory=1Gi".into();
     /// Kubernetes: each agent pod's CPU and memory, requests equal to limits, e.g.
     /// cpu=2,memory=1Gi.
     #[arg(long, value_name = "cpu=C,memory=M")]
-    k8s_agent_resources: run<String> = "cpu=2,memory=1Gi".into();
+    k8s_agent_resources: run<super::Parsed<super::PodResources>> = "cpu=2,memory=1Gi".into();
     /// Kubernetes: node labels every pod must match (`[k8s_node_selector]` table, or
     /// key=value,... as a flag) (default: any node).
     #[arg(long, value_parser = super::parse_labels, value_name = "KEY=VALUE,...")]
@@ -379,5 +379,5 @@ knobs! {
     /// stacks), `[targets.grpc]` (the gRPC stack), `[targets.ids]` and `data` for the
     /// templates (file; `--url` and `--grpc-*` set the common parts).
     #[arg(skip)]
-    targets: run<bench_core::target::Targets> = Default::default();
+    targets: run<bench_core::user_service::Targets> = Default::default();
 }

@@ -10,12 +10,14 @@ use serde::{Deserialize, Serialize};
 pub mod file;
 mod knobs;
 mod netem_spec;
+mod parsed;
 mod types;
 mod validate;
 
 pub use knobs::{Experiment, Knobs, KEYS};
 pub use netem_spec::Netem;
-pub use types::{Executor, Pacing, Threshold};
+pub use parsed::Parsed;
+pub use types::{Executor, Pacing, Threshold, MAX_HOST_AGENTS, MAX_K8S_AGENTS};
 
 /// When a worker opens connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -87,6 +89,46 @@ pub fn parse_labels(text: &str) -> Result<Labels, String> {
             _ => Err(format!("'{pair}' is not key=value")),
         })
         .collect()
+}
+
+/// A local port range, `low high` (net.ipv4.ip_local_port_range's form), 1 ≤ low ≤ high ≤
+/// 65535.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortRange {
+    pub low: u16,
+    pub high: u16,
+}
+
+impl std::str::FromStr for PortRange {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<PortRange, String> {
+        let ports: Vec<u32> = text
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect();
+        match ports[..] {
+            [low, high] if low > 0 && low <= high && high <= 65535 => Ok(PortRange {
+                low: low as u16,
+                high: high as u16,
+            }),
+            _ => Err(format!(
+                "'{text}' must be two ports 'low high' with low <= high"
+            )),
+        }
+    }
+}
+
+/// A pod's CPU and memory (`cpu=2,memory=1Gi`), by name, validated by [`parse_resources`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodResources(pub Labels);
+
+impl std::str::FromStr for PodResources {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<PodResources, String> {
+        parse_resources(text).map(PodResources)
+    }
 }
 
 /// `cpu=2,memory=1Gi` → the quantities by name (only `cpu` and `memory`, each at most once,
@@ -250,7 +292,7 @@ impl Experiment {
     }
 
     /// These settings as results record them: targets with literal credentials redacted
-    /// ([`bench_core::target::Targets::redacted`]).
+    /// ([`bench_core::user_service::Targets::redacted`]).
     pub fn for_record(&self) -> Experiment {
         Experiment {
             targets: self.targets.redacted(),
@@ -278,12 +320,9 @@ impl Experiment {
     }
 
     /// What each item request costs the servers (validated knobs).
-    pub fn service(&self) -> bench_core::ServiceSpec {
-        bench_core::ServiceSpec {
-            time: self
-                .service_time
-                .as_deref()
-                .map(|t| t.parse().expect("validated service_time")),
+    pub fn service_time_spec(&self) -> bench_core::ServiceTimeSpec {
+        bench_core::ServiceTimeSpec {
+            time: self.service_time.as_ref().map(|t| *t.value()),
             seed: self.service_time_seed,
             cpu: std::time::Duration::from_micros(self.service_cpu_us),
         }
@@ -381,7 +420,11 @@ mod tests {
         let back: Experiment = serde_json::from_str(&serde_json::to_string(&e).unwrap()).unwrap();
         assert_eq!(back, e);
         assert_eq!(
-            back.variant_experiments()[0].1.netem.as_deref(),
+            back.variant_experiments()[0]
+                .1
+                .netem
+                .as_ref()
+                .map(|n| n.text()),
             Some("rtt=2ms")
         );
     }

@@ -11,6 +11,14 @@ pub struct Netem {
     pub rate: Option<String>,
 }
 
+impl std::str::FromStr for Netem {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Netem, String> {
+        Netem::parse(text)
+    }
+}
+
 impl Netem {
     pub fn parse(text: &str) -> Result<Netem, String> {
         let mut netem = Netem {

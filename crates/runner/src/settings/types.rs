@@ -23,6 +23,12 @@ pub enum Executor {
     Kubernetes,
 }
 
+/// The most agent hosts one `hosts` run creates (`host_agents`); the bridge's addresses are
+/// numbered from the first agent's.
+pub const MAX_HOST_AGENTS: u32 = 32;
+/// The most agent pods per cell `k8s_agents` accepts.
+pub const MAX_K8S_AGENTS: u32 = 100;
+
 /// How an open-loop worker waits until a request is due. tokio's timer wheel has 1 ms
 /// slots and fires on the first tick after the deadline, so a plain timer sends ≈ 0.5–1 ms
 /// late, and that lateness would count as the server's latency.

@@ -3,7 +3,7 @@
 
 use bench_core::{HandshakeVariant, PayloadProfile};
 
-use super::{Experiment, Invalid, Netem, Regime};
+use super::{Experiment, Invalid, Regime};
 
 impl Experiment {
     /// Checks every knob against what the runner can do; one clear line per problem, naming
@@ -91,17 +91,13 @@ impl Experiment {
                 );
             }
         }
-        if let Some(fault) = &self.server_fault {
-            if let Err(e) = fault.parse::<bench_core::FaultSpec>() {
-                return fail("server_fault", e.to_string());
-            }
+        if let Some(Err(e)) = self.server_fault.as_ref().map(|f| f.parsed()) {
+            return fail("server_fault", e.to_string());
         }
-        if let Some(time) = &self.service_time {
-            if let Err(e) = time.parse::<bench_core::ServiceTime>() {
-                return fail("service_time", e);
-            }
+        if let Some(Err(e)) = self.service_time.as_ref().map(|t| t.parsed()) {
+            return fail("service_time", e.to_string());
         }
-        let max_service_us = bench_core::service::MAX_SERVICE.as_micros() as u64;
+        let max_service_us = bench_core::service_time::MAX_SERVICE.as_micros() as u64;
         if self.service_cpu_us > max_service_us {
             return fail(
                 "service_cpu_us",
@@ -191,22 +187,11 @@ impl Experiment {
                 );
             }
         }
-        if let Some(netem) = &self.netem {
-            if let Err(e) = Netem::parse(netem) {
-                return fail("netem", e);
-            }
+        if let Some(Err(e)) = self.netem.as_ref().map(|n| n.parsed()) {
+            return fail("netem", e.to_string());
         }
-        if let Some(range) = &self.port_range {
-            let ports: Vec<u32> = range
-                .split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .collect();
-            if ports.len() != 2 || ports[0] == 0 || ports[0] > ports[1] || ports[1] > 65535 {
-                return fail(
-                    "port_range",
-                    format!("'{range}' must be two ports 'low high' with low <= high"),
-                );
-            }
+        if let Some(Err(e)) = self.port_range.as_ref().map(|r| r.parsed()) {
+            return fail("port_range", e.to_string());
         }
         if self.tcp_tw_reuse.is_some_and(|v| v > 2) {
             return fail("tcp_tw_reuse", "must be 0, 1 or 2".into());
@@ -282,8 +267,8 @@ impl Experiment {
                 Some("the hosts executor measures our server in its own host; [targets] are not reachable from there")
             } else if self
                 .netem
-                .as_deref()
-                .and_then(|n| super::Netem::parse(n).ok())
+                .as_ref()
+                .and_then(|n| n.parsed().ok())
                 .is_some_and(|n| n.rate.is_some())
             {
                 Some("netem's rate is not emulated per link yet (delay, jitter and loss are)")
@@ -293,10 +278,10 @@ impl Experiment {
             if let Some(why) = why {
                 return fail("executor", why.into());
             }
-            if !(1..=crate::netem::hosts::MAX_HOST_AGENTS).contains(&self.host_agents) {
+            if !(1..=super::MAX_HOST_AGENTS).contains(&self.host_agents) {
                 return fail(
                     "host_agents",
-                    format!("must be 1 to {}", crate::netem::hosts::MAX_HOST_AGENTS),
+                    format!("must be 1 to {}", super::MAX_HOST_AGENTS),
                 );
             }
         }
@@ -392,18 +377,18 @@ impl Experiment {
         if self.k8s_image.trim().is_empty() || self.k8s_image.contains(char::is_whitespace) {
             return fail("k8s_image", "must name an image".into());
         }
-        if !(1..=crate::exec::kubernetes::MAX_AGENTS).contains(&self.k8s_agents) {
+        if !(1..=super::MAX_K8S_AGENTS).contains(&self.k8s_agents) {
             return fail(
                 "k8s_agents",
-                format!("must be 1 to {}", crate::exec::kubernetes::MAX_AGENTS),
+                format!("must be 1 to {}", super::MAX_K8S_AGENTS),
             );
         }
         for (key, value) in [
             ("k8s_server_resources", &self.k8s_server_resources),
             ("k8s_agent_resources", &self.k8s_agent_resources),
         ] {
-            if let Err(e) = super::parse_resources(value) {
-                return fail(key, e);
+            if let Err(e) = value.parsed() {
+                return fail(key, e.to_string());
             }
         }
         if let Some(k) = self.k8s_node_selector.keys().find(|k| k.is_empty()) {

@@ -24,7 +24,7 @@ pub async fn serve(tuning: &Tuning) -> Server {
             fault: None,
             backlog: 1024,
             tuning: tuning.clone(),
-            service: Default::default(),
+            service_time: Default::default(),
         })
         .await
         .unwrap();

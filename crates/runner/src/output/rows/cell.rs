@@ -1,5 +1,5 @@
-//! `cells.csv`: one row per cell. README's "Results schema" describes each column; a test
-//! checks the README table against [`CellRow`]'s columns.
+//! `cells.csv`: one row per cell. docs/results-schema.md describes each column; a test
+//! checks its table against [`CellRow`]'s columns.
 
 use bench_core::FailureClass;
 
@@ -259,8 +259,8 @@ impl CellRow {
         // Only exponential draws use the seed.
         let seeded = e
             .service_time
-            .as_deref()
-            .is_some_and(|t| t.starts_with("exp"));
+            .as_ref()
+            .is_some_and(|t| matches!(t.value(), bench_core::ServiceTime::Exponential(_)));
         CellRow {
             cell_key: cell.key(),
             variant: cell.variant.clone(),
@@ -280,8 +280,8 @@ impl CellRow {
             mode: if open { "open" } else { "closed" }.to_string(),
             rate_rps: cell.rate(),
             pacing: open.then(|| e.pacing.as_str().to_string()),
-            netem: e.netem.clone(),
-            port_range: e.port_range.clone(),
+            netem: e.netem.as_ref().map(|n| n.text().to_string()),
+            port_range: e.port_range.as_ref().map(|r| r.text().to_string()),
             tcp_tw_reuse: e.tcp_tw_reuse,
             somaxconn: e.somaxconn,
             backlog: e.backlog,
@@ -299,7 +299,7 @@ impl CellRow {
             source_addresses: Some(e.source_addresses),
             server_threads: e.server_threads,
             min_cell_seconds: e.min_cell_seconds,
-            service_time: e.service_time.clone(),
+            service_time: e.service_time.as_ref().map(|t| t.text().to_string()),
             service_time_seed: seeded.then_some(e.service_time_seed),
             service_cpu_us: e.service_cpu_us,
             ..CellRow::default()

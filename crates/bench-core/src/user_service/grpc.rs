@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::call::Call;
-use crate::target::{DataRows, Endpoint, GrpcTarget, IdRange, Sources, Template};
+use crate::user_service::{DataRows, Endpoint, GrpcTarget, IdRange, Sources, Template};
 
 /// Where the method's message descriptors come from.
 #[derive(Debug, Clone, PartialEq)]
@@ -196,7 +196,7 @@ pub fn status_code_name(code: u32) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::target::{Api, Calls, Targets};
+    use crate::user_service::{Api, Calls, Targets};
 
     fn calls(text: &str) -> Result<Arc<GrpcCalls>, String> {
         let targets: Targets = toml::from_str(text).map_err(|e| e.to_string())?;

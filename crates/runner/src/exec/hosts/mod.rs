@@ -1,27 +1,41 @@
-//! The `hosts` executor: the run's namespaces ([`crate::netem::hosts::Hosts`]: a server host
+//! The `hosts` executor: the run's namespaces ([`network::Hosts`]: a server host
 //! and N agent hosts on a bridge, 198.18.0.0/15); each cell's server is a `runner serve` child
 //! in the server's host, its load shared by the agents in theirs, and each agent host's
 //! interface counters are read around the cell. A cell with `netem` has it on every agent's
 //! link for the cell's duration ([`crate::netem::links`]).
 
+pub mod network;
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
 
 use async_trait::async_trait;
 use bench_core::tls::{ensure_certs, SERVER_NAME};
 
-use super::{CellServer, CellSite, Executor, LoadGenerator};
 use crate::exec::agent::{AgentLink, Agents};
-use crate::exec::loadgen::LoadJob;
+use crate::exec::executor::{CellServer, CellSite, Executor, LoadGenerator};
+use crate::exec::load_child::LoadJob;
 use crate::exec::serve::{ServeOptions, ServerHandle, ServerProcess};
-use crate::netem::hosts::{Hosts, SERVER_IP};
 use crate::netem::links::LinkEmulation;
 use crate::output::CellResult;
 use crate::plan::Cell;
+use network::{Hosts, SERVER_IP};
+
+/// The port each agent listens on, inside its own host.
+pub const AGENT_PORT: u16 = 7400;
 
 pub struct HostsExecutor {
+    /// Declared first so that the agents stop before the namespaces are removed.
+    _agent_processes: AgentProcesses,
     hosts: Arc<Hosts>,
     agents: Arc<Agents>,
     certs_dir: PathBuf,
@@ -39,15 +53,18 @@ impl HostsExecutor {
             .map(|c| c.settings.source_addresses)
             .max()
             .unwrap_or(1);
-        let hosts = Hosts::create(exp.host_agents, addresses, certs_dir)?;
+        let hosts = Hosts::create(exp.host_agents, addresses)?;
+        let token = token();
+        let processes = AgentProcesses::start(&hosts, certs_dir, &token)?;
         let ca = bench_core::tls::CertPaths::new(certs_dir).ca_cert();
-        let link = AgentLink::new(&ca, SERVER_NAME, hosts.token.clone())?;
+        let link = AgentLink::new(&ca, SERVER_NAME, token)?;
         Ok(HostsExecutor {
             agents: Arc::new(Agents {
-                addrs: hosts.agent_addrs.clone(),
+                addrs: processes.addrs.clone(),
                 server: None,
                 link: Arc::new(link),
             }),
+            _agent_processes: processes,
             hosts: Arc::new(hosts),
             certs_dir: certs_dir.to_path_buf(),
         })
@@ -59,10 +76,7 @@ impl Executor for HostsExecutor {
         // The hosts are namespaces already: the cell's sysctls go to every one of them.
         self.hosts.apply_sysctls(&cell.settings.sysctls())?;
         let emulation = match &cell.settings.netem {
-            Some(netem) => {
-                let netem = crate::settings::Netem::parse(netem).map_err(anyhow::Error::msg)?;
-                LinkEmulation::start(&self.hosts.agent_links(), &netem)?
-            }
+            Some(netem) => LinkEmulation::start(&self.hosts.agent_links(), netem.value())?,
             None => None,
         };
         Ok(Arc::new(HostsCell {
@@ -113,7 +127,7 @@ impl CellSite for HostsCell {
     }
 
     async fn start_loadgens(&self, job: &LoadJob) -> anyhow::Result<Vec<Box<dyn LoadGenerator>>> {
-        super::loadgens_for(job, &self.certs_dir, Some(&self.agents)).await
+        crate::exec::executor::loadgens_for(job, &self.certs_dir, Some(&self.agents)).await
     }
 
     /// What crossed each agent host's interface during the cell, and what the links'
@@ -137,4 +151,82 @@ impl CellSite for HostsCell {
                 .map(|((rx1, tx1), (rx0, tx0))| (rx1 - rx0, tx1 - tx0));
         }
     }
+}
+
+/// The `runner agent` processes, one in each agent host; killed on drop.
+struct AgentProcesses {
+    children: Vec<Child>,
+    /// Where each listens, in host order.
+    addrs: Vec<SocketAddr>,
+}
+
+impl AgentProcesses {
+    /// Starts `runner agent` in each agent host of `hosts` (certificates from `certs`, `token`
+    /// in its environment) and waits for each to be ready.
+    fn start(hosts: &Hosts, certs: &Path, token: &str) -> anyhow::Result<AgentProcesses> {
+        let exe = std::env::current_exe().context("cannot find the runner executable")?;
+        // From here on, dropping `processes` stops what was started.
+        let mut processes = AgentProcesses {
+            children: Vec::new(),
+            addrs: Vec::new(),
+        };
+        for (i, (namespace, ip)) in hosts.agent_hosts().enumerate() {
+            let listen = SocketAddr::from((ip, AGENT_PORT));
+            let mut child = Command::new("ip")
+                .args(["netns", "exec", namespace])
+                .arg(&exe)
+                .args(["agent", "--listen", &listen.to_string(), "--certs"])
+                .arg(certs)
+                .env(crate::exec::agent::TOKEN_ENV, token)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .process_group(0)
+                .spawn()
+                .context("cannot start an agent in its host")?;
+            let stdout = child.stdout.take().expect("piped");
+            processes.children.push(child);
+            wait_ready(stdout).with_context(|| format!("agent {} did not start", i + 1))?;
+            processes.addrs.push(listen);
+        }
+        Ok(processes)
+    }
+}
+
+impl Drop for AgentProcesses {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            // `ip netns exec` replaced itself with the agent: this is the agent's pid.
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Waits (bounded) for an agent's ready line.
+fn wait_ready(stdout: std::process::ChildStdout) -> anyhow::Result<()> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let started = Instant::now();
+    let line = rx
+        .recv_timeout(Duration::from_secs(10))
+        .map_err(|_| anyhow!("no ready line after {:?}", started.elapsed()))?;
+    if !line.contains("\"agent\"") {
+        bail!("unexpected ready line: {line:?}");
+    }
+    Ok(())
+}
+
+/// A token for this run's agents, from the kernel's random source.
+fn token() -> String {
+    let mut bytes = [0u8; 16];
+    let ok = File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
+        .is_ok();
+    assert!(ok, "/dev/urandom is readable");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -2,26 +2,19 @@
 //! one per agent, each joined by a veth pair to a bridge that lives in a namespace of its own
 //! (the host's network is never touched), with addresses from 198.18.0.0/15 (RFC 2544's
 //! benchmark range). Server and agents talk across real interfaces with their own addresses,
-//! not loopback. Everything is removed on drop, also after an error or Ctrl-C.
+//! not loopback. Everything is removed on drop, also after an error or Ctrl-C. The agents that
+//! run in the agent hosts are the executor's ([`super::HostsExecutor`]).
 
 use std::fs::File;
-use std::io::{BufRead, BufReader};
-use std::net::{Ipv4Addr, SocketAddr};
-use std::os::unix::process::CommandExt;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::net::Ipv4Addr;
+use std::process::{Command, Stdio};
 
-use anyhow::{anyhow, bail, Context};
+use anyhow::{bail, Context};
 
 /// The server host's address; agent `i` (from 0) is `AGENT_BASE + i`.
 pub const SERVER_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 const AGENT_BASE: u8 = 11;
-/// The port each agent listens on, inside its own namespace.
-pub const AGENT_PORT: u16 = 7400;
 const PREFIX_LEN: u8 = 15;
-/// Most agent hosts one run creates.
-pub const MAX_HOST_AGENTS: u32 = 32;
 /// Most addresses one agent host has: its own and up to 254 more (198.19.<agent>.1–254), which
 /// its load generators spread their connections over (`source_addresses`).
 pub const MAX_AGENT_ADDRESSES: u32 = 255;
@@ -66,6 +59,7 @@ fn ip_batch(ns: &str, commands: &str) -> anyhow::Result<()> {
 /// One namespace of the set.
 struct Host {
     name: String,
+    addr: Ipv4Addr,
     handle: std::sync::Arc<File>,
     /// Its link's port on the bridge.
     port: String,
@@ -76,10 +70,6 @@ pub struct Hosts {
     bridge: String,
     server: Host,
     agents: Vec<Host>,
-    processes: Vec<Child>,
-    pub agent_addrs: Vec<SocketAddr>,
-    /// The agents' token, made for this run and handed over in their environment.
-    pub token: String,
     /// A new namespace's values of the sysctls a cell may set (`key=value`).
     default_sysctls: Vec<String>,
     /// The values every host has now: the defaults, then the last cell's.
@@ -88,9 +78,12 @@ pub struct Hosts {
 
 impl Hosts {
     /// Creates the bridge, the server host and `n` agent hosts with `addresses` addresses each
-    /// (at most [`MAX_AGENT_ADDRESSES`]), and starts `runner agent` in each agent host
-    /// (certificates from `certs`).
-    pub fn create(n: u32, addresses: u32, certs: &Path) -> anyhow::Result<Hosts> {
+    /// (at most [`MAX_AGENT_ADDRESSES`]).
+    pub fn create(n: u32, addresses: u32) -> anyhow::Result<Hosts> {
+        assert!(
+            n <= crate::settings::MAX_HOST_AGENTS,
+            "host_agents is validated"
+        );
         let base = format!("tbench-{}-h", std::process::id());
         let bridge = format!("{base}-br");
         ip(&["netns", "add", &bridge])?;
@@ -98,13 +91,11 @@ impl Hosts {
             bridge,
             server: Host {
                 name: String::new(),
+                addr: Ipv4Addr::UNSPECIFIED,
                 handle: std::sync::Arc::new(File::open("/proc/self/ns/net")?),
                 port: String::new(),
             },
             agents: Vec::new(),
-            processes: Vec::new(),
-            agent_addrs: Vec::new(),
-            token: token(),
             default_sysctls: Vec::new(),
             sysctls: Default::default(),
         };
@@ -126,27 +117,6 @@ impl Hosts {
         }
         hosts.default_sysctls = defaults(&hosts.agents[0].name)?;
         *hosts.sysctls.lock().expect("not poisoned") = hosts.default_sysctls.clone();
-        let exe = std::env::current_exe().context("cannot find the runner executable")?;
-        for (i, host) in hosts.agents.iter().enumerate() {
-            let listen =
-                SocketAddr::from((Ipv4Addr::new(198, 18, 0, AGENT_BASE + i as u8), AGENT_PORT));
-            let mut child = Command::new("ip")
-                .args(["netns", "exec", &host.name])
-                .arg(&exe)
-                .args(["agent", "--listen", &listen.to_string(), "--certs"])
-                .arg(certs)
-                .env(crate::exec::agent::TOKEN_ENV, &hosts.token)
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit())
-                .process_group(0)
-                .spawn()
-                .context("cannot start an agent in its host")?;
-            let stdout = child.stdout.take().expect("piped");
-            hosts.processes.push(child);
-            wait_ready(stdout).with_context(|| format!("agent {} did not start", i + 1))?;
-            hosts.agent_addrs.push(listen);
-        }
         Ok(hosts)
     }
 
@@ -157,6 +127,7 @@ impl Hosts {
             .context("cannot open a new network namespace")?;
         let host = Host {
             name: name.to_string(),
+            addr,
             handle: std::sync::Arc::new(handle),
             port: veth.to_string(),
         };
@@ -255,6 +226,11 @@ impl Hosts {
             .collect()
     }
 
+    /// Each agent host's namespace name and address, in order.
+    pub fn agent_hosts(&self) -> impl Iterator<Item = (&str, Ipv4Addr)> {
+        self.agents.iter().map(|h| (h.name.as_str(), h.addr))
+    }
+
     /// The namespaces' names (for tests and the manifest).
     pub fn names(&self) -> Vec<String> {
         std::iter::once(self.bridge.clone())
@@ -267,11 +243,6 @@ impl Hosts {
 
 impl Drop for Hosts {
     fn drop(&mut self) {
-        for child in &mut self.processes {
-            // `ip netns exec` replaced itself with the agent: this is the agent's pid.
-            let _ = child.kill();
-            let _ = child.wait();
-        }
         for name in self.names().iter().rev() {
             let _ = ip(&["netns", "del", name]);
         }
@@ -318,32 +289,4 @@ fn link_bytes(ns: &str, dev: &str) -> Option<(u64, u64)> {
         stats["rx"]["bytes"].as_u64()?,
         stats["tx"]["bytes"].as_u64()?,
     ))
-}
-
-/// Waits (bounded) for an agent's ready line.
-fn wait_ready(stdout: std::process::ChildStdout) -> anyhow::Result<()> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        let _ = BufReader::new(stdout).read_line(&mut line);
-        let _ = tx.send(line);
-    });
-    let started = Instant::now();
-    let line = rx
-        .recv_timeout(Duration::from_secs(10))
-        .map_err(|_| anyhow!("no ready line after {:?}", started.elapsed()))?;
-    if !line.contains("\"agent\"") {
-        bail!("unexpected ready line: {line:?}");
-    }
-    Ok(())
-}
-
-/// A token for this run's agents, from the kernel's random source.
-fn token() -> String {
-    let mut bytes = [0u8; 16];
-    let ok = File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
-        .is_ok();
-    assert!(ok, "/dev/urandom is readable");
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -1,6 +1,5 @@
-//! The workload's REST service for hyper, shared by the two hyper-based REST servers (HTTP/1.1
+//! The workload's REST handler for hyper, shared by the two hyper-based REST servers (HTTP/1.1
 //! and HTTP/2): a layer below the stacks, so that neither stack crate depends on the other.
-#![forbid(unsafe_code)]
 
 use std::sync::Arc;
 

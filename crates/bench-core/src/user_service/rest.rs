@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::call::Call;
 use crate::failure::{Failure, FailureClass};
-use crate::target::{DataRows, Endpoint, IdRange, RestTarget, Sources, Template};
+use crate::user_service::{DataRows, Endpoint, IdRange, RestTarget, Sources, Template};
 use crate::Reply;
 
 /// A REST target compiled for sending.
@@ -233,13 +233,13 @@ fn read_body(path: &Path) -> Result<bytes::Bytes, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::target::Targets;
+    use crate::user_service::Targets;
 
     fn calls(toml_text: &str) -> Result<Arc<RestCalls>, String> {
         let targets: Targets = toml::from_str(toml_text).map_err(|e| e.to_string())?;
         let env = |name: &str| (name == "TOKEN").then(|| "t0k".to_string());
-        match targets.calls(crate::target::Api::Rest, &env)? {
-            Some(crate::target::Calls::Rest(c)) => Ok(c),
+        match targets.calls(crate::user_service::Api::Rest, &env)? {
+            Some(crate::user_service::Calls::Rest(c)) => Ok(c),
             _ => Err("no rest calls".into()),
         }
     }

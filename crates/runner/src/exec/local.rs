@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::{CellServer, CellSite, Executor, LoadGenerator};
 use crate::exec::agent::Agents;
-use crate::exec::loadgen::LoadJob;
+use crate::exec::executor::{CellServer, CellSite, Executor, LoadGenerator};
+use crate::exec::load_child::LoadJob;
 use crate::exec::serve::{ServeOptions, ServerHandle, ServerProcess};
 use crate::netem::netns::Netns;
 use crate::output::CellResult;
@@ -73,7 +73,9 @@ impl CellSite for LocalCell {
             .as_deref()
             .and_then(|a| a.server.map(|s| (s, a)))
         {
-            Some((agent, agents)) => super::agent_server(agent, 0, &agents.link, serve).await,
+            Some((agent, agents)) => {
+                crate::exec::executor::agent_server(agent, 0, &agents.link, serve).await
+            }
             None => {
                 let serve = ServeOptions {
                     listen: "127.0.0.1:0".parse().expect("address"),
@@ -87,7 +89,7 @@ impl CellSite for LocalCell {
     }
 
     async fn start_loadgens(&self, job: &LoadJob) -> anyhow::Result<Vec<Box<dyn LoadGenerator>>> {
-        super::loadgens_for(job, &self.certs_dir, self.agents.as_deref()).await
+        crate::exec::executor::loadgens_for(job, &self.certs_dir, self.agents.as_deref()).await
     }
 
     fn account(&self, result: &mut CellResult) {

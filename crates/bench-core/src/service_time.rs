@@ -103,7 +103,7 @@ impl fmt::Display for ServiceTime {
 
 /// What each item request costs the server; the default costs nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ServiceSpec {
+pub struct ServiceTimeSpec {
     /// The wait; `None` answers at once.
     pub time: Option<ServiceTime>,
     /// Seed of the exponential draws.
@@ -112,9 +112,9 @@ pub struct ServiceSpec {
     pub cpu: Duration,
 }
 
-impl Default for ServiceSpec {
+impl Default for ServiceTimeSpec {
     fn default() -> Self {
-        ServiceSpec {
+        ServiceTimeSpec {
             time: None,
             seed: DEFAULT_SERVICE_TIME_SEED,
             cpu: Duration::ZERO,
@@ -130,7 +130,7 @@ fn splitmix64(x: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-impl ServiceSpec {
+impl ServiceTimeSpec {
     /// Whether requests cost anything (servers skip the clock otherwise).
     pub fn is_none(&self) -> bool {
         self.time.is_none() && self.cpu.is_zero()
@@ -221,7 +221,7 @@ mod tests {
 
     #[test]
     fn exponential_draws_have_the_mean_and_follow_the_seed() {
-        let spec = |seed| ServiceSpec {
+        let spec = |seed| ServiceTimeSpec {
             time: Some(ServiceTime::Exponential(Duration::from_millis(2))),
             seed,
             cpu: Duration::ZERO,
@@ -247,8 +247,8 @@ mod tests {
 
     #[test]
     fn fixed_and_cpu_work_cost_what_they_say() {
-        assert_eq!(ServiceSpec::default().begin(3), Duration::ZERO);
-        let spec = ServiceSpec {
+        assert_eq!(ServiceTimeSpec::default().begin(3), Duration::ZERO);
+        let spec = ServiceTimeSpec {
             time: Some(ServiceTime::Fixed(Duration::from_millis(3))),
             seed: 1,
             cpu: Duration::from_millis(5),

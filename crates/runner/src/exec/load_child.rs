@@ -22,8 +22,9 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
-use crate::exec::load::{self, LoadSpec, Progress, SteadyWindow};
+use crate::exec::load::{self, LoadSpec, Progress};
 use crate::measure::stats::Measurements;
+use crate::measure::stats::SteadyWindow;
 use crate::registry;
 
 /// Longest wait for the warm-up's connections to finish closing: quinn's closing period is
@@ -50,7 +51,7 @@ pub struct LoadJob {
     /// The user's service (`[targets]`): the requests are its calls, TLS is the target's;
     /// `None` = our server's item workload.
     #[serde(default)]
-    pub service: Option<bench_core::target::Targets>,
+    pub service: Option<bench_core::user_service::Targets>,
     /// Warm-up phase (not measured), run first when `Some`.
     pub warmup: Option<LoadSpec>,
     pub measured: LoadSpec,

@@ -1,6 +1,6 @@
 //! The `kubernetes` executor: per cell, the server pod (its agent starts the cell's server
 //! and samples it) with a headless Service, and an Indexed Job of agent pods with theirs
-//! ([`crate::exec::kubernetes::cell_objects`]); once every pod is ready the runner connects to
+//! ([`objects::cell_objects`]); once every pod is ready the runner connects to
 //! each pod's agent (pod IPs, TLS with the shared token), starts the server, hands agent pod
 //! *i* shard *i*, sends `go` to all, collects, and deletes what it created, also after a
 //! failure or Ctrl-C.
@@ -13,10 +13,20 @@ use std::sync::{Arc, Mutex};
 use anyhow::Context;
 use async_trait::async_trait;
 
-use super::{CellServer, CellSite, Executor, LoadGenerator};
+pub mod api;
+pub mod objects;
+pub mod yaml;
+
+pub use api::{pod_problem, CellControl, Created, Endpoints, KubeExecutor};
+pub use objects::{
+    cell_id, cell_objects, render, render_stream, run_objects, secret_commands, CellObjects,
+    RunObjects, AGENT_PORT, CELL_LABEL, CERTS_DIR, CERTS_SECRET, SERVER_PORT, SERVICE_ACCOUNT,
+    TOKEN_KEY, TOKEN_SECRET,
+};
+
 use crate::exec::agent::AgentLink;
-use crate::exec::kubernetes::{cell_objects, CellObjects, Created, KubeExecutor};
-use crate::exec::loadgen::LoadJob;
+use crate::exec::executor::{CellServer, CellSite, Executor, LoadGenerator};
+use crate::exec::load_child::LoadJob;
 use crate::exec::serve::ServeOptions;
 use crate::plan::Cell;
 
@@ -107,7 +117,7 @@ impl CellSite for KubeCell {
             .map(parse)
             .collect::<anyhow::Result<Vec<_>>>()?;
         *self.agents.lock().expect("not poisoned") = agents;
-        super::agent_server(server, self.api.server_port, &self.link, serve)
+        crate::exec::executor::agent_server(server, self.api.server_port, &self.link, serve)
             .await
             .with_context(|| format!("server pod {}", self.objects.id))
     }
@@ -115,7 +125,7 @@ impl CellSite for KubeCell {
     async fn start_loadgens(&self, job: &LoadJob) -> anyhow::Result<Vec<Box<dyn LoadGenerator>>> {
         let agents = self.agents.lock().expect("not poisoned").clone();
         anyhow::ensure!(!agents.is_empty(), "no agent pod is ready");
-        super::agent_loadgens(job, &agents, &self.link).await
+        crate::exec::executor::agent_loadgens(job, &agents, &self.link).await
     }
 
     async fn close(&self) -> anyhow::Result<()> {

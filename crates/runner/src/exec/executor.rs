@@ -13,17 +13,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::exec::agent::{Agents, RemoteLoad, RemoteServer};
-use crate::exec::loadgen::{LoadJob, LoadProcess, Message};
+use crate::exec::load_child::{LoadJob, LoadProcess, Message};
 use crate::exec::serve::{ServeOptions, ServerHandle};
 use crate::measure::sampler::{ResourceSummary, Sample};
 use crate::output::CellResult;
 use crate::plan::Cell;
 
-pub mod hosts;
-pub mod kubernetes;
-pub mod local;
-
-/// Where a run's cells execute: made once per run ([`for_run`]), dropped (and everything it
+/// Where a run's cells execute: made once per run ([`crate::exec::run::executor_for_run`]), dropped (and everything it
 /// created removed) when the run ends.
 pub trait Executor: Send + Sync {
     /// Prepares cell number `index` of this run (0-based).
@@ -246,20 +242,4 @@ pub async fn loadgens_for(
         Some(a) => agent_loadgens(job, &a.addrs, &a.link).await,
         None => local_loadgen(job, certs_dir).await,
     }
-}
-
-/// The executor the experiment names, set up for the run (the hosts executor creates its
-/// namespaces and agents here; the kubernetes executor connects to the API server).
-pub async fn for_run(
-    exp: &crate::settings::Experiment,
-    certs_dir: &Path,
-    agents: Option<Arc<Agents>>,
-) -> anyhow::Result<Arc<dyn Executor>> {
-    Ok(match exp.executor {
-        crate::settings::Executor::Local => Arc::new(local::Local::new(certs_dir, agents)),
-        crate::settings::Executor::Hosts => Arc::new(hosts::HostsExecutor::create(exp, certs_dir)?),
-        crate::settings::Executor::Kubernetes => {
-            Arc::new(kubernetes::Kubernetes::connect(exp, certs_dir).await?)
-        }
-    })
 }

@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 use crate::call::Call;
-use crate::target::data::DataRows;
+use crate::user_service::data::DataRows;
 
 /// One piece of a template.
 #[derive(Debug, Clone, PartialEq)]
