@@ -1,5 +1,7 @@
-//! HTTP/3 client: every connection gets its own UDP socket and quinn endpoint, so "a new
-//! connection" is a new socket and a full QUIC handshake, as on the TCP stacks.
+//! HTTP/3 client: by default every connection gets its own UDP socket and quinn endpoint, so
+//! "a new connection" is a new socket and a full QUIC handshake, as on the TCP stacks. With
+//! [`QuicEndpoint::Shared`] all of a client's connections share one socket and endpoint, as
+//! QUIC client libraries run, and quinn's endpoint holds their closing periods.
 //!
 //! A REST target's request is rendered per call (method, `https://{authority}{path}`, its
 //! headers and body) and its answer judged by the target's rules. Every answer is read to
@@ -16,7 +18,7 @@ use bench_core::user_service::{RenderedRequest, RestCalls};
 use bench_core::workload::{item_path, rest_reply};
 use bench_core::{
     classify_error, Call, Calls, Client, ClientSettings, ConnectTiming, Connected, Connection,
-    Failure, FailureClass, HandshakeVariant, PayloadProfile, Phase, Reply, WireBytes,
+    Failure, FailureClass, HandshakeVariant, PayloadProfile, Phase, QuicEndpoint, Reply, WireBytes,
 };
 use bytes::{Buf, Bytes, BytesMut};
 use quinn::crypto::rustls::QuicClientConfig;
@@ -47,6 +49,18 @@ pub struct H3Client {
     closing: Arc<Closing>,
     /// quinn-udp's knowledge of the kernel for the target's address family, probed once.
     platform: Arc<quinn::udp::UdpSocketState>,
+    /// With [`QuicEndpoint::Shared`]: the one endpoint and its socket, made on first use
+    /// (quinn spawns the endpoint's driver on the runtime).
+    shared: Option<std::sync::Mutex<Option<SharedEndpoint>>>,
+}
+
+/// The endpoint all of a client's connections share, its socket, and a close watch that is
+/// never started (nothing of the closing period is recorded: quinn holds it).
+#[derive(Clone)]
+struct SharedEndpoint {
+    endpoint: quinn::Endpoint,
+    socket: Arc<RefusalAwareSocket>,
+    watch: Arc<CloseWatch>,
 }
 
 /// Endpoints whose connection is in QUIC's closing period (RFC 9000 §10.2): each holds its
@@ -164,11 +178,18 @@ impl H3Client {
             uri_prefix,
             closing: Arc::default(),
             platform: crate::udp::platform_state(settings.target)?,
+            shared: (settings.tuning.quic_endpoint == QuicEndpoint::Shared)
+                .then(|| std::sync::Mutex::new(None)),
         })
     }
 
-    async fn handshake(&self) -> Result<Opened, Failure> {
-        let watch = Arc::new(CloseWatch::default());
+    /// A new UDP socket (bound to the next source address) and a quinn endpoint on it; the
+    /// per-connection endpoint's runtime records what its closing needs.
+    fn new_endpoint(
+        &self,
+        watch: &Arc<CloseWatch>,
+        runtime: Arc<dyn quinn::Runtime>,
+    ) -> Result<(quinn::Endpoint, Arc<RefusalAwareSocket>), Failure> {
         let socket = RefusalAwareSocket::connect(
             self.target,
             self.sources.next(),
@@ -181,10 +202,46 @@ impl H3Client {
             self.endpoint_config.clone(),
             None,
             socket.clone(),
-            Arc::new(WatchedRuntime(watch.clone())),
+            runtime,
         )
         .map_err(|e| classify_error(Phase::Connect, &e))?;
         endpoint.set_default_client_config(self.config.clone());
+        Ok((endpoint, socket))
+    }
+
+    /// The endpoint a new connection uses: the shared one (made on first use), or a new one.
+    fn endpoint(&self) -> Result<SharedEndpoint, Failure> {
+        let Some(shared) = &self.shared else {
+            let watch = Arc::new(CloseWatch::default());
+            let (endpoint, socket) =
+                self.new_endpoint(&watch, Arc::new(WatchedRuntime(watch.clone())))?;
+            return Ok(SharedEndpoint {
+                endpoint,
+                socket,
+                watch,
+            });
+        };
+        let mut shared = shared.lock().expect("shared endpoint");
+        if let Some(made) = &*shared {
+            return Ok(made.clone());
+        }
+        let watch = Arc::new(CloseWatch::default());
+        let (endpoint, socket) = self.new_endpoint(&watch, Arc::new(quinn::TokioRuntime))?;
+        let made = SharedEndpoint {
+            endpoint,
+            socket,
+            watch,
+        };
+        *shared = Some(made.clone());
+        Ok(made)
+    }
+
+    async fn handshake(&self) -> Result<Opened, Failure> {
+        let SharedEndpoint {
+            endpoint,
+            socket,
+            watch,
+        } = self.endpoint()?;
         let started = Instant::now();
         let connecting = endpoint
             .connect(self.target, &self.server_name)
@@ -259,6 +316,7 @@ impl H3Client {
         }))));
         let conn = H3Connection {
             endpoint: std::sync::Mutex::new(Some(endpoint)),
+            shared: self.shared.is_some(),
             conn,
             socket,
             watch,
@@ -284,13 +342,23 @@ impl Client for H3Client {
     }
 
     async fn settle(&self, bound: Duration) {
+        let shared = self.shared.as_ref().and_then(|s| {
+            s.lock()
+                .expect("shared endpoint")
+                .as_ref()
+                .map(|s| s.endpoint.clone())
+        });
         let _ = tokio::time::timeout(bound, async {
             loop {
                 let ended = self.closing.ended.notified();
                 if self.closing.endpoints.load(Ordering::SeqCst) == 0 {
-                    return;
+                    break;
                 }
                 ended.await;
+            }
+            // The shared endpoint's closing connections drain in quinn's driver.
+            if let Some(endpoint) = shared {
+                endpoint.wait_idle().await;
             }
         })
         .await;
@@ -300,6 +368,8 @@ impl Client for H3Client {
 struct H3Connection {
     /// Kept so the endpoint's socket lives as long as the connection; closing takes it.
     endpoint: std::sync::Mutex<Option<quinn::Endpoint>>,
+    /// The endpoint is the client's shared one: its closing periods are quinn's.
+    shared: bool,
     conn: quinn::Connection,
     /// The endpoint's socket, which holds the closing period once quinn is done.
     socket: Arc<RefusalAwareSocket>,
@@ -512,6 +582,16 @@ impl Connection for H3Connection {
         let Some(endpoint) = self.endpoint.lock().ok().and_then(|mut e| e.take()) else {
             return;
         };
+        if self.shared {
+            // One socket carries every connection: quinn's endpoint keeps this one's state
+            // for its closing period and answers late packets, as a QUIC client library does.
+            self.conn.close(0u32.into(), b"done");
+            drop(endpoint);
+            if let Some(h3_driver) = self.driver.finish().await {
+                let _ = h3_driver.await;
+            }
+            return;
+        }
         let closed_by_peer = self.conn.close_reason().is_some();
         let closed_at = Instant::now();
         self.watch.start();
