@@ -516,7 +516,9 @@ mod tests {
     use quinn::AsyncUdpSocket as _;
 
     /// A server on this transport that answers every request with an empty 200.
-    fn start_server(certs: &std::path::Path) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+    fn start_server(
+        certs: &std::path::Path,
+    ) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
         let paths = bench_core::tls::ensure_certs(certs).expect("certificates");
         let identity = bench_core::tls::ServerIdentity::load(&paths).expect("identity");
         let bound = crate::server::bind(
@@ -543,9 +545,12 @@ mod tests {
         )
         .expect("bind");
         let addr = bound.local_addr;
-        (addr, tokio::spawn(async move {
-            let _ = bound.serving.await;
-        }))
+        (
+            addr,
+            tokio::spawn(async move {
+                let _ = bound.serving.await;
+            }),
+        )
     }
 
     /// Every close hands its closing period to the socket alone: quinn's drivers are stopped
