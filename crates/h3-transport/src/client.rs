@@ -221,6 +221,16 @@ impl H3Transport {
         Ok(Opened::new(endpoint, conn, socket, watch, started, false))
     }
 
+    /// A new QUIC connection alone (socket, endpoint, handshake as the settings' variant
+    /// asks), for a client that runs its own HTTP/3 on it; its closing period is quinn's
+    /// (the endpoint's `wait_idle`).
+    pub async fn open_quic(
+        &self,
+    ) -> Result<(quinn::Endpoint, quinn::Connection, ConnectTiming), Failure> {
+        let opened = self.handshake().await?;
+        Ok((opened.endpoint, opened.conn, opened.timing))
+    }
+
     /// A new connection (socket, endpoint, handshake as the settings' variant asks) with an
     /// HTTP/3 session on it.
     pub async fn open(&self) -> Result<(H3Connection, ConnectTiming), Failure> {
@@ -452,7 +462,7 @@ fn is_crypto(code: quinn::TransportErrorCode) -> bool {
 }
 
 /// Maps quinn's connection errors onto the shared classes.
-fn classify_quinn(phase: Phase, err: &quinn::ConnectionError) -> Failure {
+pub fn classify_quinn(phase: Phase, err: &quinn::ConnectionError) -> Failure {
     let class = match err {
         quinn::ConnectionError::TimedOut => match phase {
             Phase::Request => FailureClass::QuicIdleTimeout,

@@ -17,8 +17,12 @@ async fn resumed_and_zero_rtt_connections_carry_validated_calls() {
     bench_core::tls::install_crypto_provider();
     let certs = tempfile::tempdir().expect("temp dir");
     let server = start_server(&GrpcH3, certs.path(), false, PayloadProfile::Small, None).await;
-    for variant in [HandshakeVariant::Resumed, HandshakeVariant::ZeroRtt] {
+    let cases = [HandshakeVariant::Resumed, HandshakeVariant::ZeroRtt]
+        .into_iter()
+        .flat_map(|v| GrpcH3.client_implementations().iter().map(move |&i| (v, i)));
+    for (variant, implementation) in cases {
         let mut settings = client_settings(server.addr, certs.path(), false, PayloadProfile::Small);
+        settings.tuning.client = implementation;
         let ca = load_ca(&ensure_certs(certs.path()).unwrap().ca_cert()).unwrap();
         settings.tls = Some(ClientTls::suite(ca, variant));
         let client = GrpcH3.client(&settings).expect("client");
@@ -30,11 +34,14 @@ async fn resumed_and_zero_rtt_connections_carry_validated_calls() {
                 .conn
                 .request(Call::item(id))
                 .await
-                .unwrap_or_else(|f| panic!("{variant:?} call {id}: {f}"));
+                .unwrap_or_else(|f| panic!("{variant:?} {implementation} call {id}: {f}"));
             connected.conn.close().await;
         }
         // The first connection fetches the ticket; the later ones resume with it.
-        assert_eq!(resumed, 3, "{variant:?}: resumed connections");
+        assert_eq!(
+            resumed, 3,
+            "{variant:?} {implementation}: resumed connections"
+        );
     }
 }
 
