@@ -1,6 +1,6 @@
 # The image the Kubernetes manifests run (`runner k8s render`): `runner` alone, for the server
 # pod (`runner serve`) and the agent pods (`runner agent`), and for the runner's own pod.
-# Not built on the development machine (no Docker there): see README "Running on Kubernetes".
+# Not built on the development machine (no Docker there): see docs/hosts-and-kubernetes.md.
 #
 #   docker build -t REGISTRY/tbench-runner:TAG . && docker push REGISTRY/tbench-runner:TAG
 #

@@ -127,7 +127,7 @@ pub enum Command {
         #[arg(long)]
         token_file: Option<PathBuf>,
     },
-    /// Kubernetes: the manifests the runner would create (see README "Running on Kubernetes").
+    /// Kubernetes: the manifests the runner would create (see docs/hosts-and-kubernetes.md).
     K8s {
         #[command(subcommand)]
         command: K8sCommand,

@@ -1,7 +1,7 @@
 //! HTTP/2 servers that misbehave one way each (issue 14's hostile-server corpus, HTTP/2 part),
 //! measured the way a user measures any server: `runner --target 127.0.0.1:PORT --stacks h2
 //! --plaintext` (h2c with prior knowledge; `--stacks grpc` where the request needs a body).
-//! For each: the failure class the README documents (or success, where the answers are valid),
+//! For each: the failure class docs/results-schema.md documents (or success, where the answers are valid),
 //! every request accounted (`ok + failed = sent = requested`), the cell within its timeout bound
 //! and the load generator under 64 MB.
 //!
@@ -43,8 +43,8 @@ const MAX_CELL_SECONDS: u32 = 20;
 const SLACK_S: f64 = 3.0;
 /// The load generator's RSS bound every hostile server must keep it under.
 const CLIENT_RSS_BOUND_BYTES: f64 = 64.0 * 1024.0 * 1024.0;
-/// How often the runner sends a request the server did not process again (README: "at most
-/// 3 times"); then it counts as `conn_reset`.
+/// How often the runner sends a request the server did not process again (at most 3 times,
+/// docs/results-schema.md); then it counts as `conn_reset`.
 const MAX_MOVES: u64 = 3;
 /// Each hostile connection is dropped after this long, whatever it is doing.
 const CONNECTION_BOUND: Duration = Duration::from_secs(10);
@@ -804,7 +804,7 @@ fn a_continuation_flood_is_cut_off() {
 }
 
 /// RST_STREAM on every stream. With an error code (INTERNAL_ERROR) the server ended the
-/// stream: `conn_reset` ("GOAWAY/stream reset" in the README's table), and nothing is sent
+/// stream: `conn_reset` ("GOAWAY/stream reset" in docs/results-schema.md's table), and nothing is sent
 /// again. With REFUSED_STREAM the server says it did not process the request (RFC 9113 §8.7),
 /// so the runner sends it again on a new connection, 3 times, and only then counts it as
 /// `conn_reset`: `requests_moved` = 3 × sent and the server saw 4 streams per request.

@@ -26,7 +26,7 @@ pub struct ReadyLine {
 /// (as flags derived from this same struct by [`ServeOptions::to_args`]).
 #[derive(clap::Args, Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ServeOptions {
-    /// The stack to serve (required; see README for the stacks).
+    /// The stack to serve (required; `runner --help` lists the stacks).
     #[arg(long)]
     pub stack: String,
     /// Address to listen on; port 0 picks a free one (a non-loopback address warns).

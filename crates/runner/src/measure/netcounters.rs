@@ -41,7 +41,7 @@ const fn counter(
     }
 }
 
-/// The counters recorded per cell, in column order (README, "Results schema").
+/// The counters recorded per cell, in column order (docs/results-schema.md).
 pub const COUNTERS: [Counter; 10] = [
     counter("net_tcp_retrans_segs", ProcFile::Snmp, "Tcp", "RetransSegs"),
     counter(

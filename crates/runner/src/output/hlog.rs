@@ -149,7 +149,7 @@ pub fn encode(cell_key: &str, m: &Measurements, window: Window) -> anyhow::Resul
             "transport-bench cell {cell_key}: the measured phase (warm-up excluded), one interval per histogram"
         ))
         .add_comment(
-            "values in microseconds (1 us to 60 s, 3 significant digits); tags: latency, ttfb, connect, handshake, pacing_lag (README \"Results schema\")",
+            "values in microseconds (1 us to 60 s, 3 significant digits); tags: latency, ttfb, connect, handshake, pacing_lag (docs/results-schema.md)",
         )
         .with_start_time(start)
         .with_base_time(start)

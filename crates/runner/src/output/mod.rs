@@ -1,7 +1,7 @@
 //! Results on disk: `cells.csv` (one row per cell, flushed as each cell ends),
 //! `resources.csv` (raw samples), `failures.csv` (an example message per failure class),
 //! `manifest.json` (all knobs and the environment), and per cell its histograms as an
-//! HdrHistogram interval log (`hlog/`). README's "Results schema" defines each column.
+//! HdrHistogram interval log (`hlog/`). docs/results-schema.md defines each column.
 
 pub mod hlog;
 pub mod merge;
@@ -298,11 +298,11 @@ pub struct Manifest {
     pub client_threads: usize,
     pub server_threads: u32,
     pub argv: Vec<String>,
-    /// The network emulator of the run's `netem` cells: `netem-qdisc` or `nfqueue` (README
-    /// "Conditions"); `None` without delay, jitter or loss.
+    /// The network emulator of the run's `netem` cells: `netem-qdisc` or `nfqueue`
+    /// (docs/conditions.md); `None` without delay, jitter or loss.
     #[serde(default)]
     pub emulator: Option<String>,
-    /// Each stack's server settings, as the stack states them (README "Fairness").
+    /// Each stack's server settings, as the stack states them (docs/fairness.md).
     #[serde(default)]
     pub stack_settings:
         std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
@@ -311,7 +311,7 @@ pub struct Manifest {
     /// manifests written before it was recorded.
     #[serde(default)]
     pub stacks: Vec<StackInfo>,
-    /// The machine and kernel settings as the run started (README "Results schema"); absent
+    /// The machine and kernel settings as the run started (docs/results-schema.md); absent
     /// in manifests written before it was recorded.
     #[serde(default)]
     pub environment: Option<crate::measure::environment::Environment>,

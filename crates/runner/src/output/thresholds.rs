@@ -233,7 +233,7 @@ fn resolve(key: &str, columns: &[(String, bool)]) -> Result<(String, f64), Strin
                 .take(4)
                 .collect();
             let hint = if near.is_empty() {
-                "see README \"Results schema\"".to_string()
+                "see docs/results-schema.md".to_string()
             } else {
                 format!("did you mean {}?", near.join(", "))
             };

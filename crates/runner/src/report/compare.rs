@@ -715,7 +715,7 @@ fn sd(v: &[f64]) -> Option<f64> {
     (v.len() >= 2).then(|| variance(v).sqrt())
 }
 
-/// Writes `compare.csv` (README "Comparing two runs"): one row per metric of each cell.
+/// Writes `compare.csv` (docs/comparing.md): one row per metric of each cell.
 pub fn write_csv(path: &Path, cells: &[CellChange]) -> anyhow::Result<()> {
     let mut out = Vec::new();
     for cell in cells {

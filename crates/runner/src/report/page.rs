@@ -17,7 +17,7 @@ use crate::report::labels::{is_cell, label, levels, mean_of, ms, regimes, stack_
 use crate::report::Results;
 
 /// The `cells.csv` figures the stress table, the peak summary and the comparisons read: one
-/// definition each (README, "Results schema").
+/// definition each (docs/results-schema.md).
 mod col {
     pub const LATENCY_P50: &str = "latency_p50_us";
     pub const LATENCY_P95: &str = "latency_p95_us";

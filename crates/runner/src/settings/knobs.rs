@@ -254,7 +254,7 @@ knobs! {
     /// The load generator polls for I/O instead of sleeping while it measures. On loopback the
     /// kernel wakes a sleeping client on the server's CPU, so a client faster than the server
     /// makes the server pay for waking it; polling removes that single-machine artefact, and
-    /// the client's CPU figure then counts the polling. For pinned runs (README "Fairness").
+    /// the client's CPU figure then counts the polling. For pinned runs (docs/fairness.md).
     #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
     busy_poll: cell<bool> = false;
     /// Server listen backlog (the kernel caps it at net.core.somaxconn).

@@ -1,5 +1,5 @@
-//! `cells.csv`: one row per cell. README's "Results schema" describes each column; a test
-//! checks the README table against [`CellRow`]'s columns.
+//! `cells.csv`: one row per cell. docs/results-schema.md describes each column; a test
+//! checks its table against [`CellRow`]'s columns.
 
 use bench_core::FailureClass;
 
