@@ -77,6 +77,42 @@ pub struct Tuning {
     /// HTTP/1.1 lean client: the largest response body accepted, in bytes (each worker may
     /// hold one that large); `None` = the client's default (4 MiB).
     pub response_body_max_bytes: Option<u64>,
+    /// QUIC client: a UDP socket and endpoint per connection, or one shared by all of the
+    /// client's connections.
+    pub quic_endpoint: QuicEndpoint,
+}
+
+/// How a QUIC client's connections map onto UDP sockets. Whether QUIC holds up where TCP runs
+/// out of ports or descriptors may be the protocol's or this pattern's: one socket per
+/// connection costs a descriptor and an ephemeral port each, as TCP does; one shared socket,
+/// as QUIC client libraries run by default, costs one of each for all connections.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum QuicEndpoint {
+    /// Every connection its own socket and quinn endpoint: "a new connection" is a new
+    /// socket, as on the TCP stacks.
+    #[default]
+    PerConnection,
+    /// One socket and quinn endpoint for all of a client's connections; quinn's endpoint
+    /// holds each closing connection's closing period.
+    Shared,
+}
+
+impl QuicEndpoint {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QuicEndpoint::PerConnection => "per-connection",
+            QuicEndpoint::Shared => "shared",
+        }
+    }
+}
+
+impl std::fmt::Display for QuicEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// A stack's client implementation: the suite's lean protocol client, or the library an

@@ -1,6 +1,8 @@
-//! HTTP/3 client transport: every connection gets its own UDP socket and quinn endpoint, so
-//! "a new connection" is a new socket and a full QUIC handshake, as on the TCP stacks. The
-//! stacks over HTTP/3 (REST and gRPC) build their requests and read their answers on it.
+//! HTTP/3 client transport: by default every connection gets its own UDP socket and quinn
+//! endpoint, so "a new connection" is a new socket and a full QUIC handshake, as on the TCP
+//! stacks. With [`QuicEndpoint::Shared`] all of a client's connections share one socket and
+//! endpoint, as QUIC client libraries run, and quinn's endpoint holds their closing periods.
+//! The stacks over HTTP/3 (REST and gRPC) build their requests and read their answers on it.
 //!
 //! Every answer is read to the end of its stream: all DATA frames, then the trailers if any.
 
@@ -12,7 +14,7 @@ use std::time::{Duration, Instant};
 use bench_core::source::SourceAddresses;
 use bench_core::{
     classify_error, ClientSettings, ConnectTiming, Failure, FailureClass, HandshakeVariant, Phase,
-    WireBytes,
+    QuicEndpoint, WireBytes,
 };
 use bytes::{Buf, Bytes, BytesMut};
 use quinn::crypto::rustls::QuicClientConfig;
@@ -41,6 +43,18 @@ pub struct H3Transport {
     closing: Arc<Closing>,
     /// quinn-udp's knowledge of the kernel for the target's address family, probed once.
     platform: Arc<quinn::udp::UdpSocketState>,
+    /// With [`QuicEndpoint::Shared`]: the one endpoint and its socket, made on first use
+    /// (quinn spawns the endpoint's driver on the runtime).
+    shared: Option<std::sync::Mutex<Option<SharedEndpoint>>>,
+}
+
+/// The endpoint all of a client's connections share, its socket, and a close watch that is
+/// never started (nothing of the closing period is recorded: quinn holds it).
+#[derive(Clone)]
+struct SharedEndpoint {
+    endpoint: quinn::Endpoint,
+    socket: Arc<RefusalAwareSocket>,
+    watch: Arc<CloseWatch>,
 }
 
 /// Endpoints whose connection is in QUIC's closing period (RFC 9000 §10.2): each holds its
@@ -142,11 +156,18 @@ impl H3Transport {
             handshake_timeout: settings.handshake_timeout,
             closing: Arc::default(),
             platform: crate::udp::platform_state(settings.target)?,
+            shared: (settings.tuning.quic_endpoint == QuicEndpoint::Shared)
+                .then(|| std::sync::Mutex::new(None)),
         })
     }
 
-    async fn handshake(&self) -> Result<Opened, Failure> {
-        let watch = Arc::new(CloseWatch::default());
+    /// A new UDP socket (bound to the next source address) and a quinn endpoint on it; the
+    /// per-connection endpoint's runtime records what its closing needs.
+    fn new_endpoint(
+        &self,
+        watch: &Arc<CloseWatch>,
+        runtime: Arc<dyn quinn::Runtime>,
+    ) -> Result<(quinn::Endpoint, Arc<RefusalAwareSocket>), Failure> {
         let socket = RefusalAwareSocket::connect(
             self.target,
             self.sources.next(),
@@ -159,10 +180,46 @@ impl H3Transport {
             self.endpoint_config.clone(),
             None,
             socket.clone(),
-            Arc::new(WatchedRuntime(watch.clone())),
+            runtime,
         )
         .map_err(|e| classify_error(Phase::Connect, &e))?;
         endpoint.set_default_client_config(self.config.clone());
+        Ok((endpoint, socket))
+    }
+
+    /// The endpoint a new connection uses: the shared one (made on first use), or a new one.
+    fn endpoint(&self) -> Result<SharedEndpoint, Failure> {
+        let Some(shared) = &self.shared else {
+            let watch = Arc::new(CloseWatch::default());
+            let (endpoint, socket) =
+                self.new_endpoint(&watch, Arc::new(WatchedRuntime(watch.clone())))?;
+            return Ok(SharedEndpoint {
+                endpoint,
+                socket,
+                watch,
+            });
+        };
+        let mut shared = shared.lock().expect("shared endpoint");
+        if let Some(made) = &*shared {
+            return Ok(made.clone());
+        }
+        let watch = Arc::new(CloseWatch::default());
+        let (endpoint, socket) = self.new_endpoint(&watch, Arc::new(quinn::TokioRuntime))?;
+        let made = SharedEndpoint {
+            endpoint,
+            socket,
+            watch,
+        };
+        *shared = Some(made.clone());
+        Ok(made)
+    }
+
+    async fn handshake(&self) -> Result<Opened, Failure> {
+        let SharedEndpoint {
+            endpoint,
+            socket,
+            watch,
+        } = self.endpoint()?;
         let started = Instant::now();
         let connecting = endpoint
             .connect(self.target, &self.server_name)
@@ -221,6 +278,12 @@ impl H3Transport {
         Ok(Opened::new(endpoint, conn, socket, watch, started, false))
     }
 
+    /// Whether all connections share one endpoint ([`QuicEndpoint::Shared`]), whose closing
+    /// periods quinn's driver holds, rather than one endpoint each.
+    pub fn shares_endpoint(&self) -> bool {
+        self.shared.is_some()
+    }
+
     /// A new QUIC connection alone (socket, endpoint, handshake as the settings' variant
     /// asks), for a client that runs its own HTTP/3 on it; its closing period is quinn's
     /// (the endpoint's `wait_idle`).
@@ -249,6 +312,7 @@ impl H3Transport {
         }))));
         let conn = H3Connection {
             endpoint: std::sync::Mutex::new(Some(endpoint)),
+            shared: self.shared.is_some(),
             conn,
             socket,
             watch,
@@ -261,13 +325,23 @@ impl H3Transport {
 
     /// Waits (at most `bound`) until every closed connection's closing period has ended.
     pub async fn settle(&self, bound: Duration) {
+        let shared = self.shared.as_ref().and_then(|s| {
+            s.lock()
+                .expect("shared endpoint")
+                .as_ref()
+                .map(|s| s.endpoint.clone())
+        });
         let _ = tokio::time::timeout(bound, async {
             loop {
                 let ended = self.closing.ended.notified();
                 if self.closing.endpoints.load(Ordering::SeqCst) == 0 {
-                    return;
+                    break;
                 }
                 ended.await;
+            }
+            // The shared endpoint's closing connections drain in quinn's driver.
+            if let Some(endpoint) = shared {
+                endpoint.wait_idle().await;
             }
         })
         .await;
@@ -278,6 +352,8 @@ impl H3Transport {
 pub struct H3Connection {
     /// Kept so the endpoint's socket lives as long as the connection; closing takes it.
     endpoint: std::sync::Mutex<Option<quinn::Endpoint>>,
+    /// The endpoint is the client's shared one: its closing periods are quinn's.
+    shared: bool,
     conn: quinn::Connection,
     /// The endpoint's socket, which holds the closing period once quinn is done.
     socket: Arc<RefusalAwareSocket>,
@@ -411,6 +487,16 @@ impl H3Connection {
         let Some(endpoint) = self.endpoint.lock().ok().and_then(|mut e| e.take()) else {
             return;
         };
+        if self.shared {
+            // One socket carries every connection: quinn's endpoint keeps this one's state
+            // for its closing period and answers late packets, as a QUIC client library does.
+            self.conn.close(0u32.into(), b"done");
+            drop(endpoint);
+            if let Some(h3_driver) = self.driver.finish().await {
+                let _ = h3_driver.await;
+            }
+            return;
+        }
         let closed_by_peer = self.conn.close_reason().is_some();
         let closed_at = Instant::now();
         self.watch.start();

@@ -286,7 +286,8 @@ fn merge_of_two_runs_adds_histograms_exactly_and_sums_the_counts() {
             "ok",
             "failed",
             "fail_conn_reset",
-            "connections_opened",
+            "connections_attempted",
+            "connections_established",
         ] {
             assert_eq!(
                 num(m, column),

@@ -335,7 +335,7 @@ fn http1_framings_of_real_servers_measured_as_cells() {
         "chunked"
     );
     assert_eq!(
-        num(&row, "connections_opened"),
+        num(&row, "connections_established"),
         2.0,
         "chunked keeps the connections"
     );
@@ -347,9 +347,9 @@ fn http1_framings_of_real_servers_measured_as_cells() {
     // Two pooled connections opened before the clock, one reopen per answer after the first on
     // each: every socket is counted.
     assert!(
-        num(&row, "connections_opened") >= 18.0,
+        num(&row, "connections_established") >= 18.0,
         "reopened sockets are counted: {}",
-        row["connections_opened"]
+        row["connections_established"]
     );
 
     let (addr, stop) = h1_server(H1Framing::Endless);

@@ -108,7 +108,7 @@ fn measure(addr: SocketAddr, stack: &str, regime: &str, requests: u32, extra: &[
         row["ok"],
         row["failed"],
         row["requests_moved"],
-        row["connections_opened"],
+        row["connections_established"],
         row["elapsed_s"],
         row["client_rss_peak_bytes"],
         row["wire_received_bytes_per_request"],
@@ -730,7 +730,7 @@ fn hpack_bombs_are_refused_without_inflating_the_client() {
             REQUESTS
         };
         assert_eq!(
-            num(&row, "connections_opened"),
+            num(&row, "connections_established"),
             f64::from(connections),
             "{regime}: a stream error keeps the connection"
         );
@@ -744,7 +744,7 @@ fn hpack_bombs_are_refused_without_inflating_the_client() {
         check_all_failed_as(&row, "conn_reset", "COMPRESSION_ERROR");
         check_fast(&row, REQUESTS);
         // A connection error: every request needed a connection of its own.
-        assert_eq!(num(&row, "connections_opened"), f64::from(REQUESTS));
+        assert_eq!(num(&row, "connections_established"), f64::from(REQUESTS));
         assert_eq!(get(&server.stats.connections), u64::from(REQUESTS));
         assert_eq!(get(&server.stats.streams), u64::from(REQUESTS));
     }
@@ -796,7 +796,7 @@ fn a_continuation_flood_is_cut_off() {
                 received < 160.0 * 1024.0,
                 "{name}, {regime}: the client read {received} B of the flood per request"
             );
-            assert_eq!(num(&row, "connections_opened"), f64::from(requests));
+            assert_eq!(num(&row, "connections_established"), f64::from(requests));
             assert_eq!(get(&server.stats.connections), u64::from(requests));
             assert_eq!(get(&server.stats.streams), u64::from(requests));
         }
@@ -862,7 +862,7 @@ fn a_reset_stream_leaves_the_shared_connection_and_its_other_streams_alone() {
     );
     assert_eq!(get(&server.stats.answered), u64::from(REQUESTS / 2));
     assert_eq!(
-        num(&row, "connections_opened"),
+        num(&row, "connections_established"),
         1.0,
         "the connection was kept"
     );
@@ -904,7 +904,7 @@ fn goaway_after_n_streams_moves_the_rest_to_a_new_connection() {
         assert_eq!(get(&server.stats.answered), u64::from(REQUESTS));
         assert_eq!(get(&server.stats.streams), u64::from(REQUESTS));
         let moved = num(&row, "requests_moved");
-        let opened = num(&row, "connections_opened");
+        let opened = num(&row, "connections_established");
         assert_eq!(opened, get(&server.stats.connections) as f64);
         if regime == "new-conn" {
             assert_eq!(moved, 0.0);
@@ -950,7 +950,7 @@ fn max_concurrent_streams_zero_refuses_every_request() {
             num(&row, "requests_moved"),
             (MAX_MOVES * u64::from(REQUESTS)) as f64
         );
-        assert_eq!(num(&row, "connections_opened"), attempts as f64);
+        assert_eq!(num(&row, "connections_established"), attempts as f64);
         assert_eq!(get(&server.stats.connections), attempts);
         assert_eq!(get(&server.stats.streams), 0);
     }

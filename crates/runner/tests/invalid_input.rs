@@ -50,6 +50,21 @@ fn invalid_experiments_and_flags_are_rejected_before_anything_runs() {
     );
     rejected(&[], Some("stacks = [\"h4\"]\n"), "unknown stack 'h4'");
     rejected(
+        &["--host-namespaces", "sweep"],
+        None,
+        "--host-namespaces: applies to the hosts executor",
+    );
+    rejected(
+        &[],
+        Some("[[variants]]\nname = \"a\"\nhost_namespaces = \"cell\"\n"),
+        "applies to the hosts executor",
+    );
+    rejected(
+        &[],
+        Some("quic_endpoint = \"pooled\"\n"),
+        "unknown variant `pooled`",
+    );
+    rejected(
         &[],
         Some("stacks = [\"h1\", \"h1\"]\n"),
         "'h1' is listed twice",

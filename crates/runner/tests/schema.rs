@@ -41,15 +41,40 @@ fn header(path: &std::path::Path) -> Vec<String> {
         .collect()
 }
 
+/// Columns added since the committed reference and scale runs were measured: they read as
+/// empty there. Emptied when those runs are measured again.
+const ADDED_SINCE_COMMITTED: &[&str] = &[
+    "steady_window_valid",
+    "connections_attempted",
+    "quic_endpoint",
+    "tcp_time_wait_before",
+    "tcp_time_wait_after",
+    "tcp_time_wait_peak",
+];
+
 #[test]
 fn a_fresh_cells_csv_has_the_reference_columns_in_the_reference_order() {
     let fresh = fresh_header();
     assert_eq!(fresh, CellRow::COLUMNS, "the header is CellRow's fields");
-    // The committed reference and scale runs were measured at one commit with every column.
+    // The committed reference and scale runs were measured at one commit with every column
+    // but those added since; renamed ones under their old names.
+    let expected: Vec<String> = fresh
+        .iter()
+        .filter(|c| !ADDED_SINCE_COMMITTED.contains(&c.as_str()))
+        .map(|c| {
+            runner::output::rows::RENAMED_COLUMNS
+                .iter()
+                .find(|(_, new)| new == c)
+                .map_or(c.clone(), |(old, _)| old.to_string())
+        })
+        .collect();
     for run in ["results/reference/cells.csv", "results/scale/cells.csv"] {
+        let committed = header(&workspace().join(run));
+        if committed == fresh {
+            continue;
+        }
         assert_eq!(
-            header(&workspace().join(run)),
-            fresh,
+            committed, expected,
             "cells.csv columns changed against {run}"
         );
     }

@@ -104,7 +104,7 @@ fn smoke_experiment_writes_every_cell_with_consistent_figures() {
         );
         if row["regime"] == "new-conn" {
             assert_eq!(
-                num(row, "connections_opened"),
+                num(row, "connections_established"),
                 sent,
                 "{key}: one connection per request"
             );
@@ -115,7 +115,7 @@ fn smoke_experiment_writes_every_cell_with_consistent_figures() {
             );
         } else {
             assert_eq!(
-                num(row, "connections_opened"),
+                num(row, "connections_established"),
                 num(row, "concurrency"),
                 "{key}: one connection per worker"
             );

@@ -384,6 +384,7 @@ async fn connect(
     spec: &LoadSpec,
     shard: &Shard,
 ) -> Result<Arc<dyn Connection>, Failure> {
+    record(shard, Measurements::record_attempt);
     let connected = tokio::time::timeout(spec.connect_bound, client.connect())
         .await
         .map_err(|_| {
@@ -572,6 +573,7 @@ fn record_outcome(
         Ok((reply, answered)) => {
             record(shard, |m| {
                 if let Some(timing) = &reply.reopened {
+                    m.record_attempt();
                     m.record_connect(timing);
                 }
                 m.record_ok(answered - issued, &reply)

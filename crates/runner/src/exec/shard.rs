@@ -141,6 +141,7 @@ fn add(a: ResourceSummary, b: ResourceSummary) -> ResourceSummary {
         cpu_s: a.cpu_s + b.cpu_s,
         short_phase: a.short_phase || b.short_phase,
         sampled: a.sampled && b.sampled,
+        tcp_time_wait: a.tcp_time_wait.zip(b.tcp_time_wait).map(|(x, y)| x.plus(y)),
     }
 }
 

@@ -12,6 +12,8 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::measure::timewait::{self, TimeWaitCounts};
+
 /// Fewer sampling intervals than this in a phase make a mean of samples meaningless: such a
 /// phase is flagged `short_phase` and its RSS mean left empty.
 pub const MIN_INTERVALS_PER_PHASE: u32 = 3;
@@ -67,6 +69,10 @@ pub struct ResourceSummary {
     /// no pid of (a service measured by `[targets]`): its columns are then empty, not zero.
     #[serde(default)]
     pub sampled: bool,
+    /// TCP connections in TIME_WAIT in the process's network namespace over the phase (read
+    /// for the load generator only); `None` when not read.
+    #[serde(default)]
+    pub tcp_time_wait: Option<TimeWaitCounts>,
 }
 
 pub struct Sampler {
@@ -163,6 +169,8 @@ struct Track {
     rss_sum: f64,
     rss_peak: u64,
     n: u64,
+    /// The load generator's namespace's TIME_WAIT counts (client role only).
+    time_wait: Option<TimeWaitCounts>,
 }
 
 impl Sampler {
@@ -232,11 +240,21 @@ impl Track {
             rss_sum: 0.0,
             rss_peak: 0,
             n: 0,
+            time_wait: None,
         }
     }
 
     fn observe(&mut self, t: Duration) -> Option<Sample> {
-        let reading = read_proc(self.pid?)?;
+        let pid = self.pid?;
+        if self.role == Role::Client {
+            if let Some(tw) = timewait::of_pid(pid) {
+                match &mut self.time_wait {
+                    Some(counts) => counts.observe(tw),
+                    None => self.time_wait = Some(TimeWaitCounts::first(tw)),
+                }
+            }
+        }
+        let reading = read_proc(pid)?;
         self.rss_sum += reading.rss_bytes as f64;
         self.rss_peak = self.rss_peak.max(reading.rss_bytes);
         self.n += 1;
@@ -277,6 +295,7 @@ impl Track {
             cpu_s,
             short_phase,
             sampled: true,
+            tcp_time_wait: self.time_wait,
         }
     }
 }

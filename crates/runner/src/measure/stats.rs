@@ -73,7 +73,13 @@ pub struct Measurements {
     /// At most [`MAX_CODES_PER_CLASS`] codes per class; more go to [`OTHER_CODES`].
     #[serde(default)]
     pub failure_codes: BTreeMap<String, BTreeMap<String, CodeCount>>,
-    pub connections_opened: u64,
+    /// Connections the load generator set out to open (`Client::connect` calls, plus those
+    /// a library client reopened on its own), whether or not they were established.
+    #[serde(default)]
+    pub connections_attempted: u64,
+    /// Connections whose setup (connect and handshake) finished.
+    #[serde(alias = "connections_opened")]
+    pub connections_established: u64,
     pub connections_resumed: u64,
     /// Open loop: requests that started more than `LATE_AFTER` after they were due.
     pub late: u64,
@@ -101,7 +107,8 @@ impl Default for Measurements {
             failures: [0; FailureClass::ALL.len()],
             failure_examples: Default::default(),
             failure_codes: BTreeMap::new(),
-            connections_opened: 0,
+            connections_attempted: 0,
+            connections_established: 0,
             connections_resumed: 0,
             late: 0,
             pacing_lag: histogram(),
@@ -113,8 +120,14 @@ impl Default for Measurements {
 }
 
 impl Measurements {
+    /// A connection about to be opened.
+    pub fn record_attempt(&mut self) {
+        self.connections_attempted += 1;
+    }
+
+    /// A connection established (its attempt recorded apart, [`Measurements::record_attempt`]).
     pub fn record_connect(&mut self, timing: &ConnectTiming) {
-        self.connections_opened += 1;
+        self.connections_established += 1;
         if timing.resumed {
             self.connections_resumed += 1;
         }
@@ -184,7 +197,8 @@ impl Measurements {
         self.handshake
             .add(&setup.handshake)
             .expect("auto-resizing histogram");
-        self.connections_opened += setup.connections_opened;
+        self.connections_attempted += setup.connections_attempted;
+        self.connections_established += setup.connections_established;
         self.connections_resumed += setup.connections_resumed;
     }
 
@@ -212,7 +226,8 @@ impl Measurements {
                 self.failure_examples[i] = other.failure_examples[i].clone();
             }
         }
-        self.connections_opened += other.connections_opened;
+        self.connections_attempted += other.connections_attempted;
+        self.connections_established += other.connections_established;
         self.connections_resumed += other.connections_resumed;
         self.late += other.late;
         self.pacing_lag
@@ -424,7 +439,7 @@ mod tests {
         /// which ones fold into OTHER_CODES past that depends on arrival order), not the
         /// example (the first message one agent saw need not be the first of all).
         codes: Vec<(String, String, u64)>,
-        connections: (u64, u64, WireBytes, u64),
+        connections: (u64, u64, u64, WireBytes, u64),
     }
 
     fn figures(m: &Measurements) -> Figures {
@@ -460,7 +475,8 @@ mod tests {
                 })
                 .collect(),
             connections: (
-                m.connections_opened,
+                m.connections_attempted,
+                m.connections_established,
                 m.connections_resumed,
                 m.wire,
                 m.body_bytes,
@@ -512,6 +528,8 @@ mod tests {
                         handshake: Duration::from_micros(latency_us(&mut rng, 900)),
                         resumed: rng.below(3) == 0,
                     };
+                    all.record_attempt();
+                    part.record_attempt();
                     all.record_connect(&timing);
                     part.record_connect(&timing);
                     let lag = Duration::from_micros(latency_us(&mut rng, 5));

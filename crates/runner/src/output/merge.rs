@@ -16,6 +16,7 @@ use bench_core::{FailureClass, WireBytes};
 use crate::exit::Status;
 use crate::measure::sampler::ResourceSummary;
 use crate::measure::stats::{CodeCount, Measurements};
+use crate::measure::timewait::TimeWaitCounts;
 use crate::output::rows::{self, CellRow, FailureRow, Row};
 use crate::output::{hlog, CellResult, Manifest, ResultsWriter};
 use crate::plan::Cell;
@@ -176,7 +177,11 @@ impl Input {
                 entry.count += f.count;
             }
         }
-        m.connections_opened = row.connections_opened;
+        // Runs from before the split counted only established connections.
+        m.connections_attempted = row
+            .connections_attempted
+            .unwrap_or(row.connections_established);
+        m.connections_established = row.connections_established;
         m.connections_resumed = row.connections_resumed;
         m.moved = row.requests_moved.unwrap_or(0);
         m.wire = WireBytes {
@@ -522,6 +527,12 @@ fn merge_cell(inputs: &[Input], key: &str) -> Result<MergedCell, MergeError> {
         cpu_s,
         short_phase: rows.iter().any(|r| r.short_phase),
         sampled: true,
+        // Each input's own namespace: the counts add up, as across agents.
+        tcp_time_wait: rows
+            .iter()
+            .map(|r| r.tcp_time_wait())
+            .collect::<Option<Vec<_>>>()
+            .and_then(|v| v.into_iter().reduce(TimeWaitCounts::plus)),
     };
     Ok(MergedCell {
         result,

@@ -446,29 +446,38 @@ pub fn crate_versions() -> std::collections::BTreeMap<String, String> {
     out
 }
 
-/// The checkout's commit, with `-dirty` when tracked files differ from it, so a number can be
-/// traced to the code that produced it.
+/// The commit this binary was built from, with `-dirty` when tracked files differed from it
+/// at build time (`build.rs`), so a number can be traced to the code that produced it.
 pub fn git_commit() -> String {
-    let git = |args: &[&str]| {
-        std::process::Command::new("git")
-            .args(args)
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-    };
-    match git(&["rev-parse", "HEAD"]) {
-        None => "unknown".into(),
-        Some(commit) => match git(&["status", "--porcelain", "--untracked-files=no"]) {
-            Some(changes) if !changes.is_empty() => format!("{commit}-dirty"),
-            _ => commit,
-        },
-    }
+    env!("RUNNER_GIT_COMMIT").to_string()
 }
 
 pub fn kernel() -> String {
     std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "unknown".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The commit built in is the checkout's, `-dirty` exactly when tracked files differ from
+    /// it (the build reruns on every change to HEAD, the index or a tracked file).
+    #[test]
+    fn the_built_in_commit_is_the_checkouts() {
+        let git = |args: &[&str]| {
+            let o = std::process::Command::new("git")
+                .args(args)
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .output()
+                .expect("git runs");
+            assert!(o.status.success(), "git {args:?}");
+            String::from_utf8_lossy(&o.stdout).trim().to_string()
+        };
+        let head = git(&["rev-parse", "HEAD"]);
+        let dirty = !git(&["status", "--porcelain", "--untracked-files=no"]).is_empty();
+        let expected = if dirty { format!("{head}-dirty") } else { head };
+        assert_eq!(git_commit(), expected);
+    }
 }

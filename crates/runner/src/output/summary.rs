@@ -78,6 +78,11 @@ pub fn interval(values: &[f64]) -> Interval {
 /// The statistics of one figure as `summary.csv` writes them: all empty when no repetition
 /// has a value (e.g. no steady window), sd and interval empty for one repetition.
 fn stats(rows: &[&CellRow], figure: &str) -> [Option<f64>; 4] {
+    // A steady rate stands for the group only if every repetition's window was long enough;
+    // else it is left empty and readers take `throughput_rps`, as without a window.
+    if figure == "throughput_steady_rps" && !rows.iter().all(|r| r.steady_valid()) {
+        return [None; 4];
+    }
     let values: Vec<f64> = rows.iter().filter_map(|r| r.number(figure)).collect();
     if values.is_empty() {
         return [None; 4];

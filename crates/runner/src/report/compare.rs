@@ -479,8 +479,12 @@ fn group(rows: &[Row]) -> BTreeMap<Vec<String>, Vec<&Row>> {
 
 /// One metric over a cell's repetitions in both runs: the primary column when every
 /// repetition of both runs has it (so both sides measure the same thing), else the fallback.
+/// A steady rate counts as had only from a long enough window ([`CellRow::steady_valid`]).
 fn change(metric: &'static Metric, base: &[&Row], new: &[&Row]) -> Option<Change> {
-    let all = |rows: &[&Row], c: &str| rows.iter().all(|r| value(r, c).is_some());
+    let all = |rows: &[&Row], c: &str| {
+        rows.iter()
+            .all(|r| value(r, c).is_some() && (c != "throughput_steady_rps" || r.steady_valid()))
+    };
     let column = if all(base, metric.column) && all(new, metric.column) {
         metric.column
     } else {
@@ -1331,6 +1335,7 @@ mod tests {
             repetition: rep,
             throughput_rps: rps,
             throughput_steady_rps: steady,
+            steady_window_valid: steady.map(|_| true),
             latency_p50_us: p50 as u64,
             server_rss_peak_bytes: Some(20_000_000),
             ..Row::default()

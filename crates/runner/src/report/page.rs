@@ -212,10 +212,16 @@ impl Stats<'_> {
         !cells.is_empty() && cells.iter().all(|r| r.number(column).is_some())
     }
 
-    /// The throughput compared between stacks: steady-state when every repetition had a steady
-    /// window (`true`), else `ok / elapsed_s` (`false`).
+    /// The throughput compared between stacks: steady-state when every repetition had a long
+    /// enough steady window (`true`, [`CellRow::steady_valid`]), else `ok / elapsed_s`
+    /// (`false`).
     fn throughput(&self, stack: &str, regime: &str, c: u64) -> Option<(Figure, bool)> {
-        if self.all_have(stack, regime, c, col::THROUGHPUT_STEADY) {
+        if self.all_have(stack, regime, c, col::THROUGHPUT_STEADY)
+            && self
+                .cells(stack, regime, c)
+                .iter()
+                .all(|r| r.steady_valid())
+        {
             Some((self.figure(stack, regime, c, col::THROUGHPUT_STEADY)?, true))
         } else {
             Some((self.figure(stack, regime, c, col::THROUGHPUT)?, false))

@@ -5,10 +5,10 @@
 
 use std::path::PathBuf;
 
-use bench_core::{ClientImplementation, HandshakeVariant, PayloadProfile};
+use bench_core::{ClientImplementation, HandshakeVariant, PayloadProfile, QuicEndpoint};
 use serde::{Deserialize, Serialize};
 
-use super::{Executor, Pacing, Regime, Threshold};
+use super::{Executor, HostNamespaces, Pacing, Regime, Threshold};
 
 /// Whether a knob may differ between the variants of one run (`cell`) or is the run's alone
 /// (`run`), and whether it has a value by default (`…_opt`: none by default).
@@ -300,6 +300,11 @@ knobs! {
     /// the 1,200-byte minimum, both sides (default: quinn's, on).
     #[arg(long, value_name = "BOOL")]
     quic_mtu_discovery: cell_opt<bool> = None;
+    /// QUIC client: per-connection (a UDP socket and quinn endpoint per connection, so a new
+    /// connection costs a port and a descriptor, as on TCP) or shared (one socket and endpoint
+    /// for all of a load generator's connections, as QUIC client libraries run).
+    #[arg(long, value_parser = super::parse_name::<QuicEndpoint>, value_name = "per-connection|shared")]
+    quic_endpoint: cell<QuicEndpoint> = QuicEndpoint::PerConnection;
     /// TCP clients close with SO_LINGER 0: an RST, no TIME_WAIT (default: a FIN).
     #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
     linger_zero: cell<bool> = false;
@@ -324,6 +329,12 @@ knobs! {
     /// With the `hosts` executor: how many agent hosts send each cell's load.
     #[arg(long, value_name = "N")]
     host_agents: run<u32> = 3;
+    /// With the `hosts` executor: how long its namespaces live before they are made anew: run
+    /// (the whole run), sweep (one variant's levels and stacks in one repetition, so TIME_WAIT
+    /// accumulates from level to level as on a real host) or cell (anew every cell, as the
+    /// local executor's namespace per cell).
+    #[arg(long, value_enum, value_name = "run|sweep|cell")]
+    host_namespaces: cell<HostNamespaces> = HostNamespaces::Run;
     /// Agents (`runner agent` at HOST:PORT) that send each cell's load instead of one local
     /// load generator: workers, requests and rate are split among them and their histograms
     /// merged exactly (see "Agents").

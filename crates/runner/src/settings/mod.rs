@@ -17,7 +17,7 @@ mod validate;
 pub use knobs::{Experiment, Knobs, KEYS};
 pub use netem_spec::Netem;
 pub use parsed::Parsed;
-pub use types::{Executor, Pacing, Threshold, MAX_HOST_AGENTS, MAX_K8S_AGENTS};
+pub use types::{Executor, HostNamespaces, Pacing, Threshold, MAX_HOST_AGENTS, MAX_K8S_AGENTS};
 
 /// When a worker opens connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -286,6 +286,7 @@ impl Experiment {
             response_head_max_bytes: self.response_head_max_bytes,
             response_headers_max: self.response_headers_max,
             response_body_max_bytes: self.response_body_max_bytes,
+            quic_endpoint: self.quic_endpoint,
         }
     }
 

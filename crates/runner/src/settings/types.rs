@@ -23,6 +23,32 @@ pub enum Executor {
     Kubernetes,
 }
 
+/// How long the `hosts` executor keeps its namespaces (the hosts, their agents and their
+/// kernel state: TIME_WAIT sockets above all) before making them anew.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum HostNamespaces {
+    /// For the whole run: every cell inherits what the cells before it left behind.
+    #[default]
+    Run,
+    /// For one sweep of a variant (its levels and stacks in one repetition): TIME_WAIT
+    /// accumulates from level to level, as on a real client host, and no sweep inherits
+    /// another's.
+    Sweep,
+    /// Anew for every cell, as the local executor's namespace per cell: nothing accumulates.
+    Cell,
+}
+
+impl HostNamespaces {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HostNamespaces::Run => "run",
+            HostNamespaces::Sweep => "sweep",
+            HostNamespaces::Cell => "cell",
+        }
+    }
+}
+
 /// The most agent hosts one `hosts` run creates (`host_agents`); the bridge's addresses are
 /// numbered from the first agent's.
 pub const MAX_HOST_AGENTS: u32 = 32;

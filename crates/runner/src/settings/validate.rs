@@ -285,6 +285,16 @@ impl Experiment {
                 );
             }
         }
+        if self.executor != super::Executor::Hosts
+            && std::iter::once(self.host_namespaces)
+                .chain(self.variants.iter().filter_map(|v| v.host_namespaces))
+                .any(|h| h != super::HostNamespaces::Run)
+        {
+            return fail(
+                "host_namespaces",
+                "applies to the hosts executor (the local one gives each cell that needs a namespace its own)".into(),
+            );
+        }
         if self.executor == super::Executor::Kubernetes {
             let why = if !self.agents.is_empty() || self.server_agent.is_some() {
                 Some("the kubernetes executor starts its own agents in pods; give no `agents` or `server_agent`")

@@ -2,7 +2,8 @@
 //! and N agent hosts on a bridge, 198.18.0.0/15); each cell's server is a `runner serve` child
 //! in the server's host, its load shared by the agents in theirs, and each agent host's
 //! interface counters are read around the cell. A cell with `netem` has it on every agent's
-//! link for the cell's duration ([`crate::netem::links`]).
+//! link for the cell's duration ([`crate::netem::links`]). The hosts and their agents live as
+//! long as the cell's `host_namespaces` says: the run, a variant's sweep, or one cell.
 
 pub mod network;
 
@@ -13,7 +14,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
@@ -28,22 +29,71 @@ use crate::exec::serve::{ServeOptions, ServerHandle, ServerProcess};
 use crate::netem::links::LinkEmulation;
 use crate::output::CellResult;
 use crate::plan::Cell;
-use network::{Hosts, SERVER_IP};
+use crate::settings::HostNamespaces;
+use network::{Hosts, SERVER_IP, SERVER_PORT};
 
 /// The port each agent listens on, inside its own host.
 pub const AGENT_PORT: u16 = 7400;
 
 pub struct HostsExecutor {
-    /// Declared first so that the agents stop before the namespaces are removed.
-    _agent_processes: AgentProcesses,
-    hosts: Arc<Hosts>,
-    agents: Arc<Agents>,
+    /// The hosts in use and the lifetime they serve (`None` until the first cell adopts the
+    /// ones made with the executor).
+    current: Mutex<(Option<String>, Arc<HostSet>)>,
+    /// Sets of hosts made so far (their namespaces' names carry it).
+    generations: std::sync::atomic::AtomicU32,
+    host_agents: u32,
+    /// Source addresses per agent host: the most any cell spreads over.
+    addresses: u32,
     certs_dir: PathBuf,
 }
 
+/// One set of hosts with its agents running; dropped (agents stopped, namespaces removed) when
+/// the executor and the last cell that used it let go of it.
+struct HostSet {
+    /// Declared first so that the agents stop before the namespaces are removed.
+    _agent_processes: AgentProcesses,
+    hosts: Hosts,
+    agents: Arc<Agents>,
+}
+
+impl HostSet {
+    /// Creates the namespaces and starts the agents in theirs.
+    fn create(
+        host_agents: u32,
+        addresses: u32,
+        certs_dir: &Path,
+        generation: u32,
+    ) -> anyhow::Result<HostSet> {
+        let hosts = Hosts::create(host_agents, addresses, generation)?;
+        let token = token();
+        let processes = AgentProcesses::start(&hosts, certs_dir, &token)?;
+        let ca = bench_core::tls::CertPaths::new(certs_dir).ca_cert();
+        let link = AgentLink::new(&ca, SERVER_NAME, token)?;
+        Ok(HostSet {
+            agents: Arc::new(Agents {
+                addrs: processes.addrs.clone(),
+                server: None,
+                link: Arc::new(link),
+            }),
+            _agent_processes: processes,
+            hosts,
+        })
+    }
+}
+
+/// Which hosts' lifetime a cell belongs to ([`HostNamespaces`]).
+fn lifetime(cell: &Cell, index: usize) -> String {
+    match cell.settings.host_namespaces {
+        HostNamespaces::Run => "run".into(),
+        HostNamespaces::Sweep => format!("sweep {} r{}", cell.variant, cell.repetition),
+        HostNamespaces::Cell => format!("cell {index}"),
+    }
+}
+
 impl HostsExecutor {
-    /// Creates the namespaces and starts the agents in theirs (they live as long as the run).
-    /// Namespaces a killed runner left behind are removed first.
+    /// Creates the namespaces and starts the agents in theirs (they live as long as the first
+    /// cell's `host_namespaces` says). Namespaces a killed runner left behind are removed
+    /// first.
     pub fn create(exp: &crate::settings::Experiment, certs_dir: &Path) -> anyhow::Result<Self> {
         crate::netem::netns::remove_stale();
         ensure_certs(certs_dir)?;
@@ -53,37 +103,54 @@ impl HostsExecutor {
             .map(|c| c.settings.source_addresses)
             .max()
             .unwrap_or(1);
-        let hosts = Hosts::create(exp.host_agents, addresses)?;
-        let token = token();
-        let processes = AgentProcesses::start(&hosts, certs_dir, &token)?;
-        let ca = bench_core::tls::CertPaths::new(certs_dir).ca_cert();
-        let link = AgentLink::new(&ca, SERVER_NAME, token)?;
+        let set = HostSet::create(exp.host_agents, addresses, certs_dir, 0)?;
         Ok(HostsExecutor {
-            agents: Arc::new(Agents {
-                addrs: processes.addrs.clone(),
-                server: None,
-                link: Arc::new(link),
-            }),
-            _agent_processes: processes,
-            hosts: Arc::new(hosts),
+            current: Mutex::new((None, Arc::new(set))),
+            generations: 1.into(),
+            host_agents: exp.host_agents,
+            addresses,
             certs_dir: certs_dir.to_path_buf(),
         })
+    }
+
+    /// The hosts for a cell: the current ones while its lifetime lasts, else a new set (the
+    /// old one goes once its last cell is done with it).
+    fn hosts_for(&self, cell: &Cell, index: usize) -> anyhow::Result<Arc<HostSet>> {
+        let wanted = lifetime(cell, index);
+        let mut current = self.current.lock().expect("not poisoned");
+        match &current.0 {
+            None => current.0 = Some(wanted),
+            Some(key) if *key == wanted => {}
+            Some(_) => {
+                let generation = self
+                    .generations
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let set = HostSet::create(
+                    self.host_agents,
+                    self.addresses,
+                    &self.certs_dir,
+                    generation,
+                )?;
+                *current = (Some(wanted), Arc::new(set));
+            }
+        }
+        Ok(current.1.clone())
     }
 }
 
 impl Executor for HostsExecutor {
-    fn cell(&self, cell: &Cell, _index: usize) -> anyhow::Result<Arc<dyn CellSite>> {
+    fn cell(&self, cell: &Cell, index: usize) -> anyhow::Result<Arc<dyn CellSite>> {
+        let set = self.hosts_for(cell, index)?;
         // The hosts are namespaces already: the cell's sysctls go to every one of them.
-        self.hosts.apply_sysctls(&cell.settings.sysctls())?;
+        set.hosts.apply_sysctls(&cell.settings.sysctls())?;
         let emulation = match &cell.settings.netem {
-            Some(netem) => LinkEmulation::start(&self.hosts.agent_links(), netem.value())?,
+            Some(netem) => LinkEmulation::start(&set.hosts.agent_links(), netem.value())?,
             None => None,
         };
         Ok(Arc::new(HostsCell {
             emulation,
-            links_before: self.hosts.agent_link_bytes(),
-            hosts: self.hosts.clone(),
-            agents: self.agents.clone(),
+            links_before: set.hosts.agent_link_bytes(),
+            set,
             certs_dir: self.certs_dir.clone(),
         }))
     }
@@ -92,8 +159,7 @@ impl Executor for HostsExecutor {
 struct HostsCell {
     /// The cell's emulation on the agents' links, removed with the cell.
     emulation: Option<LinkEmulation>,
-    hosts: Arc<Hosts>,
-    agents: Arc<Agents>,
+    set: Arc<HostSet>,
     certs_dir: PathBuf,
     /// Each agent host's interface counters before the cell.
     links_before: Vec<Option<(u64, u64)>>,
@@ -104,9 +170,9 @@ impl CellSite for HostsCell {
     /// The cell's threads live in the server's host: the server starts there, and the runner
     /// reaches the agents from there, across the bridge.
     fn enter(&self) -> Option<Arc<dyn Fn() + Send + Sync>> {
-        let hosts = self.hosts.clone();
+        let set = self.set.clone();
         Some(Arc::new(move || {
-            hosts
+            set.hosts
                 .enter_server()
                 .expect("cannot enter the server's host namespace")
         }))
@@ -118,7 +184,7 @@ impl CellSite for HostsCell {
         _stop: &AtomicBool,
     ) -> anyhow::Result<Box<dyn CellServer>> {
         let serve = ServeOptions {
-            listen: SocketAddr::from((SERVER_IP, 0)),
+            listen: SocketAddr::from((SERVER_IP, SERVER_PORT)),
             ..serve
         };
         Ok(Box::new(ServerHandle::Child(
@@ -127,7 +193,7 @@ impl CellSite for HostsCell {
     }
 
     async fn start_loadgens(&self, job: &LoadJob) -> anyhow::Result<Vec<Box<dyn LoadGenerator>>> {
-        crate::exec::executor::loadgens_for(job, &self.certs_dir, Some(&self.agents)).await
+        crate::exec::executor::loadgens_for(job, &self.certs_dir, Some(&self.set.agents)).await
     }
 
     /// What crossed each agent host's interface during the cell, and what the links'
@@ -143,7 +209,7 @@ impl CellSite for HostsCell {
         for ((agent, after), before) in result
             .per_agent
             .iter_mut()
-            .zip(self.hosts.agent_link_bytes())
+            .zip(self.set.hosts.agent_link_bytes())
             .zip(&self.links_before)
         {
             agent.link = after

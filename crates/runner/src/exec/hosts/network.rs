@@ -13,6 +13,11 @@ use anyhow::{bail, Context};
 
 /// The server host's address; agent `i` (from 0) is `AGENT_BASE + i`.
 pub const SERVER_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+/// The port every cell's server listens on in its host, as a service does: connections of
+/// later cells have the 4-tuples of earlier ones, so the TIME_WAIT those left behind holds
+/// their ports as on a real client host (a new port per cell would give each cell a fresh
+/// budget of ephemeral ports).
+pub const SERVER_PORT: u16 = 443;
 const AGENT_BASE: u8 = 11;
 const PREFIX_LEN: u8 = 15;
 /// Most addresses one agent host has: its own and up to 254 more (198.19.<agent>.1–254), which
@@ -78,13 +83,14 @@ pub struct Hosts {
 
 impl Hosts {
     /// Creates the bridge, the server host and `n` agent hosts with `addresses` addresses each
-    /// (at most [`MAX_AGENT_ADDRESSES`]).
-    pub fn create(n: u32, addresses: u32) -> anyhow::Result<Hosts> {
+    /// (at most [`MAX_AGENT_ADDRESSES`]). `generation` tells apart the sets one run makes in
+    /// turn ([`crate::settings::HostNamespaces`]).
+    pub fn create(n: u32, addresses: u32, generation: u32) -> anyhow::Result<Hosts> {
         assert!(
             n <= crate::settings::MAX_HOST_AGENTS,
             "host_agents is validated"
         );
-        let base = format!("tbench-{}-h", std::process::id());
+        let base = format!("tbench-{}-h-{generation}", std::process::id());
         let bridge = format!("{base}-br");
         ip(&["netns", "add", &bridge])?;
         let mut hosts = Hosts {

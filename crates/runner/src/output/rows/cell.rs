@@ -70,6 +70,12 @@ row_type! {
         pub throughput_steady_rps: Option<f64>,
         #[serde(default, serialize_with = "fmt::opt_dec::<6, _>")]
         pub steady_s: Option<f64>,
+        /// The steady window held at least [`MIN_STEADY_OK_PER_WORKER`] successes per worker
+        /// and [`MIN_STEADY_FRACTION_OF_ELAPSED`] of the phase ([`steady_window_valid_for`]); when
+        /// `false`, verdicts use `throughput_rps`. Empty without a window, and in runs from
+        /// before (then judged from `throughput_steady_rps × steady_s` and `elapsed_s`).
+        #[serde(default)]
+        pub steady_window_valid: Option<bool>,
         pub cut_short: bool,
         pub extended: bool,
         pub warmup_sent: u64,
@@ -110,7 +116,13 @@ row_type! {
         pub handshake_max_us: u64,
         #[serde(serialize_with = "fmt::dec::<1, _>")]
         pub handshake_mean_us: f64,
-        pub connections_opened: u64,
+        /// Connections set out to open (attempted), and of them those whose setup finished
+        /// (established); runs from before the split have `connections_opened`, the
+        /// established ones, and no attempted count.
+        #[serde(default)]
+        pub connections_attempted: Option<u64>,
+        #[serde(alias = "connections_opened")]
+        pub connections_established: u64,
         pub connections_resumed: u64,
         /// Requests the server refused unprocessed (GOAWAY above their stream, REFUSED_STREAM)
         /// and that were sent again on a new connection; empty in runs from before.
@@ -165,6 +177,15 @@ row_type! {
         pub wire_received_bytes_per_request: f64,
         #[serde(serialize_with = "fmt::dec::<1, _>")]
         pub body_bytes_per_ok: f64,
+        /// TCP connections in TIME_WAIT in the load generator's network namespace (summed
+        /// over load generators) at the measured phase's start, at its end, and the largest
+        /// sampled reading; empty when not read, and in runs from before.
+        #[serde(default)]
+        pub tcp_time_wait_before: Option<u64>,
+        #[serde(default)]
+        pub tcp_time_wait_after: Option<u64>,
+        #[serde(default)]
+        pub tcp_time_wait_peak: Option<u64>,
         /// The cell's settings from here to `service_cpu_us`.
         #[serde(default)]
         pub netem: Option<String>,
@@ -192,6 +213,9 @@ row_type! {
         pub quic_offload: Option<bool>,
         #[serde(default)]
         pub quic_mtu_discovery: Option<bool>,
+        /// `per-connection` or `shared`; empty in runs from before the knob (per-connection).
+        #[serde(default)]
+        pub quic_endpoint: Option<String>,
         pub linger_zero: bool,
         /// Absent before the reference run's version: optional for that reason only.
         #[serde(default)]
@@ -250,6 +274,37 @@ row_type! {
     }
 }
 
+/// Successes per worker a steady window must hold for its rate to stand for the cell. At each
+/// edge of the window every worker has about one request in flight that is counted or not, so
+/// the count is uncertain by about one success per worker at each edge: with ≈ 2 per worker
+/// (a failing cell whose workers wait out timeouts) the window's rate came out 4.5 × `ok /
+/// elapsed`; at 10 per worker the edges move it by at most ≈ 20 %, and less as cells grow.
+pub const MIN_STEADY_OK_PER_WORKER: f64 = 10.0;
+
+/// The share of the measured phase a steady window must cover for its rate to stand for the
+/// cell. Outside the window are the ramp-up and the drain; when the drain is the slow tail of
+/// a failing cell (handshakes retransmitted after a 1 s timeout, a full accept queue), the
+/// window's rate leaves most of the cell out: in the committed claim runs every window under
+/// 40 % of its phase came out 1.7–9.6 × `ok / elapsed`, while healthy cells' windows covered
+/// 48 % of the phase and more.
+pub const MIN_STEADY_FRACTION_OF_ELAPSED: f64 = 0.5;
+
+/// Whether a steady window of `window_s` seconds with `ok` successes gives the rate of a cell
+/// of `workers` workers whose measured phase lasted `elapsed_s`
+/// ([`MIN_STEADY_OK_PER_WORKER`], [`MIN_STEADY_FRACTION_OF_ELAPSED`]).
+pub fn steady_window_valid_for(ok: f64, window_s: f64, workers: u32, elapsed_s: f64) -> bool {
+    ok >= MIN_STEADY_OK_PER_WORKER * f64::from(workers.max(1))
+        && window_s >= MIN_STEADY_FRACTION_OF_ELAPSED * elapsed_s
+}
+
+fn steady_window_valid(ok: f64, window_s: f64, r: &CellResult) -> bool {
+    steady_window_valid_for(ok, window_s, r.cell.concurrency, r.elapsed_s)
+}
+
+/// Columns renamed since runs were committed (old name, new name): a row reads the old name
+/// as the new one (`#[serde(alias)]`), so committed runs stay readable.
+pub const RENAMED_COLUMNS: &[(&str, &str)] = &[("connections_opened", "connections_established")];
+
 impl CellRow {
     /// The columns a cell's plan fixes: coordinates and settings. The one place a row reads
     /// a [`Cell`] or its experiment, so a change of the settings model is adapted here.
@@ -295,6 +350,7 @@ impl CellRow {
             quic_server_endpoints: e.quic_server_endpoints,
             quic_offload: e.quic_offload,
             quic_mtu_discovery: e.quic_mtu_discovery,
+            quic_endpoint: Some(e.quic_endpoint.as_str().to_string()),
             linger_zero: e.linger_zero,
             source_addresses: Some(e.source_addresses),
             server_threads: e.server_threads,
@@ -336,6 +392,9 @@ impl CellRow {
             throughput_rps: r.throughput_rps(),
             throughput_steady_rps: r.throughput_steady_rps(),
             steady_s: r.steady.map(|w| w.elapsed_s),
+            steady_window_valid: r
+                .steady
+                .map(|w| steady_window_valid(w.ok as f64, w.elapsed_s, r)),
             cut_short: r.cut_short,
             extended: r.extended,
             warmup_sent: r.warmup.sent,
@@ -372,7 +431,8 @@ impl CellRow {
             handshake_p999_us: handshake.p999,
             handshake_max_us: handshake.max,
             handshake_mean_us: handshake.mean,
-            connections_opened: m.connections_opened,
+            connections_attempted: Some(m.connections_attempted),
+            connections_established: m.connections_established,
             connections_resumed: m.connections_resumed,
             requests_moved: Some(m.moved),
             fail_connect_refused: fail(FailureClass::ConnectRefused),
@@ -406,6 +466,9 @@ impl CellRow {
             wire_sent_bytes_per_request: per(m.wire.sent as f64, m.sent),
             wire_received_bytes_per_request: per(m.wire.received as f64, m.sent),
             body_bytes_per_ok: per(m.body_bytes as f64, m.ok),
+            tcp_time_wait_before: client.tcp_time_wait.map(|t| t.before),
+            tcp_time_wait_after: client.tcp_time_wait.map(|t| t.after),
+            tcp_time_wait_peak: client.tcp_time_wait.map(|t| t.peak),
             loadavg1_before: env.map(|v| v.loadavg1_before),
             loadavg1_after: env.map(|v| v.loadavg1_after),
             steal_pct: env.map(|v| v.steal_pct),
@@ -435,6 +498,32 @@ impl CellRow {
         self.error.as_deref().is_none_or(str::is_empty)
     }
 
+    /// The steady window is there and long enough ([`steady_window_valid_for`]); in runs from
+    /// before the column, judged from the window's rate and length.
+    pub fn steady_valid(&self) -> bool {
+        if self.throughput_steady_rps.is_none() {
+            return false;
+        }
+        match self.steady_window_valid {
+            Some(valid) => valid,
+            None => match (self.throughput_steady_rps, self.steady_s) {
+                (Some(rps), Some(s)) => {
+                    steady_window_valid_for((rps * s).round(), s, self.concurrency, self.elapsed_s)
+                }
+                _ => false,
+            },
+        }
+    }
+
+    /// The TIME_WAIT counts of the row, when it has all three.
+    pub fn tcp_time_wait(&self) -> Option<crate::measure::timewait::TimeWaitCounts> {
+        Some(crate::measure::timewait::TimeWaitCounts {
+            before: self.tcp_time_wait_before?,
+            after: self.tcp_time_wait_after?,
+            peak: self.tcp_time_wait_peak?,
+        })
+    }
+
     /// The count of one failure class (`fail_<class>`).
     pub fn failures(&self, class: FailureClass) -> u64 {
         self.number(&format!("fail_{}", class.as_str()))
@@ -448,19 +537,82 @@ use super::Row as _;
 mod tests {
     use super::*;
 
-    /// The committed scale run, read and written again, comes out byte for byte: the same
-    /// columns in the same order and the same number formats.
+    /// The committed scale run, read and written again, comes out value for value: every
+    /// column it has (under its new name where renamed since) in the same number format, and
+    /// the columns added since it was measured are empty.
     #[test]
-    fn a_committed_cells_csv_round_trips_byte_for_byte() {
+    fn a_committed_cells_csv_round_trips_value_for_value() {
         let path =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../results/scale/cells.csv");
         let table = super::super::read::<CellRow>(&path).unwrap();
-        assert_eq!(table.columns, CellRow::COLUMNS);
         let written = super::super::to_bytes(true, &table.rows).unwrap();
-        assert_eq!(
-            String::from_utf8(written).unwrap(),
-            std::fs::read_to_string(&path).unwrap()
-        );
+        let records = |bytes: &[u8]| {
+            let mut r = csv::Reader::from_reader(bytes);
+            let header: Vec<String> = r.headers().unwrap().iter().map(String::from).collect();
+            let rows: Vec<Vec<String>> = r
+                .records()
+                .map(|rec| rec.unwrap().iter().map(String::from).collect())
+                .collect();
+            (header, rows)
+        };
+        let (new_header, new_rows) = records(&written);
+        assert_eq!(new_header, CellRow::COLUMNS);
+        let (old_header, old_rows) = records(&std::fs::read(&path).unwrap());
+        assert_eq!(old_rows.len(), new_rows.len());
+        for (i, old_name) in old_header.iter().enumerate() {
+            let name = RENAMED_COLUMNS
+                .iter()
+                .find(|(o, _)| o == old_name)
+                .map_or(old_name.as_str(), |(_, n)| n);
+            let j = new_header
+                .iter()
+                .position(|c| c == name)
+                .unwrap_or_else(|| panic!("committed column {old_name} is not read"));
+            for (old, new) in old_rows.iter().zip(&new_rows) {
+                assert_eq!(old[i], new[j], "{old_name}");
+            }
+        }
+        for (j, name) in new_header.iter().enumerate() {
+            let old_name = RENAMED_COLUMNS
+                .iter()
+                .find(|(_, n)| n == name)
+                .map_or(name.as_str(), |(o, _)| o);
+            if !old_header.iter().any(|c| c == old_name) {
+                assert!(new_rows.iter().all(|r| r[j].is_empty()), "{name} not empty");
+            }
+        }
+    }
+
+    /// The rule at its boundaries: 10 successes per worker is enough, one fewer is not; half
+    /// the phase is enough, a little less is not. A row from before the column is judged from
+    /// its rate × window and its elapsed time; one without a window is never valid.
+    #[test]
+    fn a_steady_window_needs_ten_successes_per_worker_and_half_the_phase() {
+        assert!(steady_window_valid_for(5000.0, 1.0, 500, 2.0));
+        assert!(!steady_window_valid_for(4999.0, 1.0, 500, 2.0));
+        assert!(steady_window_valid_for(10.0, 1.0, 1, 1.0));
+        assert!(!steady_window_valid_for(9.0, 1.0, 1, 1.0));
+        assert!(!steady_window_valid_for(5000.0, 0.999, 500, 2.0));
+        let row = |rps: Option<f64>, s: Option<f64>, valid: Option<bool>| CellRow {
+            concurrency: 500,
+            elapsed_s: 1.0,
+            throughput_steady_rps: rps,
+            steady_s: s,
+            steady_window_valid: valid,
+            ..CellRow::default()
+        };
+        // c4 loss-333ms h3 c=500 as committed: 2,078 req/s in a window of 2.17 s of 10.85 s,
+        // 9 successes per worker: 4.5 × ok / elapsed, invalid on both counts.
+        let c4 = CellRow {
+            elapsed_s: 10.850224,
+            ..row(Some(2078.0), Some(2.166274), None)
+        };
+        assert!(!c4.steady_valid());
+        assert!(row(Some(10_000.0), Some(0.5), None).steady_valid());
+        assert!(!row(Some(9_998.0), Some(0.5), None).steady_valid());
+        // The recorded verdict wins over the figures.
+        assert!(!row(Some(10_000.0), Some(0.5), Some(false)).steady_valid());
+        assert!(!row(None, None, Some(true)).steady_valid());
     }
 
     #[test]

@@ -7,7 +7,10 @@ mod cell;
 mod derived;
 mod samples;
 
-pub use cell::CellRow;
+pub use cell::{
+    steady_window_valid_for, CellRow, MIN_STEADY_FRACTION_OF_ELAPSED, MIN_STEADY_OK_PER_WORKER,
+    RENAMED_COLUMNS,
+};
 pub use derived::{CompareRow, MemoryRow, SummaryRow, ThresholdRow};
 pub use samples::{AgentRow, FailureRow, LatencyRow, ResourceRow};
 

@@ -100,15 +100,20 @@ impl Run {
         c: u64,
         col: &str,
     ) -> Option<Interval> {
+        let group = || {
+            self.rows(variant)
+                .into_iter()
+                .filter(move |r| is_cell(r, stack, regime, c))
+        };
+        // A steady rate from a window too short to stand for the cell is no figure
+        // (`CellRow::steady_valid`): `tput` then falls back to `ok / elapsed`.
+        if col == STEADY_RPS && !group().all(|r| r.steady_valid()) {
+            return None;
+        }
         if let Some(iv) = self.summary_stat(variant, stack, regime, c, col) {
             return Some(iv);
         }
-        let values: Vec<f64> = self
-            .rows(variant)
-            .into_iter()
-            .filter(|r| is_cell(r, stack, regime, c))
-            .filter_map(|r| fval(r, col))
-            .collect();
+        let values: Vec<f64> = group().filter_map(|r| fval(r, col)).collect();
         (!values.is_empty()).then(|| interval(&values))
     }
 
@@ -155,7 +160,7 @@ impl Run {
     }
 
     /// Throughput of a cell in the run's column, falling back (marked `true`) to
-    /// `ok / elapsed_s` for a cell that had no steady window.
+    /// `ok / elapsed_s` for a cell that had no steady window or one too short.
     pub(super) fn tput(
         &self,
         variant: Option<&str>,

@@ -162,9 +162,7 @@ fn stack_levels(v: &View, stack: &str, regime: &str) -> Vec<Level> {
                 concurrency: c,
                 p99_us: v.stat(stack, regime, c, "latency_p99_us").map(|iv| iv.mean),
                 success: (sent > 0.0).then(|| v.sum(stack, regime, c, "ok") / sent),
-                throughput_rps: v
-                    .stat(stack, regime, c, v.run.throughput_col)
-                    .map(|iv| iv.mean),
+                throughput_rps: v.tput(stack, regime, c).map(|(iv, _)| iv.mean),
             }
         })
         .collect()
