@@ -182,8 +182,15 @@ pub fn summary_table(results: &[CellResult]) -> String {
             out.push_str(&format!("{label}: {}\n", differs.join(", ")));
         }
     }
+    // The stack column fits the longest name run (`grpc-h3`), so the columns stay aligned.
+    let w = results
+        .iter()
+        .map(|r| r.cell.stack.len())
+        .max()
+        .unwrap_or(0)
+        .max(6);
     out.push_str(&format!(
-        "{:<6} {:<9} {:>6} {:>4} {:>11} {:>11} {:>11} {:>11} {:>9} {:>11} {:>11}\n",
+        "{:<w$} {:<9} {:>6} {:>4} {:>11} {:>11} {:>11} {:>11} {:>9} {:>11} {:>11}\n",
         "stack",
         "regime",
         "users",
@@ -199,7 +206,7 @@ pub fn summary_table(results: &[CellResult]) -> String {
     for r in results {
         let s = LatencySummary::of(&r.measured.latency);
         out.push_str(&format!(
-            "{:<6} {:<9} {:>6} {:>4} {:>11.3} {:>11.3} {:>11.3} {:>11.1} {:>9.2} {:>11} {:>11}\n",
+            "{:<w$} {:<9} {:>6} {:>4} {:>11.3} {:>11.3} {:>11.3} {:>11.1} {:>9.2} {:>11} {:>11}\n",
             r.cell.stack,
             r.cell.regime.as_str(),
             match r.cell.stage {
