@@ -177,6 +177,31 @@ impl Run {
         }
     }
 
+    /// Both throughput figures of a cell, whatever the run's column: the steady-state rate
+    /// (mean over repetitions, with whether every repetition's window was long enough,
+    /// [`runner::output::rows::CellRow::steady_valid`]) and `ok / elapsed_s`.
+    pub(crate) fn both_rates(
+        &self,
+        variant: Option<&str>,
+        stack: &str,
+        regime: &str,
+        c: u64,
+    ) -> BothRates {
+        let cells: Vec<&Row> = self
+            .rows(variant)
+            .into_iter()
+            .filter(|r| is_cell(r, stack, regime, c))
+            .collect();
+        let steady: Vec<f64> = cells.iter().filter_map(|r| fval(r, STEADY_RPS)).collect();
+        BothRates {
+            steady: (!steady.is_empty() && steady.len() == cells.len())
+                .then(|| (stats::mean(&steady), cells.iter().all(|r| r.steady_valid()))),
+            elapsed: self
+                .stat(variant, stack, regime, c, ELAPSED_RPS)
+                .map(|iv| iv.mean),
+        }
+    }
+
     /// Server samples of one cell in `resources.csv`: count, first, last and largest RSS.
     pub(crate) fn rss_samples(&self, cell_key: &str, role: &str) -> Option<RssSeries> {
         let rss: Vec<f64> = self
@@ -210,6 +235,14 @@ impl Run {
             n => n.to_string(),
         }
     }
+}
+
+/// A cell's steady-state rate (mean, window valid in every repetition) and `ok / elapsed`
+/// rate (mean), req/s; see [`Run::both_rates`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct BothRates {
+    pub(crate) steady: Option<(f64, bool)>,
+    pub(crate) elapsed: Option<f64>,
 }
 
 pub(crate) struct RssSeries {
@@ -250,6 +283,10 @@ impl<'a> View<'a> {
     /// to `ok / elapsed_s`, marked by `true`.
     pub(crate) fn tput(&self, stack: &str, regime: &str, c: u64) -> Option<(Interval, bool)> {
         self.run.tput(self.variant.as_deref(), stack, regime, c)
+    }
+    pub(crate) fn both_rates(&self, stack: &str, regime: &str, c: u64) -> BothRates {
+        self.run
+            .both_rates(self.variant.as_deref(), stack, regime, c)
     }
     pub(crate) fn cells(&self, stack: &str, regime: &str, c: u64) -> Vec<&'a Row> {
         self.rows

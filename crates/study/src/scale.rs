@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use crate::run::{fval, Run, View};
 use crate::templates;
-use crate::text::{fallback_note, show, show_tput, thousands, throughput_note};
+use crate::text::{fallback_note, show, show_both, show_tput, thousands, throughput_note};
 use runner::report::memory;
 use runner::report::{label, regimes};
 
@@ -267,7 +267,11 @@ pub(crate) fn section(out: &mut String, run: &Run) -> anyhow::Result<()> {
                         let prev = i.checked_sub(1).map(|j| levels[j].concurrency);
                         let m = moved(&v, &stack, &regime, c, prev);
                         (
-                            format!("{} workers ({why})", thousands(c as f64)),
+                            format!(
+                                "{} workers ({why}; {})",
+                                thousands(c as f64),
+                                show_both(&v.both_rates(&stack, &regime, c))
+                            ),
                             if m.is_empty() {
                                 "no kernel counter moved (CPU or the stack's own queues)"
                                     .to_string()

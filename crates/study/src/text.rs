@@ -3,7 +3,7 @@
 
 use stats::Interval;
 
-use crate::run::STEADY_RPS;
+use crate::run::{BothRates, STEADY_RPS};
 
 /// `12345.6` → `12,346`.
 pub(crate) fn thousands(x: f64) -> String {
@@ -55,6 +55,18 @@ pub(crate) fn show_tput((iv, fallback): &(Interval, bool)) -> String {
     format!("{}{}", show_rps(iv), if *fallback { " †" } else { "" })
 }
 
+/// Both throughput figures of a cell, as printed beside verdicts and knees: "steady 2,078
+/// (window too short) · ok/elapsed 461 req/s".
+pub(crate) fn show_both(rates: &BothRates) -> String {
+    let steady = match rates.steady {
+        Some((rps, true)) => format!("steady {}", thousands(rps)),
+        Some((rps, false)) => format!("steady {} (window too short: invalid)", thousands(rps)),
+        None => "no steady window".to_string(),
+    };
+    let elapsed = rates.elapsed.map_or("—".to_string(), |rps| thousands(rps));
+    format!("{steady} · ok/elapsed {elapsed} req/s")
+}
+
 /// Footnote for `†`, with the runner's validity rule ([`runner::output::rows::steady_window_valid_for`]).
 pub(crate) fn fallback_note() -> String {
     use runner::output::rows::{MIN_STEADY_FRACTION_OF_ELAPSED, MIN_STEADY_OK_PER_WORKER};
@@ -92,6 +104,23 @@ pub(crate) fn throughput_note(col: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn both_rates_mark_an_invalid_steady_window() {
+        let both = |steady, elapsed| show_both(&BothRates { steady, elapsed });
+        assert_eq!(
+            both(Some((2078.0, false)), Some(461.0)),
+            "steady 2,078 (window too short: invalid) · ok/elapsed 461 req/s"
+        );
+        assert_eq!(
+            both(Some((2589.0, true)), Some(2614.0)),
+            "steady 2,589 · ok/elapsed 2,614 req/s"
+        );
+        assert_eq!(
+            both(None, Some(965.0)),
+            "no steady window · ok/elapsed 965 req/s"
+        );
+    }
 
     #[test]
     fn thousands_groups_digits() {

@@ -19,7 +19,7 @@ use crate::claims::{
 use crate::provenance::{find_first, scalar};
 use crate::run::{fval, Run, View};
 use crate::text::{
-    fallback_note, pct, pct_digits, plain, show, show_tput, thousands, throughput_note,
+    fallback_note, pct, pct_digits, plain, show, show_both, show_tput, thousands, throughput_note,
 };
 use crate::{scale, Row};
 
@@ -206,9 +206,10 @@ fn throughput(v: &View, claim: &Throughput) -> Option<Outcome> {
         .collect();
     Some(Outcome {
         verdict: format!(
-            "{level} ({} vs ≈ {} req/s, {ratio:.2}×); p95 {p95_ms:.2} ms {}; {}",
+            "{level} ({} vs ≈ {} req/s, {ratio:.2}×; {}); p95 {p95_ms:.2} ms {}; {}",
             thousands(rps.mean),
             thousands(claimed_rps),
+            show_both(&v.both_rates(stack, regime, top)),
             if p95_ok {
                 format!("≤ {} ms", plain(p95_max_ms))
             } else {
@@ -601,7 +602,10 @@ fn ceiling(v: &View, claim: &Ceiling) -> Option<Outcome> {
     if rps.is_empty() {
         return None;
     }
-    let max = rps.iter().map(|r| r.1 .0.mean).fold(f64::MIN, f64::max);
+    let (max_at, max) = rps
+        .iter()
+        .map(|r| (r.0, r.1 .0.mean))
+        .fold((0, f64::MIN), |a, b| if b.1 > a.1 { b } else { a });
     let verdict = if max > high_rps * (1.0 + match_fraction) {
         format!(
             "not reproduced: up to {} req/s ({:.0}× the ceiling)",
@@ -617,6 +621,10 @@ fn ceiling(v: &View, claim: &Ceiling) -> Option<Outcome> {
             plain(high_rps)
         )
     };
+    let verdict = format!(
+        "{verdict} [at {max_at} workers: {}]",
+        show_both(&v.both_rates(stack, regime, max_at))
+    );
     let list: Vec<String> = rps
         .iter()
         .map(|(c, r)| {
