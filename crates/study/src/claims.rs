@@ -13,6 +13,17 @@
 /// The study reproduced, as the paper's title names it.
 pub(crate) const STUDY_TITLE: &str = "gRPC over QUIC vs REST in saturated meshes";
 
+/// The study's central contrast: these stacks run over TCP ...
+pub(crate) const CONTRAST_TCP: &[&str] = &["h1", "grpc"];
+/// ... and these over QUIC; the contrast table asks which of the two sides collapsed.
+pub(crate) const CONTRAST_QUIC: &[&str] = &["h3", "grpc-h3"];
+/// A side collapsed in a condition when one of its stacks' success (pooled over repetitions)
+/// fell below this at any level.
+pub(crate) const CONTRAST_COLLAPSE_BELOW: f64 = 0.5;
+/// The claim experiment that runs the contrast where TIME_WAIT can bind (two hosts, one
+/// source address): `experiments/claims/c2c3-two-hosts.toml`.
+pub(crate) const CONTRAST_RUN: &str = "c2c3-two-hosts";
+
 /// One claim of the study.
 pub(crate) struct Claim {
     /// "C1" … "C5".

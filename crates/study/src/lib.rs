@@ -25,6 +25,7 @@ use runner::output::rows::CellRow;
 
 mod breakdown;
 mod claims;
+mod contrast;
 mod provenance;
 mod run;
 mod scale;
@@ -123,6 +124,7 @@ pub fn write_with_scale(
     tables::reference_sweep(&mut out, &reference, out_dir)?;
 
     verdicts::section(&mut out, &reference, &claim_runs)?;
+    contrast::section(&mut out, &claim_runs);
     if let Some(run) = &scale_run {
         scale::section(&mut out, run)?;
     }

@@ -743,7 +743,7 @@ fn memory_ratio(v: &View, claim: &MemoryRatio) -> Option<Outcome> {
 }
 
 /// The number of local ports in a `port_range` cell ("40000 41023" → 1,024).
-fn ports_in(range: &str) -> Option<u64> {
+pub(crate) fn ports_in(range: &str) -> Option<u64> {
     let mut it = range.split_whitespace().map(|p| p.parse::<u64>().ok());
     let (lo, hi) = (it.next()??, it.next()??);
     (hi >= lo).then(|| hi - lo + 1)
