@@ -17,6 +17,7 @@
 //! per-regime tables, the knee tables, the breakdown's findings and the threats still write
 //! their sentences in code.
 
+use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
@@ -29,6 +30,7 @@ mod contrast;
 mod provenance;
 mod run;
 mod scale;
+mod sessions;
 mod tables;
 mod templates;
 mod text;
@@ -123,7 +125,20 @@ pub fn write_with_scale(
     provenance::setup(&mut out, &reference, &provs)?;
     tables::reference_sweep(&mut out, &reference, out_dir)?;
 
-    verdicts::section(&mut out, &reference, &claim_runs)?;
+    let sessions = sessions::Sessions::discover(&reference, &provs[0]);
+    if let Some(s) = &sessions {
+        let _ = writeln!(
+            out,
+            "## Sessions\n\nThis paper reads session 1 of {} sessions at one commit ({}); each verdict below says in how many sessions it held, and the headline throughput has an interval over the session means (\"between sessions (N)\") beside the one over session 1's repetitions.\n",
+            s.count(),
+            s.dirs
+                .iter()
+                .map(|(_, d)| format!("`{}`", d.display()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    verdicts::section(&mut out, &reference, &claim_runs, sessions.as_ref())?;
     contrast::section(&mut out, &claim_runs);
     if let Some(run) = &scale_run {
         scale::section(&mut out, run)?;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use stats::{
-    clopper_pearson_lower, clopper_pearson_upper, cv, trials_to_show_below,
+    between_sessions, clopper_pearson_lower, clopper_pearson_upper, cv, trials_to_show_below,
     zero_failure_trials_below, Interval,
 };
 
@@ -18,8 +18,10 @@ use crate::claims::{
 };
 use crate::provenance::{find_first, scalar};
 use crate::run::{fval, Run, View};
+use crate::sessions::{repetition_rate, verdict_kind, Sessions};
 use crate::text::{
-    fallback_note, pct, pct_digits, plain, show, show_both, show_tput, thousands, throughput_note,
+    fallback_note, pct, pct_digits, plain, show, show_both, show_rps, show_tput, thousands,
+    throughput_note,
 };
 use crate::{scale, Row};
 
@@ -54,7 +56,12 @@ fn level(v: &View, regime: &str, at: At) -> Option<u64> {
 /// The claims section: a summary table (default conditions and every variant per claim),
 /// then each claim's method and per-variant outcomes from its run, or from the reference when
 /// no claim run was given.
-pub(crate) fn section(out: &mut String, reference: &Run, claim_runs: &[Run]) -> anyhow::Result<()> {
+pub(crate) fn section(
+    out: &mut String,
+    reference: &Run,
+    claim_runs: &[Run],
+    sessions: Option<&Sessions>,
+) -> anyhow::Result<()> {
     let _ = writeln!(out, "## The study's claims\n");
     let _ = writeln!(
         out,
@@ -102,8 +109,9 @@ pub(crate) fn section(out: &mut String, reference: &Run, claim_runs: &[Run]) -> 
                 );
                 let _ = writeln!(sections, "| variant | outcome | numbers |");
                 let _ = writeln!(sections, "|---|---|---|");
+                let session_runs = sessions.map(|s| s.claim_runs(run)).unwrap_or_default();
                 for variant in run.variants() {
-                    let Some(o) = check(claim, &View::new(run, Some(&variant))) else {
+                    let Some(mut o) = check(claim, &View::new(run, Some(&variant))) else {
                         let _ = writeln!(
                             sections,
                             "| {variant} | cannot be checked | the variant lacks the cells this claim needs |"
@@ -111,6 +119,9 @@ pub(crate) fn section(out: &mut String, reference: &Run, claim_runs: &[Run]) -> 
                         variant_verdicts.push(format!("{variant}: cannot be checked"));
                         continue;
                     };
+                    if session_runs.len() >= 2 {
+                        across_sessions(claim, &variant, &session_runs, &mut o);
+                    }
                     let _ = writeln!(sections, "| {variant} | {} | {} |", o.verdict, o.evidence);
                     if variant == "default" {
                         default_verdict = o.verdict;
@@ -149,6 +160,56 @@ pub(crate) fn section(out: &mut String, reference: &Run, claim_runs: &[Run]) -> 
     out.push('\n');
     out.push_str(&sections);
     Ok(())
+}
+
+/// A verdict over the sessions: the claim judged on every session's run of the variant; it is
+/// stable only if its kind ([`verdict_kind`]) is the same in every session, and the verdict
+/// says in how many it held. A throughput claim's figure also gets its interval over the
+/// session means ([`between_sessions`]) beside the within-session one.
+fn across_sessions(claim: &Claim, variant: &str, session_runs: &[(u32, Run)], o: &mut Outcome) {
+    let kind = verdict_kind(&o.verdict).to_string();
+    let judged: Vec<Option<String>> = session_runs
+        .iter()
+        .map(|(_, r)| check(claim, &View::new(r, Some(variant))).map(|x| x.verdict))
+        .collect();
+    let held = judged
+        .iter()
+        .filter(|v| v.as_deref().is_some_and(|v| verdict_kind(v) == kind))
+        .count();
+    let n = session_runs.len();
+    let _ = write!(
+        o.verdict,
+        "; held in {held} of {n} sessions ({})",
+        if held == n {
+            "stable across sessions"
+        } else {
+            "not stable across sessions"
+        }
+    );
+    if let Check::Throughput(t) = &claim.check {
+        let values: Vec<Vec<f64>> = session_runs
+            .iter()
+            .map(|(_, r)| {
+                let v = View::new(r, Some(variant));
+                level(&v, t.regime, t.at)
+                    .map(|top| {
+                        v.cells(t.stack, t.regime, top)
+                            .into_iter()
+                            .filter_map(repetition_rate)
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            })
+            .collect();
+        let between = between_sessions(&values);
+        let _ = write!(
+            o.evidence,
+            "; {} req/s between sessions ({}): {} (within one session: the interval above)",
+            label(t.stack),
+            between.n,
+            show_rps(&between)
+        );
+    }
 }
 
 /// C1's kind: see [`Throughput`].

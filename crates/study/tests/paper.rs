@@ -541,3 +541,62 @@ fn an_insecure_run_is_refused() {
     assert!(text.contains("insecure run"), "{text}");
     assert!(!out.join("reproduction.md").exists());
 }
+
+/// Two sessions at one commit (fabricated from the committed runs, the second with C1's
+/// throughput cut to a fifth): the paper names the sessions, gives C1's figure an interval
+/// over the session means, and says the verdict held in one of two sessions; with the second
+/// session at another commit there are no sessions to aggregate.
+#[test]
+fn sessions_at_one_commit_are_aggregated_and_a_verdict_that_flips_is_not_stable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("sessions");
+    for k in [1, 2] {
+        let s = root.join(format!("s{k}"));
+        copy_run("results/reference", &s.join("reference"));
+        copy_run(
+            "results/claims/c1-grpc-reuse",
+            &s.join("claims/c1-grpc-reuse"),
+        );
+    }
+    let s2_c1 = root.join("s2/claims/c1-grpc-reuse");
+    std::fs::remove_file(s2_c1.join("summary.csv")).unwrap();
+    edit_cells(&s2_c1, |row| {
+        for col in ["throughput_steady_rps", "throughput_rps"] {
+            let v = get(row, col);
+            if let Ok(x) = v.parse::<f64>() {
+                set(row, col, format!("{}", x / 5.0));
+            }
+        }
+    });
+    let out = tmp.path().join("out");
+    let s1 = root.join("s1");
+    let done = paper(
+        &s1.join("reference"),
+        &[&s1.join("claims/c1-grpc-reuse")],
+        &out,
+        &[],
+    );
+    assert!(done.status.success(), "{}", output_text(&done));
+    let text = std::fs::read_to_string(out.join("reproduction.md")).unwrap();
+    assert!(text.contains("## Sessions"), "{text}");
+    let c1 = section(&text, "### C1");
+    assert!(
+        c1.contains("held in 1 of 2 sessions (not stable across sessions)"),
+        "{c1}"
+    );
+    assert!(c1.contains("between sessions (2)"), "{c1}");
+
+    edit_manifest(&root.join("s2/reference"), |m| {
+        m["git_commit"] = Value::String("0".repeat(40));
+    });
+    let done = paper(
+        &s1.join("reference"),
+        &[&s1.join("claims/c1-grpc-reuse")],
+        &out,
+        &[],
+    );
+    assert!(done.status.success(), "{}", output_text(&done));
+    let text = std::fs::read_to_string(out.join("reproduction.md")).unwrap();
+    assert!(!text.contains("## Sessions"), "{text}");
+    assert!(!text.contains("between sessions"), "{text}");
+}
