@@ -148,7 +148,7 @@ pub(crate) fn threats(out: &mut String, runs: &[&Run], provs: &[Provenance], pro
     );
     let _ = writeln!(
         out,
-        "- **Client implementations differ.** HTTP/1.1, HTTP/2 and gRPC are driven by lean clients of our own (the HTTP/2 and gRPC ones share a minimal HTTP/2 implementation), HTTP/3 by the general-purpose quinn + h3 libraries. Part of any HTTP/3 gap is therefore client cost, not protocol cost; the servers are general-purpose libraries for every stack. The library clients an application would run (hyper, tonic's generated client) are measured as an alternative (`client = \"library\"`, README \"Client implementations\"): pinned on one core they reach 0.35–0.87 of the lean clients' throughput at 1.2–4.6× their CPU per request, so a library-client comparison would measure the clients."
+        "- **Client implementations differ.** HTTP/1.1, HTTP/2 and gRPC are driven by lean clients of our own (the HTTP/2 and gRPC ones share a minimal HTTP/2 implementation), HTTP/3 by the general-purpose quinn + h3 libraries. Part of any HTTP/3 gap is therefore client cost, not protocol cost; the servers are general-purpose libraries for every stack. The library clients an application would run (hyper, tonic's generated client) can be measured instead (`client = \"library\"`, docs/clients.md); no run of them is part of this paper, so it quotes no figure for them."
     );
     let reps: Vec<String> = provs
         .iter()

@@ -600,3 +600,33 @@ fn sessions_at_one_commit_are_aggregated_and_a_verdict_that_flips_is_not_stable(
     assert!(!text.contains("## Sessions"), "{text}");
     assert!(!text.contains("between sessions"), "{text}");
 }
+
+/// Only results go into the paper: a folder or file that is not a results directory, as the
+/// reference, a claim run or the breakdown, is refused with status 2 and one line naming it.
+#[test]
+fn inputs_that_are_not_results_are_refused_with_one_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reference = copy_run("results/reference", &tmp.path().join("ref"));
+    let notes = tmp.path().join("notes");
+    std::fs::create_dir_all(&notes).unwrap();
+    std::fs::write(notes.join("figures.md"), "| a | 355 MB |\n").unwrap();
+    let note_file = notes.join("figures.md");
+    let out = tmp.path().join("out");
+    let cases: [(&std::path::Path, Vec<&str>, &[&std::path::Path]); 3] = [
+        (&notes, vec![], &[]),
+        (&reference, vec![], &[&notes]),
+        (
+            &reference,
+            vec!["--breakdown", note_file.to_str().unwrap()],
+            &[],
+        ),
+    ];
+    for (reference, extra, claims) in cases {
+        let done = paper(reference, claims, &out, &extra);
+        let text = output_text(&done);
+        assert_eq!(done.status.code(), Some(2), "{text}");
+        assert_eq!(text.trim().lines().count(), 1, "{text}");
+        assert!(text.contains("notes"), "{text}");
+        assert!(!out.join("reproduction.md").exists(), "{text}");
+    }
+}
