@@ -195,8 +195,8 @@ pub fn classify_error(phase: Phase, err: &(dyn StdError + 'static)) -> Failure {
         if let Some(f) = e.downcast_ref::<Failure>() {
             return f.clone();
         }
-        if e.downcast_ref::<rustls::Error>().is_some() {
-            return Failure::new(FailureClass::TlsFailed, detail);
+        if let Some(tls) = e.downcast_ref::<rustls::Error>() {
+            return tls_failure(tls, detail);
         }
         if let Some(io_err) = e.downcast_ref::<io::Error>() {
             // io::Error::source() skips a wrapped error, so look inside explicitly.
@@ -204,8 +204,8 @@ pub fn classify_error(phase: Phase, err: &(dyn StdError + 'static)) -> Failure {
                 if let Some(f) = inner.downcast_ref::<Failure>() {
                     return f.clone();
                 }
-                if inner.downcast_ref::<rustls::Error>().is_some() {
-                    return Failure::new(FailureClass::TlsFailed, detail);
+                if let Some(tls) = inner.downcast_ref::<rustls::Error>() {
+                    return tls_failure(tls, detail);
                 }
             }
             if let Some(class) = classify_io(phase, io_err) {
@@ -220,6 +220,19 @@ pub fn classify_error(phase: Phase, err: &(dyn StdError + 'static)) -> Failure {
         Phase::Request => FailureClass::Other,
     };
     Failure::new(class, detail)
+}
+
+/// A TLS failure; a refused certificate that the verifier explained
+/// ([`crate::tls::CertificateRefused`]) has its explanation as the detail.
+fn tls_failure(err: &rustls::Error, detail: String) -> Failure {
+    let explained = match err {
+        rustls::Error::Other(other) => other
+            .0
+            .downcast_ref::<crate::tls::CertificateRefused>()
+            .map(|c| format!("certificate refused: {c}")),
+        _ => None,
+    };
+    Failure::new(FailureClass::TlsFailed, explained.unwrap_or(detail))
 }
 
 /// Maps an I/O error by errno first, then by kind; `None` when it says nothing specific.

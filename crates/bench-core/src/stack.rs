@@ -207,7 +207,7 @@ pub struct WireBytes {
 /// A protocol stack: serves the workload and makes clients for it.
 #[async_trait]
 pub trait Stack: Send + Sync + 'static {
-    /// Short name used on the command line and in results (`h1`, `h2`, `h3`, `grpc`).
+    /// Short name used on the command line and in results (`h1`, `h2`, `h3`, `grpc`, `grpc-h3`).
     fn name(&self) -> &'static str;
     /// Human-readable description for reports.
     fn description(&self) -> &'static str;

@@ -272,6 +272,174 @@ pub struct ClientTls {
     pub identity: Option<Arc<ServerIdentity>>,
     /// Accept any certificate (signatures are still checked): a first look at a service only.
     pub insecure: bool,
+    /// Where `ca` came from, for messages (e.g. `the CA file ca.pem`); `None`: the suite's CA.
+    pub ca_source: Option<String>,
+}
+
+impl ClientTls {
+    /// What certificates are verified against, in words: named in the banner, the manifest
+    /// and every certificate error.
+    pub fn trust_source(&self) -> String {
+        if self.insecure {
+            return "nothing (insecure: certificates are not verified)".into();
+        }
+        let ca = match (&self.ca_source, self.ca.is_empty()) {
+            (_, true) => None,
+            (Some(source), false) => Some(source.clone()),
+            (None, false) => Some("the suite's CA".to_string()),
+        };
+        match (ca, self.system_roots) {
+            (Some(ca), true) => format!("{ca} and {}", system_trust_source()),
+            (Some(ca), false) => ca,
+            (None, _) => system_trust_source(),
+        }
+    }
+}
+
+/// The trust store the system roots are read from: `SSL_CERT_FILE` or `SSL_CERT_DIR` when
+/// set (rustls-native-certs then reads them instead of the system's store).
+pub fn system_trust_source() -> String {
+    match (
+        std::env::var_os("SSL_CERT_FILE"),
+        std::env::var_os("SSL_CERT_DIR"),
+    ) {
+        (Some(file), _) => format!("SSL_CERT_FILE={}", file.to_string_lossy()),
+        (None, Some(dir)) => format!("SSL_CERT_DIR={}", dir.to_string_lossy()),
+        (None, None) => "the system trust store".into(),
+    }
+}
+
+/// A certificate the client refused, said in one line with what is wrong and how to fix it.
+/// It travels as the handshake's error ([`rustls::Error::Other`]), so every stack's failure
+/// message carries it, and [`crate::failure::classify_error`] takes it as the detail.
+#[derive(Debug, Clone)]
+pub struct CertificateRefused(pub String);
+
+impl std::fmt::Display for CertificateRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for CertificateRefused {}
+
+/// One line for the common verification failures (a CA certificate served as the server's,
+/// an unknown issuer, a name mismatch, an expired or not yet valid certificate); `None` for
+/// the others, whose rustls message stands.
+pub fn explain_certificate_error(
+    err: &rustls::CertificateError,
+    server_name: &str,
+    trust: &str,
+) -> Option<String> {
+    use rustls::CertificateError as E;
+    let age = |secs: u64| match secs {
+        s if s >= 2 * 86_400 => format!("{} days", s / 86_400),
+        s if s >= 2 * 3_600 => format!("{} hours", s / 3_600),
+        s => format!("{s} s"),
+    };
+    let text = match err {
+        E::UnknownIssuer => format!(
+            "the server's certificate is not signed by a CA this client trusts (it trusts {trust}): give the CA that signed it with --ca FILE (ca = \"FILE\" in [targets])"
+        ),
+        E::NotValidForName => format!(
+            "the server's certificate is not valid for {server_name:?}, the name sent (SNI) and verified: connect by a name the certificate lists, or give that name with --server-name (server_name in [targets])"
+        ),
+        E::NotValidForNameContext { presented, .. } => format!(
+            "the server's certificate is not valid for {server_name:?}, the name sent (SNI) and verified; it names {}: connect by one of those, or give it with --server-name (server_name in [targets])",
+            if presented.is_empty() {
+                "no name in subjectAltName".to_string()
+            } else {
+                presented
+                    .iter()
+                    .map(|n| bare_name(n))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        ),
+        E::Expired => "the server's certificate has expired: renew it".to_string(),
+        E::ExpiredContext { time, not_after } => format!(
+            "the server's certificate expired {} ago (notAfter {} s since the epoch): renew it",
+            age(time.as_secs().saturating_sub(not_after.as_secs())),
+            not_after.as_secs()
+        ),
+        E::NotValidYet => {
+            "the server's certificate is not valid yet: check its notBefore and this machine's clock".to_string()
+        }
+        E::NotValidYetContext { time, not_before } => format!(
+            "the server's certificate is not valid for another {} (notBefore {} s since the epoch): check its notBefore and this machine's clock",
+            age(not_before.as_secs().saturating_sub(time.as_secs())),
+            not_before.as_secs()
+        ),
+        // webpki's own error, carried as `Other`: its name is the only handle on it.
+        E::Other(other) if format!("{other:?}").contains("CaUsedAsEndEntity") => {
+            "the server's certificate is a CA certificate (basicConstraints CA:TRUE), which TLS clients refuse as a server's own certificate: serve a leaf certificate signed by that CA (and give the CA with --ca), or make the certificate with basicConstraints=critical,CA:FALSE".to_string()
+        }
+        _ => return None,
+    };
+    Some(text)
+}
+
+/// A presented name as webpki words it (`DnsName("api.internal")`) without its wrapper.
+fn bare_name(presented: &str) -> &str {
+    match (presented.find('('), presented.rfind(')')) {
+        (Some(open), Some(close)) if open < close => presented[open + 1..close].trim_matches('"'),
+        _ => presented,
+    }
+}
+
+/// The verifier of every verified client: webpki's, with its common refusals explained
+/// ([`explain_certificate_error`]).
+#[derive(Debug)]
+struct Explaining {
+    inner: Arc<rustls::client::WebPkiServerVerifier>,
+    trust: String,
+}
+
+impl rustls::client::danger::ServerCertVerifier for Explaining {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &rustls_pki_types::ServerName<'_>,
+        ocsp_response: &[u8],
+        now: rustls_pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        self.inner
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+            .map_err(|e| match &e {
+                rustls::Error::InvalidCertificate(c) => {
+                    match explain_certificate_error(c, &server_name.to_str(), &self.trust) {
+                        Some(text) => rustls::Error::Other(rustls::OtherError(Arc::new(
+                            CertificateRefused(text),
+                        ))),
+                        None => e,
+                    }
+                }
+                _ => e,
+            })
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
 }
 
 impl ClientTls {
@@ -303,8 +471,21 @@ pub fn client_config(tls: &ClientTls, alpn: &[u8]) -> anyhow::Result<Arc<rustls:
             );
         }
     }
-    let builder = rustls::ClientConfig::builder_with_protocol_versions(&[&rustls::version::TLS13])
-        .with_root_certificates(roots);
+    let builder = rustls::ClientConfig::builder_with_protocol_versions(&[&rustls::version::TLS13]);
+    let builder = if tls.insecure {
+        // Replaced below; any verifier will do until then.
+        builder.with_root_certificates(roots)
+    } else {
+        let inner = rustls::client::WebPkiServerVerifier::builder(Arc::new(roots))
+            .build()
+            .context("no CA certificate to verify the server against")?;
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(Explaining {
+                inner,
+                trust: tls.trust_source(),
+            }))
+    };
     let mut config = match &tls.identity {
         None => builder.with_no_client_auth(),
         Some(id) => builder
@@ -442,5 +623,167 @@ mod tests {
                 "tickets {tickets}"
             );
         }
+    }
+
+    /// A CA and a leaf it signs for `names`, valid now or, when `expired`, only in 2019 (rcgen).
+    fn ca_and_leaf(names: &[&str], expired: bool) -> (CertificateDer<'static>, ServerIdentity) {
+        let ca_key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        // A name of its own, so that another CA's leaf is of an unknown issuer, not a bad
+        // signature.
+        let unique = format!("test CA {:?}", std::time::SystemTime::now());
+        ca_params
+            .distinguished_name
+            .push(DnType::CommonName, unique);
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let issuer = Issuer::new(ca_params, ca_key);
+        let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let mut params =
+            CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+                .unwrap();
+        if expired {
+            params.not_before = rcgen::date_time_ymd(2019, 1, 1);
+            params.not_after = rcgen::date_time_ymd(2019, 12, 31);
+        }
+        let leaf = params.signed_by(&key, &issuer).unwrap();
+        let identity = ServerIdentity {
+            chain: vec![leaf.der().clone()],
+            key: PrivateKeyDer::try_from(key.serialize_der()).unwrap(),
+        };
+        (ca.der().clone(), identity)
+    }
+
+    /// What `openssl req -x509 -addext subjectAltName=…` makes: self-signed with CA:TRUE.
+    fn self_signed_ca_for(name: &str) -> (CertificateDer<'static>, ServerIdentity) {
+        let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let mut params = CertificateParams::new(vec![name.to_string()]).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let cert = params.self_signed(&key).unwrap();
+        let identity = ServerIdentity {
+            chain: vec![cert.der().clone()],
+            key: PrivateKeyDer::try_from(key.serialize_der()).unwrap(),
+        };
+        (cert.der().clone(), identity)
+    }
+
+    /// The client's failure (as the stacks classify it) of one in-memory handshake to
+    /// `server` by `name`, trusting `ca`.
+    fn refused(server: &ServerIdentity, ca: CertificateDer<'static>, name: &str) -> crate::Failure {
+        let server = server_config(server, b"h2", false).unwrap();
+        let tls = ClientTls {
+            ca_source: Some("the CA file my-ca.pem".into()),
+            ..ClientTls::suite(vec![ca], HandshakeVariant::Full)
+        };
+        let client = client_config(&tls, b"h2").unwrap();
+        let name = rustls_pki_types::ServerName::try_from(name.to_string()).unwrap();
+        let mut c = rustls::ClientConnection::new(client, name).unwrap();
+        let mut s = rustls::ServerConnection::new(server).unwrap();
+        for _ in 0..10 {
+            let mut buf = Vec::new();
+            while c.wants_write() {
+                c.write_tls(&mut buf).unwrap();
+            }
+            s.read_tls(&mut buf.as_slice()).unwrap();
+            if s.process_new_packets().is_err() {
+                break;
+            }
+            let mut buf = Vec::new();
+            while s.wants_write() {
+                s.write_tls(&mut buf).unwrap();
+            }
+            c.read_tls(&mut buf.as_slice()).unwrap();
+            if let Err(e) = c.process_new_packets() {
+                let io = std::io::Error::new(std::io::ErrorKind::InvalidData, e);
+                return crate::failure::classify_error(crate::failure::Phase::Handshake, &io);
+            }
+        }
+        panic!("the handshake succeeded");
+    }
+
+    #[test]
+    fn a_ca_certificate_served_as_the_servers_is_explained_with_the_fix() {
+        install_crypto_provider();
+        let (ca, identity) = self_signed_ca_for("localhost");
+        let f = refused(&identity, ca, "localhost");
+        assert_eq!(f.class, crate::FailureClass::TlsFailed);
+        assert!(f.detail.contains("is a CA certificate"), "{}", f.detail);
+        assert!(
+            f.detail.contains("basicConstraints=critical,CA:FALSE"),
+            "{}",
+            f.detail
+        );
+        assert!(
+            f.detail.contains("leaf certificate signed by that CA"),
+            "{}",
+            f.detail
+        );
+        assert!(!f.detail.contains("OtherError"), "{}", f.detail);
+    }
+
+    #[test]
+    fn an_unknown_issuer_names_the_trust_source() {
+        install_crypto_provider();
+        let (_, identity) = ca_and_leaf(&["localhost"], false);
+        let (other_ca, _) = ca_and_leaf(&["localhost"], false);
+        let f = refused(&identity, other_ca, "localhost");
+        assert!(
+            f.detail.contains("not signed by a CA this client trusts"),
+            "{}",
+            f.detail
+        );
+        assert!(f.detail.contains("the CA file my-ca.pem"), "{}", f.detail);
+        assert!(f.detail.contains("--ca"), "{}", f.detail);
+    }
+
+    #[test]
+    fn a_name_mismatch_names_the_sni_and_the_certificates_names() {
+        install_crypto_provider();
+        let (ca, identity) = ca_and_leaf(&["api.internal", "api2.internal"], false);
+        let f = refused(&identity, ca, "localhost");
+        assert!(
+            f.detail.contains("not valid for \"localhost\""),
+            "{}",
+            f.detail
+        );
+        assert!(
+            f.detail.contains("api.internal, api2.internal"),
+            "{}",
+            f.detail
+        );
+        assert!(f.detail.contains("--server-name"), "{}", f.detail);
+    }
+
+    #[test]
+    fn an_expired_certificate_says_so() {
+        install_crypto_provider();
+        let (ca, identity) = ca_and_leaf(&["localhost"], true);
+        let f = refused(&identity, ca, "localhost");
+        assert!(
+            f.detail.contains("certificate expired") && f.detail.contains("days ago"),
+            "{}",
+            f.detail
+        );
+        assert!(f.detail.contains("renew"), "{}", f.detail);
+    }
+
+    #[test]
+    fn the_trust_source_is_the_ca_file_or_the_system_store() {
+        let file = ClientTls {
+            ca: vec![CertificateDer::from(vec![1u8])],
+            ca_source: Some("the CA file x.pem".into()),
+            ..ClientTls::default()
+        };
+        assert_eq!(file.trust_source(), "the CA file x.pem");
+        let insecure = ClientTls {
+            insecure: true,
+            ..ClientTls::default()
+        };
+        assert!(insecure.trust_source().contains("not verified"));
+        let system = ClientTls {
+            system_roots: true,
+            ..ClientTls::default()
+        };
+        assert_eq!(system.trust_source(), system_trust_source());
     }
 }

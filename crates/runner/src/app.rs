@@ -141,6 +141,17 @@ pub fn main() -> ExitCode {
                 Ok((exp, service)) => {
                     if let Some(service) = &service {
                         print!("{}", service.describe(&exp));
+                        let (lines, all) = service.try_connections(&exp);
+                        for line in &lines {
+                            println!("{line}");
+                        }
+                        if !all {
+                            eprintln!(
+                                "error: {}: some of your service's targets cannot be reached (above)",
+                                file.display()
+                            );
+                            return Status::Invalid.into();
+                        }
                     }
                     let cells = plan::plan(&exp);
                     println!(
@@ -196,6 +207,9 @@ pub fn main() -> ExitCode {
                     return Status::Invalid.into();
                 }
             };
+            if cli.run.is_first_look() {
+                println!("{}", cli::first_look_banner());
+            }
             let service = match service_targets(&exp, Some(cli.run.yes)) {
                 Ok(s) => s,
                 Err(e) => {
@@ -545,7 +559,16 @@ fn run_sweep(
     if let Some(warning) = crate::console::failure_warning(&outcome.results) {
         eprintln!("{warning}");
     }
+    if outcome.stopped.is_none() {
+        if let Some(hint) = crate::console::ci_hint(&outcome.results, !limits.is_empty()) {
+            eprintln!("{hint}");
+        }
+    }
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    if let Some(why) = &outcome.stopped {
+        eprintln!("error: {why}");
+        return Ok(Status::Failed.into());
+    }
     Ok(if outcome.interrupted {
         Status::Interrupted.into()
     } else if checked.iter().any(|o| !o.pass) && !args.no_thresholds_exit {

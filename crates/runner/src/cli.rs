@@ -156,6 +156,10 @@ pub struct RunArgs {
     /// Request, connect and handshake timeout in seconds (sets the three *_timeout_ms).
     #[arg(long)]
     pub timeout: Option<f64>,
+    /// Go on measuring when a cell's first requests all fail alike, to study the failure
+    /// (sets stop_after_identical_failures = 0).
+    #[arg(long)]
+    pub keep_going: bool,
     /// Certificate directory (default: certs/ in the current directory).
     #[arg(long)]
     pub certs: Option<PathBuf>,
@@ -188,6 +192,35 @@ pub struct RunArgs {
     /// Sets targets.grpc.request: the request message as a JSON template (default: `{}`).
     #[arg(long, value_name = "JSON")]
     pub grpc_request: Option<String>,
+    /// Your REST service's HTTP method: sets targets.rest.method (default: GET).
+    #[arg(short = 'm', long, value_name = "METHOD")]
+    pub method: Option<String>,
+    /// Your REST service's request body, a template as in the file (targets.rest.body), or
+    /// `@FILE` for a file's bytes as they are (targets.rest.body_file) (default: none).
+    #[arg(short = 'd', long, value_name = "BODY|@FILE")]
+    pub body: Option<String>,
+    /// A request header `NAME: VALUE` (repeat for several; templates as in the file, e.g.
+    /// `Authorization: Bearer {{env.TOKEN}}`): adds to targets.rest.headers, and to
+    /// targets.grpc.metadata when there is a gRPC target (default: none).
+    #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
+    /// The CA (PEM) your service's certificate is verified against, instead of the system
+    /// trust store (SSL_CERT_FILE or SSL_CERT_DIR when set): sets targets.*.ca.
+    #[arg(long, value_name = "FILE")]
+    pub ca: Option<PathBuf>,
+    /// The name verified in your service's certificate and sent as SNI, when not the URL's
+    /// host: sets targets.*.server_name.
+    #[arg(long, value_name = "NAME")]
+    pub server_name: Option<String>,
+    /// Accept any certificate from your service (the handshake's signature is still checked):
+    /// for a first look only. Every output of the run says so and `runner paper` refuses it
+    /// (sets targets.*.insecure).
+    #[arg(long)]
+    pub insecure: bool,
+    /// With --url or --grpc and no experiment file: the study's full sweep instead of the
+    /// short first look.
+    #[arg(long)]
+    pub full_sweep: bool,
     /// Start a run of more than 10,000 requests to a service that is not on loopback without
     /// asking (default: ask on a terminal, refuse otherwise).
     #[arg(long)]
@@ -208,6 +241,7 @@ impl RunArgs {
             knobs: self.knobs.or(other.knobs),
             requests: self.requests.or(other.requests),
             timeout: self.timeout.or(other.timeout),
+            keep_going: self.keep_going || other.keep_going,
             certs: self.certs.or(other.certs),
             target: self.target.or(other.target),
             target_pid: self.target_pid.or(other.target_pid),
@@ -221,6 +255,17 @@ impl RunArgs {
             },
             reflection: self.reflection || other.reflection,
             grpc_request: self.grpc_request.or(other.grpc_request),
+            method: self.method.or(other.method),
+            body: self.body.or(other.body),
+            headers: if self.headers.is_empty() {
+                other.headers
+            } else {
+                self.headers
+            },
+            ca: self.ca.or(other.ca),
+            server_name: self.server_name.or(other.server_name),
+            insecure: self.insecure || other.insecure,
+            full_sweep: self.full_sweep || other.full_sweep,
             yes: self.yes || other.yes,
             no_thresholds_exit: self.no_thresholds_exit || other.no_thresholds_exit,
         }
@@ -232,6 +277,7 @@ impl RunArgs {
         let shorthand = match key {
             "requests_reuse" | "requests_new_conn" => self.requests.map(|_| "--requests"),
             k if k.ends_with("_timeout_ms") => self.timeout.map(|_| "--timeout"),
+            "stop_after_identical_failures" if self.keep_going => Some("--keep-going"),
             _ => None,
         };
         if let Some(flag) = shorthand {
@@ -251,6 +297,9 @@ impl RunArgs {
         if let Some(n) = self.requests {
             knobs.requests_reuse.get_or_insert(n);
             knobs.requests_new_conn.get_or_insert(n);
+        }
+        if self.keep_going {
+            knobs.stop_after_identical_failures.get_or_insert(0);
         }
         if let Some(t) = self.timeout {
             if !(t.is_finite() && t > 0.0) {
@@ -280,11 +329,32 @@ impl RunArgs {
             .transpose()
     }
 
-    /// The resolved settings: defaults, then the file, then the flags (the target flags set
-    /// parts of the file's targets, or make them).
+    /// A first look at your service: `--url` or `--grpc` without an experiment file (and
+    /// without --full-sweep) runs [`first_look`]'s short sweep.
+    pub fn is_first_look(&self) -> bool {
+        self.experiment.is_none()
+            && self.resume.is_none()
+            && !self.full_sweep
+            && (self.url.is_some() || self.grpc.is_some())
+    }
+
+    /// The resolved settings: defaults, then the file (or a first look's short sweep), then
+    /// the flags (the target flags set parts of the file's targets, or make them).
     pub fn experiment(&self) -> Result<Experiment, String> {
         let file = self.file()?;
-        let mut exp = crate::settings::resolve(file.as_ref().map(|(_, k)| k), &self.layer()?);
+        let first_look = self.is_first_look().then(|| {
+            let mut knobs = first_look();
+            // A request budget given on the command line makes budgeted cells, not timed ones.
+            let budget = self.requests.is_some()
+                || self.knobs.requests_reuse.is_some()
+                || self.knobs.requests_new_conn.is_some();
+            if budget {
+                knobs.duration_seconds = None;
+            }
+            knobs
+        });
+        let base = file.as_ref().map(|(_, k)| k).or(first_look.as_ref());
+        let mut exp = crate::settings::resolve(base, &self.layer()?);
         self.apply_targets(&mut exp.targets)?;
         let stacks_given =
             self.knobs.stacks.is_some() || file.as_ref().is_some_and(|(_, k)| k.stacks.is_some());
@@ -294,15 +364,90 @@ impl RunArgs {
         Ok(exp)
     }
 
-    /// Lays `--url` and the `--grpc*` flags over `targets`.
+    /// Lays `--url`, the request flags, the TLS flags and the `--grpc*` flags over `targets`.
     fn apply_targets(&self, targets: &mut bench_core::user_service::Targets) -> Result<(), String> {
-        use bench_core::user_service::{GrpcTarget, RestTarget};
+        use bench_core::user_service::RestTarget;
         if let Some(url) = &self.url {
             match &mut targets.rest {
                 Some(rest) => rest.url = url.clone(),
                 None => targets.rest = Some(RestTarget::at(url)),
             }
         }
+        self.apply_grpc(targets)?;
+        let headers = self
+            .headers
+            .iter()
+            .map(|h| parse_header(h))
+            .collect::<Result<Vec<_>, _>>()?;
+        if self.method.is_some() || self.body.is_some() {
+            let Some(rest) = targets.rest.as_mut() else {
+                let flag = if self.method.is_some() {
+                    "--method"
+                } else {
+                    "--body"
+                };
+                return Err(format!(
+                    "{flag}: your REST service has no URL: give --url (or [targets.rest] in an experiment file)"
+                ));
+            };
+            if let Some(method) = &self.method {
+                rest.method = method.to_ascii_uppercase();
+            }
+            match self.body.as_deref().map(|b| b.strip_prefix('@').ok_or(b)) {
+                Some(Ok(file)) => {
+                    rest.body_file = Some(PathBuf::from(file));
+                    rest.body = None;
+                }
+                Some(Err(template)) => {
+                    rest.body = Some(template.to_string());
+                    rest.body_file = None;
+                }
+                None => {}
+            }
+        }
+        let tls_given = self.ca.is_some() || self.server_name.is_some() || self.insecure;
+        if (tls_given || !headers.is_empty()) && targets.is_empty() {
+            let flag = match () {
+                _ if self.ca.is_some() => "--ca",
+                _ if self.server_name.is_some() => "--server-name",
+                _ if self.insecure => "--insecure",
+                _ => "--header",
+            };
+            return Err(format!(
+                "{flag} is about your service: give --url or --grpc (or [targets] in an experiment file)"
+            ));
+        }
+        if let Some(rest) = targets.rest.as_mut() {
+            rest.headers.extend(headers.iter().cloned());
+            if let Some(ca) = &self.ca {
+                rest.ca = Some(ca.clone());
+            }
+            if let Some(name) = &self.server_name {
+                rest.server_name = Some(name.clone());
+            }
+            rest.insecure |= self.insecure;
+        }
+        if let Some(grpc) = targets.grpc.as_mut() {
+            // gRPC metadata keys are lower case.
+            grpc.metadata.extend(
+                headers
+                    .iter()
+                    .map(|(k, v)| (k.to_ascii_lowercase(), v.clone())),
+            );
+            if let Some(ca) = &self.ca {
+                grpc.ca = Some(ca.clone());
+            }
+            if let Some(name) = &self.server_name {
+                grpc.server_name = Some(name.clone());
+            }
+            grpc.insecure |= self.insecure;
+        }
+        Ok(())
+    }
+
+    /// Lays the `--grpc*` flags over `targets`.
+    fn apply_grpc(&self, targets: &mut bench_core::user_service::Targets) -> Result<(), String> {
+        use bench_core::user_service::GrpcTarget;
         let any_grpc = self.grpc.is_some()
             || self.grpc_method.is_some()
             || !self.proto.is_empty()
@@ -341,6 +486,45 @@ impl RunArgs {
     }
 }
 
+/// `NAME: VALUE` of `--header`.
+fn parse_header(text: &str) -> Result<(String, String), String> {
+    match text.split_once(':') {
+        Some((name, value)) if !name.trim().is_empty() && !name.trim().contains(' ') => {
+            Ok((name.trim().to_string(), value.trim().to_string()))
+        }
+        _ => Err(format!(
+            "--header {text:?}: expected NAME: VALUE, e.g. -H 'Authorization: Bearer {{{{env.TOKEN}}}}'"
+        )),
+    }
+}
+
+/// The short sweep of a first look at your service (`--url` or `--grpc`, no experiment
+/// file): a few concurrency levels, a few seconds per cell, no baseline, one repetition;
+/// flags still override it. The study's sweep plans hundreds of thousands of requests.
+pub fn first_look() -> Knobs {
+    Knobs {
+        concurrency: Some(FIRST_LOOK_CONCURRENCY.to_vec()),
+        duration_seconds: Some(FIRST_LOOK_CELL_SECONDS),
+        baseline_seconds: Some(0),
+        repetitions: Some(1),
+        name: Some("first-look".into()),
+        ..Knobs::default()
+    }
+}
+
+/// Concurrency levels of a first look.
+pub const FIRST_LOOK_CONCURRENCY: [u32; 3] = [1, 10, 50];
+/// Seconds each cell of a first look measures.
+pub const FIRST_LOOK_CELL_SECONDS: u64 = 2;
+
+/// The line a first look opens with: what it runs, and how to run the full sweep.
+pub fn first_look_banner() -> String {
+    format!(
+        "first look: a short sweep (concurrency {}, {FIRST_LOOK_CELL_SECONDS} s per cell, no baseline, one repetition); for the study's full sweep add --full-sweep, or choose your own with --concurrency, --requests, --duration or an experiment file (--experiment)",
+        FIRST_LOOK_CONCURRENCY.map(|c| c.to_string()).join(", ")
+    )
+}
+
 /// The command line with each knob's default (from [`Experiment::default`]) appended to its
 /// help, so that the default is stated once, where it is defined.
 pub fn command() -> clap::Command {
@@ -367,4 +551,112 @@ fn with_defaults(mut cmd: clap::Command) -> clap::Command {
 pub fn parse() -> Cli {
     let matches = command().get_matches();
     <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::FromArgMatches;
+
+    fn args(argv: &[&str]) -> RunArgs {
+        let matches = command()
+            .try_get_matches_from(std::iter::once("runner").chain(argv.iter().copied()))
+            .unwrap();
+        Cli::from_arg_matches(&matches).unwrap().run
+    }
+
+    #[test]
+    fn request_and_tls_flags_set_the_targets_keys() {
+        let a = args(&[
+            "--url",
+            "https://h:1/x",
+            "--grpc",
+            "https://h:2",
+            "--grpc-method",
+            "p.S/M",
+            "-m",
+            "post",
+            "-d",
+            "{\"id\": {{id}}}",
+            "-H",
+            "Authorization: Bearer {{env.T}}",
+            "-H",
+            "X-Trace:1",
+            "--ca",
+            "ca.pem",
+            "--server-name",
+            "api",
+            "--insecure",
+        ]);
+        let exp = a.experiment().unwrap();
+        let rest = exp.targets.rest.as_ref().unwrap();
+        assert_eq!(rest.method, "POST");
+        assert_eq!(rest.body.as_deref(), Some("{\"id\": {{id}}}"));
+        assert_eq!(rest.headers["Authorization"], "Bearer {{env.T}}");
+        assert_eq!(rest.headers["X-Trace"], "1");
+        let grpc = exp.targets.grpc.as_ref().unwrap();
+        assert_eq!(grpc.metadata["authorization"], "Bearer {{env.T}}");
+        for tls in [rest.tls(), grpc.tls()] {
+            assert_eq!(tls.ca.as_deref(), Some(std::path::Path::new("ca.pem")));
+            assert_eq!(tls.server_name.as_deref(), Some("api"));
+            assert!(tls.insecure);
+        }
+        let file = args(&["--url", "https://h:1/x", "--body", "@req.json"])
+            .experiment()
+            .unwrap();
+        let rest = file.targets.rest.unwrap();
+        assert_eq!(
+            rest.body_file.as_deref(),
+            Some(std::path::Path::new("req.json"))
+        );
+        assert_eq!(rest.body, None);
+    }
+
+    #[test]
+    fn flags_about_your_service_need_one() {
+        for (argv, flag) in [
+            (&["--ca", "x.pem"][..], "--ca"),
+            (&["--insecure"][..], "--insecure"),
+            (&["-H", "a: b"][..], "--header"),
+            (&["-m", "POST"][..], "--method"),
+        ] {
+            let e = args(argv).experiment().unwrap_err();
+            assert!(e.starts_with(flag), "{e}");
+        }
+        let e = args(&["--url", "https://h:1/", "-H", "no colon"])
+            .experiment()
+            .unwrap_err();
+        assert!(e.contains("expected NAME: VALUE"), "{e}");
+    }
+
+    #[test]
+    fn a_first_look_is_short_unless_told_otherwise() {
+        let look = args(&["--url", "https://h:1/x"]);
+        assert!(look.is_first_look());
+        let exp = look.experiment().unwrap();
+        assert_eq!(exp.concurrency, FIRST_LOOK_CONCURRENCY);
+        assert_eq!(exp.duration_seconds, Some(FIRST_LOOK_CELL_SECONDS));
+        assert_eq!((exp.baseline_seconds, exp.repetitions), (0, 1));
+        // Flags still win; a request budget makes budgeted cells.
+        let exp = args(&[
+            "--url",
+            "https://h:1/x",
+            "--concurrency",
+            "7",
+            "--requests",
+            "9",
+        ])
+        .experiment()
+        .unwrap();
+        assert_eq!(
+            (exp.concurrency.as_slice(), exp.duration_seconds),
+            (&[7][..], None)
+        );
+        let full = args(&["--url", "https://h:1/x", "--full-sweep"]);
+        assert!(!full.is_first_look());
+        assert_eq!(
+            full.experiment().unwrap().concurrency,
+            Experiment::default().concurrency
+        );
+    }
 }

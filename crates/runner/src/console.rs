@@ -153,6 +153,16 @@ pub fn failure_warning(results: &[CellResult]) -> Option<String> {
     })
 }
 
+/// After a run with failed requests and no thresholds, which exits 0: how to make CI fail on
+/// failures. `None` when nothing failed or thresholds are set.
+pub fn ci_hint(results: &[CellResult], has_thresholds: bool) -> Option<String> {
+    let failed: u64 = results.iter().map(|r| r.measured.failed()).sum();
+    let not_run = results.iter().filter(|r| r.error.is_some()).count();
+    (!has_thresholds && (failed > 0 || not_run > 0)).then(|| {
+        "note: this run exits 0 despite its failures: it has no thresholds. To make CI fail, add to an experiment file `[[thresholds]]` with `success_rate = { min = 0.999 }` (any cells.csv column; see docs/running.md, \"Thresholds\"): a threshold not met exits 99".to_string()
+    })
+}
+
 /// Seed 000's stress table: stack, users, median, p95, p99, req/s, failure %. Conditions that
 /// differ from the defaults head it; a footnote explains the baseline's `1*`.
 pub fn summary_table(results: &[CellResult]) -> String {
@@ -172,8 +182,15 @@ pub fn summary_table(results: &[CellResult]) -> String {
             out.push_str(&format!("{label}: {}\n", differs.join(", ")));
         }
     }
+    // The stack column fits the longest name run (`grpc-h3`), so the columns stay aligned.
+    let w = results
+        .iter()
+        .map(|r| r.cell.stack.len())
+        .max()
+        .unwrap_or(0)
+        .max(6);
     out.push_str(&format!(
-        "{:<6} {:<9} {:>6} {:>4} {:>11} {:>11} {:>11} {:>11} {:>9} {:>11} {:>11}\n",
+        "{:<w$} {:<9} {:>6} {:>4} {:>11} {:>11} {:>11} {:>11} {:>9} {:>11} {:>11}\n",
         "stack",
         "regime",
         "users",
@@ -189,7 +206,7 @@ pub fn summary_table(results: &[CellResult]) -> String {
     for r in results {
         let s = LatencySummary::of(&r.measured.latency);
         out.push_str(&format!(
-            "{:<6} {:<9} {:>6} {:>4} {:>11.3} {:>11.3} {:>11.3} {:>11.1} {:>9.2} {:>11} {:>11}\n",
+            "{:<w$} {:<9} {:>6} {:>4} {:>11.3} {:>11.3} {:>11.3} {:>11.1} {:>9.2} {:>11} {:>11}\n",
             r.cell.stack,
             r.cell.regime.as_str(),
             match r.cell.stage {

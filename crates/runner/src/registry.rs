@@ -10,6 +10,7 @@ pub fn stacks() -> Vec<&'static dyn Stack> {
         &stack_h2::Http2,
         &stack_h3::Http3,
         &stack_grpc::Grpc,
+        &stack_grpc_h3::GrpcH3,
     ];
     #[cfg(feature = "test-stacks")]
     stacks.extend(crate::test_stacks::enabled());

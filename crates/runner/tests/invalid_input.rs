@@ -37,8 +37,15 @@ fn invalid_experiments_and_flags_are_rejected_before_anything_runs() {
     rejected(
         &[],
         Some("concurency = [10]\n"),
-        "unknown field `concurency`",
+        "unknown key `concurency`: did you mean `concurrency`?",
     );
+    // Not the list of every key.
+    let e = rejected(
+        &[],
+        Some("payload_size = 3\n"),
+        "unknown key `payload_size`",
+    );
+    assert!(!e.contains("expected one of"), "{e}");
     let e = rejected(
         &[],
         Some("name = \"x\"\nrepetitions = \"three\"\n"),

@@ -96,8 +96,8 @@ expect_fields = ["name", "owner.name"]
     let text = output_text(&output);
     assert!(output.status.success(), "{text}");
     assert!(
-        text.contains("target rest (h1, h2, h3): localhost:")
-            && text.contains("target grpc (grpc): 127.0.0.1:")
+        text.contains("your service's rest target (h1, h2, h3): localhost:")
+            && text.contains("your service's grpc target (grpc): 127.0.0.1:")
             && text.contains("planned: 200 requests"),
         "the plan and addresses are printed first: {text}"
     );

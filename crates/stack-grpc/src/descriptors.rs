@@ -158,12 +158,19 @@ impl Session<'_> {
             );
         };
         let mut files = BTreeMap::new();
-        add_files(&mut files, answer).map_err(|e| {
-            anyhow!(
-                "reflection ({}): no descriptors for service {service}: {e}",
+        if let Err(e) = add_files(&mut files, answer) {
+            // Most often a misspelt package or service: say which ones there are.
+            let offered = match self.offered(path).await {
+                Some(names) if !names.is_empty() => {
+                    format!("; the server offers {}", names.join(", "))
+                }
+                _ => String::new(),
+            };
+            bail!(
+                "reflection ({}): no descriptors for service {service}: {e}{offered}",
                 version(path)
-            )
-        })?;
+            );
+        }
         // Imports the answers left out, asked by file name; the well-known types are built in
         // should a server not give them.
         loop {
@@ -211,6 +218,25 @@ impl Session<'_> {
         pool.add_file_descriptor_protos(files.into_values())
             .map_err(|e| anyhow!("reflection: the server's descriptors do not build: {e}"))?;
         Ok(pool)
+    }
+
+    /// The services the server lists (reflection's `list_services`), without the reflection
+    /// service itself; `None` when it does not answer that.
+    async fn offered(&self, path: &str) -> Option<Vec<String>> {
+        let ask = ReflectionRequest {
+            list_services: Some(String::new()),
+            ..Default::default()
+        };
+        let answer = self.ask(path, &ask).await.ok()?.ok()?;
+        Some(
+            answer
+                .list_services_response?
+                .service
+                .into_iter()
+                .map(|s| s.name)
+                .filter(|n| !n.starts_with("grpc.reflection."))
+                .collect(),
+        )
     }
 
     /// One request and its one answer on a stream of the bidirectional method (the request
@@ -313,6 +339,8 @@ struct ReflectionRequest {
     file_by_filename: Option<String>,
     #[prost(string, optional, tag = "4")]
     file_containing_symbol: Option<String>,
+    #[prost(string, optional, tag = "7")]
+    list_services: Option<String>,
 }
 
 /// `ServerReflectionResponse`: the two answers we read (others are skipped).
@@ -320,8 +348,23 @@ struct ReflectionRequest {
 struct ReflectionResponse {
     #[prost(message, optional, tag = "4")]
     file_descriptor_response: Option<FileDescriptorResponse>,
+    #[prost(message, optional, tag = "6")]
+    list_services_response: Option<ListServiceResponse>,
     #[prost(message, optional, tag = "7")]
     error_response: Option<ErrorResponse>,
+}
+
+/// `ListServiceResponse`: the services the server has.
+#[derive(Clone, PartialEq, prost::Message)]
+struct ListServiceResponse {
+    #[prost(message, repeated, tag = "1")]
+    service: Vec<ServiceResponse>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct ServiceResponse {
+    #[prost(string, tag = "1")]
+    name: String,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -355,7 +398,7 @@ mod tests {
             file_descriptor_response: Some(FileDescriptorResponse {
                 file_descriptor_proto: vec![file.encode_to_vec()],
             }),
-            error_response: None,
+            ..Default::default()
         };
         let framed = wire::frame(&answer);
         let decoded = ReflectionResponse::decode(first_message(&framed).unwrap()).unwrap();
@@ -368,6 +411,7 @@ mod tests {
                 error_code: 5,
                 error_message: "Symbol not found: x.Y".into(),
             }),
+            ..Default::default()
         };
         let e = add_files(&mut files, refused).unwrap_err().to_string();
         assert_eq!(e, "NOT_FOUND Symbol not found: x.Y");

@@ -15,21 +15,14 @@ use bench_core::{
     BoundServer, Calls, Client, ClientImplementation, ClientSettings, ServerSettings, Stack,
 };
 
-/// Code generated from `proto/bench.proto`.
-pub mod pb {
-    tonic::include_proto!("bench.v1");
-}
-
-/// Code generated from `proto/health.proto`.
-pub mod health {
-    tonic::include_proto!("grpc.health.v1");
-}
+/// Code generated from `proto/` (shared with the gRPC-over-HTTP/3 stack through `grpc-wire`).
+pub use grpc_wire::{health, pb};
 
 /// gRPC runs on HTTP/2.
 pub const ALPN: &[u8] = b"h2";
 
 /// Full method path of the workload's RPC.
-pub const GET_ITEM_PATH: &str = "/bench.v1.ItemService/GetItem";
+pub use grpc_wire::GET_ITEM_PATH;
 
 /// The gRPC stack.
 pub struct Grpc;

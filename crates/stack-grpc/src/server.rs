@@ -6,10 +6,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bench_core::net::tcp_server;
-use bench_core::workload::{
-    padding, FaultInjector, FaultKind, ITEM_CURRENCY, ITEM_IN_STOCK, ITEM_NAME, ITEM_PRICE_CENTS,
-    ITEM_TAGS,
-};
+use bench_core::workload::{padding, FaultInjector, FaultKind};
 use bench_core::{BoundServer, PayloadProfile, ServerSettings, ServiceTimeSpec};
 use bytes::Bytes;
 use futures::future::BoxFuture;
@@ -55,15 +52,7 @@ impl ItemService for Items {
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;
         }
-        let mut item = Item {
-            id,
-            name: ITEM_NAME.to_string(),
-            price_cents: ITEM_PRICE_CENTS,
-            currency: ITEM_CURRENCY.to_string(),
-            in_stock: ITEM_IN_STOCK,
-            tags: ITEM_TAGS.iter().map(|t| t.to_string()).collect(),
-            description: self.description.clone(),
-        };
+        let mut item = grpc_wire::item(id, &self.description);
         match fault {
             Some(FaultKind::Status) => return Err(Status::internal("injected fault")),
             Some(FaultKind::MissingField) => {
@@ -126,7 +115,7 @@ impl tower_service::Service<http::Request<Incoming>> for Router {
 
 /// A well-framed gRPC answer with status OK whose message is not valid protobuf.
 fn undecodable_reply() -> http::Response<tonic::body::Body> {
-    let frame = Bytes::from_static(&[0, 0, 0, 0, 3, 0xff, 0xff, 0xff]);
+    let frame = Bytes::from_static(grpc_wire::UNDECODABLE_MESSAGE);
     let mut trailers = http::HeaderMap::new();
     trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
     let frames: Vec<Result<Frame<Bytes>, Infallible>> =
@@ -145,8 +134,8 @@ fn router(payload: PayloadProfile, faults: FaultInjector, service_time: ServiceT
             description: padding(payload),
             service_time,
         })
-        .max_decoding_message_size(1 << 20)
-        .max_encoding_message_size(1 << 20),
+        .max_decoding_message_size(grpc_wire::MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(grpc_wire::MAX_MESSAGE_BYTES),
         health: HealthServer::new(Serving),
         faults: Arc::new(faults),
     }

@@ -314,6 +314,8 @@ async fn reflection_on_a_server_without_it_is_a_setup_error() {
             .expect("an unknown service is refused")
             .to_string();
         assert!(e.contains("shop.v9.Nope") && e.contains("NOT_FOUND"), "{e}");
+        // … with the services the server does offer, from its reflection service.
+        assert!(e.contains("the server offers") && e.contains("Catalog"), "{e}");
     })
     .await;
 }

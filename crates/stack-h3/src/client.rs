@@ -1,147 +1,36 @@
-//! HTTP/3 client: by default every connection gets its own UDP socket and quinn endpoint, so
-//! "a new connection" is a new socket and a full QUIC handshake, as on the TCP stacks. With
-//! [`QuicEndpoint::Shared`] all of a client's connections share one socket and endpoint, as
-//! QUIC client libraries run, and quinn's endpoint holds their closing periods.
+//! REST client over HTTP/3, on the suite's HTTP/3 transport (`h3-transport`: a socket and
+//! quinn endpoint per connection, so "a new connection" is a new socket and a full QUIC
+//! handshake, as on the TCP stacks).
 //!
 //! A REST target's request is rendered per call (method, `https://{authority}{path}`, its
 //! headers and body) and its answer judged by the target's rules. Every answer is read to
 //! the end of its stream: all DATA frames, then trailers if any (their content is not used).
 
-use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use bench_core::source::SourceAddresses;
 use bench_core::user_service::{RenderedRequest, RestCalls};
 use bench_core::workload::{item_path, rest_reply};
 use bench_core::{
-    classify_error, Call, Calls, Client, ClientSettings, ConnectTiming, Connected, Connection,
-    Failure, FailureClass, HandshakeVariant, PayloadProfile, Phase, QuicEndpoint, Reply, WireBytes,
+    Call, Calls, Client, ClientSettings, Connected, Connection, Failure, FailureClass,
+    PayloadProfile, Reply, WireBytes,
 };
-use bytes::{Buf, Bytes, BytesMut};
-use quinn::crypto::rustls::QuicClientConfig;
-
-use crate::closing::{CloseWatch, WatchedRuntime};
-use crate::udp::RefusalAwareSocket;
-
-type SendRequest = h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>;
+use bytes::Bytes;
+use h3_transport::{H3Transport, Outgoing};
 
 pub struct H3Client {
-    target: SocketAddr,
-    server_name: String,
-    config: quinn::ClientConfig,
-    /// One endpoint configuration for every connection's endpoint: `EndpointConfig::default()`
-    /// draws a fresh stateless-reset key from the system RNG and sets up an HMAC key for it,
-    /// per call; the key only needs to be secret, not per endpoint (a server's endpoints
-    /// share one), so the client draws it once instead of once per connection.
-    endpoint_config: quinn::EndpointConfig,
-    variant: HandshakeVariant,
-    handshake_timeout: Duration,
-    tuning: bench_core::Tuning,
-    /// Each connection's UDP socket binds the next of these, so that many connections do not
-    /// all draw on one address's ephemeral ports.
-    sources: SourceAddresses,
+    transport: H3Transport,
     payload: PayloadProfile,
     calls: Calls,
     uri_prefix: String,
-    closing: Arc<Closing>,
-    /// quinn-udp's knowledge of the kernel for the target's address family, probed once.
-    platform: Arc<quinn::udp::UdpSocketState>,
-    /// With [`QuicEndpoint::Shared`]: the one endpoint and its socket, made on first use
-    /// (quinn spawns the endpoint's driver on the runtime).
-    shared: Option<std::sync::Mutex<Option<SharedEndpoint>>>,
-}
-
-/// The endpoint all of a client's connections share, its socket, and a close watch that is
-/// never started (nothing of the closing period is recorded: quinn holds it).
-#[derive(Clone)]
-struct SharedEndpoint {
-    endpoint: quinn::Endpoint,
-    socket: Arc<RefusalAwareSocket>,
-    watch: Arc<CloseWatch>,
-}
-
-/// Endpoints whose connection is in QUIC's closing period (RFC 9000 §10.2): each holds its
-/// socket until it ends, and quinn's endpoint and connection too where the closing is left to
-/// quinn ([`crate::closing`]).
-struct Closing {
-    endpoints: std::sync::atomic::AtomicUsize,
-    /// Closings that released quinn's state once the CONNECTION_CLOSE was out.
-    released: std::sync::atomic::AtomicU64,
-    /// Closings left to quinn (the server closed first, or the close was not seen going out).
-    by_quinn: std::sync::atomic::AtomicU64,
-    /// The shortest and longest closing period (µs) quinn set on a released closing.
-    shortest_period_us: std::sync::atomic::AtomicU64,
-    longest_period_us: std::sync::atomic::AtomicU64,
-    ended: tokio::sync::Notify,
-}
-
-impl Default for Closing {
-    fn default() -> Self {
-        Closing {
-            endpoints: Default::default(),
-            released: Default::default(),
-            by_quinn: Default::default(),
-            shortest_period_us: u64::MAX.into(),
-            longest_period_us: Default::default(),
-            ended: Default::default(),
-        }
-    }
-}
-
-impl Closing {
-    fn period(&self, period: Duration) {
-        let us = u64::try_from(period.as_micros()).unwrap_or(u64::MAX);
-        self.shortest_period_us.fetch_min(us, Ordering::Relaxed);
-        self.longest_period_us.fetch_max(us, Ordering::Relaxed);
-    }
-}
-
-/// Longest wait for quinn to send a closing connection's CONNECTION_CLOSE before the closing
-/// period is left to quinn; normally the next turn of its driver, well under a millisecond.
-const CLOSE_SENT_BOUND: Duration = Duration::from_secs(2);
-
-/// One connection's endpoint and what its closing needs.
-struct Opened {
-    endpoint: quinn::Endpoint,
-    conn: quinn::Connection,
-    socket: Arc<RefusalAwareSocket>,
-    watch: Arc<CloseWatch>,
-    timing: ConnectTiming,
-}
-
-impl Opened {
-    /// A connection whose handshake began at `started` and has just finished (QUIC has no
-    /// separate TCP connect).
-    fn new(
-        endpoint: quinn::Endpoint,
-        conn: quinn::Connection,
-        socket: Arc<RefusalAwareSocket>,
-        watch: Arc<CloseWatch>,
-        started: Instant,
-        resumed: bool,
-    ) -> Self {
-        Opened {
-            endpoint,
-            conn,
-            socket,
-            watch,
-            timing: ConnectTiming {
-                tcp_connect: Duration::ZERO,
-                handshake: started.elapsed(),
-                resumed,
-            },
-        }
-    }
 }
 
 impl H3Client {
     pub fn new(settings: &ClientSettings) -> anyhow::Result<Self> {
-        let Some(tls) = settings.tls.as_ref() else {
+        if settings.tls.is_none() {
             anyhow::bail!("HTTP/3 has no plaintext form: QUIC always runs TLS 1.3");
-        };
+        }
         let uri_prefix = match &settings.calls {
             Calls::Item => format!(
                 "https://{}:{}",
@@ -153,265 +42,44 @@ impl H3Client {
             ),
             Calls::Rest(calls) => format!("https://{}", calls.endpoint.authority),
             Calls::Grpc(_) => anyhow::bail!(
-                "the HTTP/3 stack sends REST requests; a gRPC target needs the grpc stack"
+                "the HTTP/3 stack sends REST requests; a gRPC target needs a gRPC stack"
             ),
         };
-        let rustls = bench_core::tls::client_config(tls, crate::ALPN)?;
-        let crypto = QuicClientConfig::try_from((*rustls).clone())?;
         Ok(H3Client {
-            target: settings.target,
-            server_name: settings.server_name.clone(),
-            config: {
-                let mut config = quinn::ClientConfig::new(Arc::new(crypto));
-                // An HTTP/3 server opens no bidirectional streams; quinn would preallocate
-                // state for every one it is allowed.
-                config.transport_config(crate::tuning::transport_config(&settings.tuning, 0));
-                config
-            },
-            endpoint_config: quinn::EndpointConfig::default(),
-            tuning: settings.tuning.clone(),
-            sources: SourceAddresses::new(settings.target, settings.tuning.source_addresses),
-            variant: tls.variant,
-            handshake_timeout: settings.handshake_timeout,
+            transport: H3Transport::new(settings, crate::ALPN)?,
             payload: settings.payload,
             calls: settings.calls.clone(),
             uri_prefix,
-            closing: Arc::default(),
-            platform: crate::udp::platform_state(settings.target)?,
-            shared: (settings.tuning.quic_endpoint == QuicEndpoint::Shared)
-                .then(|| std::sync::Mutex::new(None)),
         })
-    }
-
-    /// A new UDP socket (bound to the next source address) and a quinn endpoint on it; the
-    /// per-connection endpoint's runtime records what its closing needs.
-    fn new_endpoint(
-        &self,
-        watch: &Arc<CloseWatch>,
-        runtime: Arc<dyn quinn::Runtime>,
-    ) -> Result<(quinn::Endpoint, Arc<RefusalAwareSocket>), Failure> {
-        let socket = RefusalAwareSocket::connect(
-            self.target,
-            self.sources.next(),
-            &self.tuning,
-            &self.platform,
-            watch.clone(),
-        )
-        .map_err(|e| classify_error(Phase::Connect, &e))?;
-        let mut endpoint = quinn::Endpoint::new_with_abstract_socket(
-            self.endpoint_config.clone(),
-            None,
-            socket.clone(),
-            runtime,
-        )
-        .map_err(|e| classify_error(Phase::Connect, &e))?;
-        endpoint.set_default_client_config(self.config.clone());
-        Ok((endpoint, socket))
-    }
-
-    /// The endpoint a new connection uses: the shared one (made on first use), or a new one.
-    fn endpoint(&self) -> Result<SharedEndpoint, Failure> {
-        let Some(shared) = &self.shared else {
-            let watch = Arc::new(CloseWatch::default());
-            let (endpoint, socket) =
-                self.new_endpoint(&watch, Arc::new(WatchedRuntime(watch.clone())))?;
-            return Ok(SharedEndpoint {
-                endpoint,
-                socket,
-                watch,
-            });
-        };
-        let mut shared = shared.lock().expect("shared endpoint");
-        if let Some(made) = &*shared {
-            return Ok(made.clone());
-        }
-        let watch = Arc::new(CloseWatch::default());
-        let (endpoint, socket) = self.new_endpoint(&watch, Arc::new(quinn::TokioRuntime))?;
-        let made = SharedEndpoint {
-            endpoint,
-            socket,
-            watch,
-        };
-        *shared = Some(made.clone());
-        Ok(made)
-    }
-
-    async fn handshake(&self) -> Result<Opened, Failure> {
-        let SharedEndpoint {
-            endpoint,
-            socket,
-            watch,
-        } = self.endpoint()?;
-        let started = Instant::now();
-        let connecting = endpoint
-            .connect(self.target, &self.server_name)
-            .map_err(|e| Failure::new(FailureClass::Other, e.to_string()))?;
-        if self.variant == HandshakeVariant::Full {
-            return self
-                .finish_handshake(endpoint, connecting, socket, watch, started)
-                .await;
-        }
-        // A cached session exists exactly when quinn can offer 0-RTT; without one this is a
-        // full handshake (the first connection, which fetches the ticket).
-        let (conn, accepted) = match connecting.into_0rtt() {
-            Ok(pair) => pair,
-            Err(connecting) => {
-                return self
-                    .finish_handshake(endpoint, connecting, socket, watch, started)
-                    .await
-            }
-        };
-        if self.variant == HandshakeVariant::Resumed {
-            // Resumption without early data: wait for the (abbreviated) handshake to finish
-            // before the request goes out.
-            tokio::select! {
-                done = tokio::time::timeout(self.handshake_timeout, accepted) => {
-                    if done.is_err() {
-                        return Err(Failure::new(FailureClass::HandshakeTimeout, "QUIC handshake timed out"));
-                    }
-                }
-                _ = socket.refused() => {
-                    return Err(Failure::new(FailureClass::ConnectRefused, "ICMP port unreachable: no QUIC server on that port"));
-                }
-            }
-        }
-        Ok(Opened::new(endpoint, conn, socket, watch, started, true))
-    }
-
-    async fn finish_handshake(
-        &self,
-        endpoint: quinn::Endpoint,
-        connecting: quinn::Connecting,
-        socket: Arc<RefusalAwareSocket>,
-        watch: Arc<CloseWatch>,
-        started: Instant,
-    ) -> Result<Opened, Failure> {
-        let conn = tokio::select! {
-            res = tokio::time::timeout(self.handshake_timeout, connecting) => match res {
-                Err(_) => return Err(Failure::new(FailureClass::HandshakeTimeout, "QUIC handshake timed out")),
-                Ok(Err(e)) => return Err(classify_quinn(Phase::Handshake, &e)),
-                Ok(Ok(conn)) => conn,
-            },
-            _ = socket.refused() => {
-                return Err(Failure::new(FailureClass::ConnectRefused, "ICMP port unreachable: no QUIC server on that port"));
-            }
-        };
-        // No cached session was offered on this path, so this was a full handshake.
-        Ok(Opened::new(endpoint, conn, socket, watch, started, false))
-    }
-
-    async fn open(&self) -> Result<(H3Connection, ConnectTiming), Failure> {
-        let Opened {
-            endpoint,
-            conn,
-            socket,
-            watch,
-            timing,
-        } = self.handshake().await?;
-        let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(conn.clone()))
-            .await
-            .map_err(|e| classify_h3(&e.to_string(), Phase::Handshake))?;
-        let driver = H3Driver(std::sync::Mutex::new(Some(tokio::spawn(async move {
-            let _ = driver.wait_idle().await;
-        }))));
-        let conn = H3Connection {
-            endpoint: std::sync::Mutex::new(Some(endpoint)),
-            shared: self.shared.is_some(),
-            conn,
-            socket,
-            watch,
-            send,
-            driver,
-            payload: self.payload,
-            calls: self.calls.clone(),
-            uri_prefix: self.uri_prefix.clone(),
-            closing: self.closing.clone(),
-        };
-        Ok((conn, timing))
     }
 }
 
 #[async_trait]
 impl Client for H3Client {
     async fn connect(&self) -> Result<Connected, Failure> {
-        let (conn, timing) = self.open().await?;
+        let (conn, timing) = self.transport.open().await?;
         Ok(Connected {
-            conn: Arc::new(conn),
+            conn: Arc::new(H3Connection {
+                conn,
+                payload: self.payload,
+                calls: self.calls.clone(),
+                uri_prefix: self.uri_prefix.clone(),
+            }),
             timing,
         })
     }
 
     async fn settle(&self, bound: Duration) {
-        let shared = self.shared.as_ref().and_then(|s| {
-            s.lock()
-                .expect("shared endpoint")
-                .as_ref()
-                .map(|s| s.endpoint.clone())
-        });
-        let _ = tokio::time::timeout(bound, async {
-            loop {
-                let ended = self.closing.ended.notified();
-                if self.closing.endpoints.load(Ordering::SeqCst) == 0 {
-                    break;
-                }
-                ended.await;
-            }
-            // The shared endpoint's closing connections drain in quinn's driver.
-            if let Some(endpoint) = shared {
-                endpoint.wait_idle().await;
-            }
-        })
-        .await;
+        self.transport.settle(bound).await;
     }
 }
 
 struct H3Connection {
-    /// Kept so the endpoint's socket lives as long as the connection; closing takes it.
-    endpoint: std::sync::Mutex<Option<quinn::Endpoint>>,
-    /// The endpoint is the client's shared one: its closing periods are quinn's.
-    shared: bool,
-    conn: quinn::Connection,
-    /// The endpoint's socket, which holds the closing period once quinn is done.
-    socket: Arc<RefusalAwareSocket>,
-    watch: Arc<CloseWatch>,
-    send: SendRequest,
-    driver: H3Driver,
+    conn: h3_transport::H3Connection,
     payload: PayloadProfile,
     calls: Calls,
     uri_prefix: String,
-    closing: Arc<Closing>,
 }
-
-/// The h3 connection's driver task: closing stops it, dropping the connection aborts it.
-struct H3Driver(std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>);
-
-impl H3Driver {
-    /// Gives the task no time to finish (a zero timeout, which still waits for the runtime's
-    /// timer to fire), then aborts it; the handle returned, if any, resolves once the aborted
-    /// task's state is dropped.
-    async fn finish(&self) -> Option<tokio::task::JoinHandle<()>> {
-        let mut task = self.0.lock().ok().and_then(|mut task| task.take())?;
-        if tokio::time::timeout(Duration::ZERO, &mut task)
-            .await
-            .is_ok()
-        {
-            return None;
-        }
-        task.abort();
-        Some(task)
-    }
-}
-
-impl Drop for H3Driver {
-    fn drop(&mut self) {
-        if let Some(task) = self.0.lock().ok().and_then(|mut task| task.take()) {
-            task.abort();
-        }
-    }
-}
-
-/// What a request sends: its head, and its body if it has one.
-type Outgoing = (http::Request<()>, Option<Bytes>);
 
 impl H3Connection {
     /// A target's request for `call`, or a failure if the rendering is not valid HTTP.
@@ -438,59 +106,6 @@ impl H3Connection {
         })?;
         Ok((req, body))
     }
-
-    async fn exchange(
-        &self,
-        (req, body): Outgoing,
-        started: Instant,
-    ) -> Result<(Duration, u16, Bytes), Failure> {
-        let mut send = self.send.clone();
-        let mut stream = send
-            .send_request(req)
-            .await
-            .map_err(|e| self.classify(&e))?;
-        if let Some(body) = body.filter(|b| !b.is_empty()) {
-            stream
-                .send_data(body)
-                .await
-                .map_err(|e| self.classify(&e))?;
-        }
-        stream.finish().await.map_err(|e| self.classify(&e))?;
-        let resp = stream
-            .recv_response()
-            .await
-            .map_err(|e| self.classify(&e))?;
-        let ttfb = started.elapsed();
-        let mut body = BytesMut::new();
-        while let Some(mut chunk) = stream.recv_data().await.map_err(|e| self.classify(&e))? {
-            while chunk.has_remaining() {
-                let part = chunk.chunk();
-                body.extend_from_slice(part);
-                let n = part.len();
-                chunk.advance(n);
-            }
-        }
-        // Trailers end the stream where a server sends them; read them so the stream ends
-        // cleanly (not with STOP_SENDING), and leave their content.
-        stream
-            .recv_trailers()
-            .await
-            .map_err(|e| self.classify(&e))?;
-        Ok((ttfb, resp.status().as_u16(), body.freeze()))
-    }
-
-    /// h3 flattens quinn's errors into its own; the connection's close reason says more. A
-    /// request the server did not take (its GOAWAY came first, or it rejected the stream
-    /// with H3_REQUEST_REJECTED, RFC 9114 §4.1.1 and §5.2) is unprocessed.
-    fn classify(&self, err: &h3::error::StreamError) -> Failure {
-        if let Some(f) = unprocessed(err) {
-            return f;
-        }
-        match self.conn.close_reason() {
-            Some(reason) => classify_quinn(Phase::Request, &reason),
-            None => classify_h3(&err.to_string(), Phase::Request),
-        }
-    }
 }
 
 #[async_trait]
@@ -506,240 +121,26 @@ impl Connection for H3Connection {
             ),
         };
         let started = Instant::now();
-        let (ttfb, status, body) = self.exchange(outgoing, started).await?;
+        let answer = self.conn.exchange(outgoing, started).await?;
         let total = started.elapsed();
         match &self.calls {
-            Calls::Rest(calls) => calls.judge(status, &body, ttfb, total),
-            _ => rest_reply(status, &body, call.id, self.payload, ttfb, total),
+            Calls::Rest(calls) => calls.judge(answer.status, &answer.body, answer.ttfb, total),
+            _ => rest_reply(
+                answer.status,
+                &answer.body,
+                call.id,
+                self.payload,
+                answer.ttfb,
+                total,
+            ),
         }
     }
 
     fn wire_bytes(&self) -> WireBytes {
-        let stats = self.conn.stats();
-        WireBytes {
-            sent: stats.udp_tx.bytes,
-            received: stats.udp_rx.bytes,
-        }
+        self.conn.wire_bytes()
     }
 
     async fn close(&self) {
-        // Client closes first; the endpoint stays in the closing period in the background,
-        // like a TCP TIME_WAIT, counted so that `settle` can wait for it. Once quinn has sent
-        // the CONNECTION_CLOSE and set the period's end, its endpoint and connection state go
-        // and the socket alone holds the period (`crate::closing`): at 500 new-conn workers
-        // that cut the load generator's peak RSS from 141–147 MB to 59–62 MB (fafeca0).
-        let Some(endpoint) = self.endpoint.lock().ok().and_then(|mut e| e.take()) else {
-            return;
-        };
-        if self.shared {
-            // One socket carries every connection: quinn's endpoint keeps this one's state
-            // for its closing period and answers late packets, as a QUIC client library does.
-            self.conn.close(0u32.into(), b"done");
-            drop(endpoint);
-            if let Some(h3_driver) = self.driver.finish().await {
-                let _ = h3_driver.await;
-            }
-            return;
-        }
-        let closed_by_peer = self.conn.close_reason().is_some();
-        let closed_at = Instant::now();
-        self.watch.start();
-        self.conn.close(0u32.into(), b"done");
-        self.closing.endpoints.fetch_add(1, Ordering::SeqCst);
-        let (h3_stopped, h3_driver) = tokio::sync::oneshot::channel();
-        let (conn, socket, watch, closing) = (
-            self.conn.clone(),
-            self.socket.clone(),
-            self.watch.clone(),
-            self.closing.clone(),
-        );
-        tokio::spawn(async move {
-            let closed = if closed_by_peer {
-                None
-            } else {
-                watch.closed(&conn, CLOSE_SENT_BOUND).await
-            };
-            match closed {
-                Some(closed) => {
-                    watch.stop_drivers().await;
-                    drop((conn, endpoint, watch));
-                    // The h3 driver's handles to the connection go too before this counts.
-                    if let Ok(Some(h3_driver)) = h3_driver.await {
-                        let _ = h3_driver.await;
-                    }
-                    closing.released.fetch_add(1, Ordering::SeqCst);
-                    closing.period(closed.until.saturating_duration_since(closed_at));
-                    closed.hold(&*socket).await;
-                }
-                None => {
-                    drop(conn);
-                    closing.by_quinn.fetch_add(1, Ordering::SeqCst);
-                    endpoint.wait_idle().await;
-                }
-            }
-            drop(socket);
-            closing.endpoints.fetch_sub(1, Ordering::SeqCst);
-            closing.ended.notify_waiters();
-        });
-        let _ = h3_stopped.send(self.driver.finish().await);
-    }
-}
-
-/// Whether a QUIC transport error code carries a TLS alert (RFC 9000 §20.1: CRYPTO_ERROR is
-/// 0x0100–0x01ff, the alert in the low byte).
-fn is_crypto(code: quinn::TransportErrorCode) -> bool {
-    (0x100..0x200).contains(&u64::from(code))
-}
-
-/// Maps quinn's connection errors onto the shared classes.
-fn classify_quinn(phase: Phase, err: &quinn::ConnectionError) -> Failure {
-    let class = match err {
-        quinn::ConnectionError::TimedOut => match phase {
-            Phase::Request => FailureClass::QuicIdleTimeout,
-            _ => FailureClass::HandshakeTimeout,
-        },
-        quinn::ConnectionError::TransportError(t) if is_crypto(t.code) => FailureClass::TlsFailed,
-        quinn::ConnectionError::ConnectionClosed(c) if is_crypto(c.error_code) => {
-            FailureClass::TlsFailed
-        }
-        quinn::ConnectionError::TransportError(_) if phase == Phase::Handshake => {
-            FailureClass::TlsFailed
-        }
-        quinn::ConnectionError::Reset
-        | quinn::ConnectionError::ConnectionClosed(_)
-        | quinn::ConnectionError::ApplicationClosed(_)
-        | quinn::ConnectionError::LocallyClosed => FailureClass::ConnReset,
-        _ => return classify_error(phase, err),
-    };
-    Failure::new(class, err.to_string())
-}
-
-/// The failure of a request the server did not process, if `err` says so: the server's
-/// GOAWAY arrived before the request was sent (h3 then refuses to open the stream), or the
-/// server reset the stream with H3_REQUEST_REJECTED. h3 0.0.8 keeps the GOAWAY's stream id
-/// to itself, so a request sent before the GOAWAY arrived and above its id shows only as the
-/// server's reset or close of the connection.
-fn unprocessed(err: &h3::error::StreamError) -> Option<Failure> {
-    match err {
-        h3::error::StreamError::RemoteClosing { .. } => Some(Failure::unprocessed(
-            "the server sent GOAWAY; no new requests on this connection",
-        )),
-        h3::error::StreamError::RemoteTerminate { code, .. }
-            if *code == h3::error::Code::H3_REQUEST_REJECTED =>
-        {
-            Some(Failure::unprocessed(
-                "request rejected by the server (H3_REQUEST_REJECTED)",
-            ))
-        }
-        _ => None,
-    }
-}
-
-/// Maps an h3 error that carries no quinn close reason (stream-level errors).
-fn classify_h3(text: &str, phase: Phase) -> Failure {
-    let class = if text.contains("Timeout") || text.contains("timeout") {
-        match phase {
-            Phase::Request => FailureClass::QuicIdleTimeout,
-            _ => FailureClass::HandshakeTimeout,
-        }
-    } else {
-        FailureClass::ConnReset
-    };
-    Failure::new(class, text.to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use bench_core::testkit::{client_settings, start_server};
-    use quinn::AsyncUdpSocket as _;
-
-    /// Every close hands its closing period to the socket alone: quinn's drivers are stopped
-    /// and nothing of quinn holds the socket any more (its endpoint, with the 47 KB receive
-    /// buffer, and its connection state are dropped), the period kept is the one quinn set
-    /// (3 PTO, each at least the server's 25 ms max_ack_delay), and when it ends the socket
-    /// is closed too.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn closing_period_is_held_by_the_socket_alone() {
-        bench_core::tls::install_crypto_provider();
-        let certs = tempfile::tempdir().expect("temp dir");
-        let payload = PayloadProfile::Small;
-        let server = start_server(&crate::Http3, certs.path(), false, payload, None).await;
-        let client = H3Client::new(&client_settings(server.addr, certs.path(), false, payload))
-            .expect("client");
-        const N: u64 = 8;
-        let mut sockets = Vec::new();
-        for id in 0..N {
-            let (conn, _) = client.open().await.expect("connect");
-            conn.request(Call::item(id)).await.expect("request");
-            sockets.push(Arc::downgrade(&conn.socket));
-            conn.close().await;
-            drop(conn);
-        }
-        let closing = &client.closing;
-        let handled =
-            || closing.released.load(Ordering::SeqCst) + closing.by_quinn.load(Ordering::SeqCst);
-        let bound = Instant::now() + Duration::from_secs(30);
-        while handled() < N && Instant::now() < bound {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        assert_eq!(
-            closing.by_quinn.load(Ordering::SeqCst),
-            0,
-            "closings left to quinn"
-        );
-        assert_eq!(closing.released.load(Ordering::SeqCst), N);
-        for socket in &sockets {
-            assert!(
-                socket.strong_count() <= 1,
-                "quinn still holds a released endpoint's socket ({} references)",
-                socket.strong_count()
-            );
-        }
-        let shortest = Duration::from_micros(closing.shortest_period_us.load(Ordering::SeqCst));
-        let longest = Duration::from_micros(closing.longest_period_us.load(Ordering::SeqCst));
-        assert!(
-            shortest >= 3 * Duration::from_millis(25),
-            "closing period {shortest:?} is shorter than 3 PTO can be"
-        );
-        assert!(
-            longest < Duration::from_secs(30),
-            "closing period {longest:?}: not the closing timer"
-        );
-        client.settle(Duration::from_secs(30)).await;
-        assert_eq!(closing.endpoints.load(Ordering::SeqCst), 0);
-        assert!(sockets.iter().all(|s| s.strong_count() == 0));
-    }
-
-    /// A closing socket answers what arrives with the CONNECTION_CLOSE, at a falling rate
-    /// (the 1st, 2nd, 4th and 8th datagram of 8), and stops at the deadline.
-    #[tokio::test]
-    async fn closing_socket_answers_with_backoff() {
-        let peer = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
-        let socket = RefusalAwareSocket::connect(
-            peer.local_addr().expect("addr"),
-            None,
-            &Default::default(),
-            &crate::udp::platform_state(peer.local_addr().expect("addr")).expect("platform"),
-            Arc::default(),
-        )
-        .expect("socket");
-        let local = socket.local_addr().expect("addr");
-        for _ in 0..8 {
-            peer.send_to(b"late packet", local).expect("send");
-        }
-        let closed = crate::closing::Closed {
-            datagram: b"close".to_vec(),
-            until: Instant::now() + Duration::from_secs(1),
-        };
-        closed.hold(&*socket).await;
-        peer.set_nonblocking(true).expect("nonblocking");
-        let mut answers = 0;
-        let mut buf = [0u8; 64];
-        while let Ok((n, _)) = peer.recv_from(&mut buf) {
-            assert_eq!(&buf[..n], b"close");
-            answers += 1;
-        }
-        assert_eq!(answers, 4);
+        self.conn.close().await;
     }
 }

@@ -1,10 +1,7 @@
 //! REST over HTTP/3 (h3 + quinn, ALPN h3). QUIC always carries TLS 1.3; there is no plaintext.
 
 pub mod client;
-mod closing;
 pub mod server;
-mod tuning;
-mod udp;
 
 use std::sync::Arc;
 
@@ -45,10 +42,9 @@ impl Stack for Http3 {
     }
     fn server_settings(&self) -> Vec<(&'static str, String)> {
         vec![
-            ("quic", format!("quinn, max_concurrent_bidi_streams {} (clients permit the server none), max_concurrent_uni_streams {}, quinn's default windows and initial RTT unless tuned, GSO/GRO on the server socket (auto), no GRO on client sockets; server UDP buffers {} B unless tuned", server::MAX_CONCURRENT_STREAMS, tuning::MAX_CONCURRENT_UNI_STREAMS, server::SERVER_UDP_BUFFER_BYTES)),
-
+            ("quic", h3_transport::quic_settings()),
             ("http", "h3 0.0.8 over h3-quinn; the server reads each request stream to its end before answering, and answers 0-RTT requests at once".into()),
-            ("udp", "one endpoint (UDP socket) per client connection, connected, so ICMP port-unreachable is seen; once the client's CONNECTION_CLOSE is sent, quinn's endpoint and connection state are released and the socket alone holds the closing period until quinn's deadline (3 PTO), answering what arrives with that packet (RFC 9000 §10.2.1)".into()),
+            ("udp", h3_transport::UDP_SETTINGS.into()),
             ("tls", bench_core::tls::tls_settings()),
         ]
     }

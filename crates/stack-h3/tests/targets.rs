@@ -48,6 +48,10 @@ fn item(id: &str) -> [Bytes; 3] {
 /// An h3 server on loopback, stopped when dropped. `/trailers/{id}`: the item in three DATA
 /// frames, then trailers. `/reject/{id}`: the stream reset with H3_REQUEST_REJECTED.
 /// `/goaway/{id}`: the item, then GOAWAY, and the connection held open without serving.
+/// `/stop/{id}`: the request's body is not read (STOP_SENDING with H3_NO_ERROR) and the item
+/// answered in full. `/reset/{id}`: the item with its content-length, then the answer's
+/// stream reset with H3_NO_ERROR instead of ended; `/cut/{id}`: the same, but the
+/// content-length promises 10 bytes more than come.
 struct EdgeServer {
     addr: SocketAddr,
     task: tokio::task::JoinHandle<()>,
@@ -63,7 +67,12 @@ fn edge_server(cert_dir: &Path) -> EdgeServer {
     let identity = ServerIdentity::load(&ensure_certs(cert_dir).expect("certs")).expect("identity");
     let tls = bench_core::tls::server_config(&identity, stack_h3::ALPN, true).expect("TLS");
     let crypto = QuicServerConfig::try_from((*tls).clone()).expect("QUIC TLS");
-    let config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    // A small stream window, so that a large request body waits for credit from the server
+    // (and meets the server's STOP_SENDING on `/stop`).
+    let mut transport = quinn::TransportConfig::default();
+    transport.stream_receive_window(quinn::VarInt::from_u32(16 * 1024));
+    config.transport_config(Arc::new(transport));
     let endpoint = quinn::Endpoint::server(config, "127.0.0.1:0".parse().unwrap()).expect("bind");
     let addr = endpoint.local_addr().expect("address");
     let task = tokio::spawn(async move {
@@ -84,20 +93,34 @@ async fn serve(conn: quinn::Connection) -> Result<(), Box<dyn std::error::Error>
         .await?;
     while let Some(resolver) = h3.accept().await? {
         let (req, mut stream) = resolver.resolve_request().await?;
-        while stream.recv_data().await?.is_some() {}
         let path = req.uri().path().to_string();
         let (kind, id) = path[1..].split_once('/').unwrap_or(("", ""));
+        if kind == "stop" {
+            stream.stop_sending(h3::error::Code::H3_NO_ERROR);
+        } else {
+            while stream.recv_data().await?.is_some() {}
+        }
         if kind == "reject" {
             stream.stop_stream(h3::error::Code::H3_REQUEST_REJECTED);
             continue;
         }
+        let length =
+            item(id).iter().map(Bytes::len).sum::<usize>() + usize::from(kind == "cut") * 10;
         let resp = http::Response::builder()
             .status(200)
             .header("content-type", "application/json")
+            .header("content-length", length)
             .body(())?;
         stream.send_response(resp).await?;
         for part in item(id) {
             stream.send_data(part).await?;
+        }
+        if kind == "reset" || kind == "cut" {
+            // The client reads the answer as it comes; the reset follows well after it (a
+            // reset overtaking the data would discard it in quinn, as RFC 9000 §3.2 allows).
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            stream.stop_stream(h3::error::Code::H3_NO_ERROR);
+            continue;
         }
         if kind == "trailers" {
             let mut trailers = http::HeaderMap::new();
@@ -180,4 +203,43 @@ async fn a_request_after_the_servers_goaway_is_unprocessed() {
     );
     assert!(started.elapsed() < Duration::from_secs(1));
     conn.close().await;
+}
+
+/// RFC 9114 §4.1: a stream the server aborts with H3_NO_ERROR once its answer is complete is
+/// a success, whether it stops reading the request (STOP_SENDING, while a large body is still
+/// being sent) or resets its answer's stream after the whole answer; an answer cut short
+/// before its content-length is a failure that says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abort_with_h3_no_error_after_a_complete_answer_is_a_success() {
+    let certs = tempfile::tempdir().expect("temp dir");
+    let server = edge_server(certs.path());
+    let settings = |path: &str, extra: &str| {
+        client_settings(
+            server.addr,
+            certs.path(),
+            calls(&format!("{}{extra}", target(&server, path))),
+            ClientImplementation::Library,
+        )
+    };
+    let full = item("1").iter().map(Bytes::len).sum::<usize>() as u64;
+
+    // A 1 MB body against a 16 KiB stream window: the STOP_SENDING meets the upload.
+    let body = format!("method = \"POST\"\nbody = \"{}\"\n", "b".repeat(1 << 20));
+    let run = send(&Http3, &settings("/stop/{{id}}", &body), 3).await;
+    assert!(run.failures.is_empty(), "{:?}", run.failures);
+    assert!(run.replies.iter().all(|r| r.body_bytes == full));
+
+    let run = send(&Http3, &settings("/reset/{{id}}", ""), 3).await;
+    assert!(run.failures.is_empty(), "{:?}", run.failures);
+    assert!(run.replies.iter().all(|r| r.body_bytes == full));
+
+    let run = send(&Http3, &settings("/cut/{{id}}", ""), 2).await;
+    assert_eq!(run.failures.len(), 2, "{:?}", run.replies);
+    for f in &run.failures {
+        assert_eq!(f.class, FailureClass::ConnReset, "{f}");
+        assert!(
+            f.detail.contains("H3_NO_ERROR") && f.detail.contains("incomplete"),
+            "{f}"
+        );
+    }
 }

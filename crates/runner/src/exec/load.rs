@@ -46,6 +46,9 @@ pub struct LoadSpec {
     /// generators continues the cell's sequence where the shard before it ends.
     #[serde(default)]
     pub seq_base: u64,
+    /// Stop the phase when its first this-many requests all fail alike (0: never).
+    #[serde(default)]
+    pub stop_after_identical_failures: u64,
 }
 
 pub use crate::settings::Pacing;
@@ -64,6 +67,90 @@ pub struct Progress {
     pub done: AtomicU64,
     pub failed: AtomicU64,
     pub stop: AtomicBool,
+    /// Watches the phase's first outcomes for a phase where nothing can succeed.
+    pub streak: FailureStreak,
+}
+
+/// The first `limit` requests a phase issued: when every one of them failed in one class with
+/// one message (a refused port, an untrusted certificate), the phase has nothing to measure and
+/// stops ([`crate::settings::Experiment::stop_after_identical_failures`]). Issue order, not
+/// completion order: fast failures beside slower successes (a few file descriptors for many
+/// workers) are not "everything fails". A success or a different failure among them settles
+/// it for the phase; afterwards it costs one atomic load.
+#[derive(Debug, Default)]
+pub struct FailureStreak {
+    limit: u64,
+    settled: AtomicBool,
+    state: std::sync::Mutex<StreakState>,
+}
+
+#[derive(Debug, Default)]
+struct StreakState {
+    seen: u64,
+    first: Option<(FailureClass, String)>,
+    verdict: Option<String>,
+}
+
+impl Progress {
+    /// Fresh counters for a phase of `spec`.
+    pub fn for_spec(spec: &LoadSpec) -> Self {
+        Progress {
+            streak: FailureStreak::new(spec.stop_after_identical_failures),
+            ..Default::default()
+        }
+    }
+}
+
+impl FailureStreak {
+    /// Stops a phase after `limit` identical failures in a row from its start; 0 never does.
+    pub fn new(limit: u64) -> Self {
+        FailureStreak {
+            limit,
+            settled: AtomicBool::new(limit == 0),
+            state: Default::default(),
+        }
+    }
+
+    /// Counts the outcome (`None`: a success) of the phase's request number `index` (in issue
+    /// order, from 0); true when this one makes the phase hopeless.
+    fn observe(&self, index: u64, failure: Option<&Failure>) -> bool {
+        if index >= self.limit || self.settled.load(Ordering::Relaxed) {
+            return false;
+        }
+        let mut state = self.state.lock().expect("failure streak");
+        if state.verdict.is_some() {
+            return false;
+        }
+        let same = match (failure, &state.first) {
+            (None, _) => false,
+            (Some(_), None) => true,
+            (Some(f), Some((class, detail))) => f.class == *class && f.detail == *detail,
+        };
+        if !same {
+            self.settled.store(true, Ordering::Relaxed);
+            return false;
+        }
+        if let (Some(f), None) = (failure, &state.first) {
+            state.first = Some((f.class, f.detail.clone()));
+        }
+        state.seen += 1;
+        if state.seen < self.limit {
+            return false;
+        }
+        let (class, detail) = state.first.as_ref().expect("recorded");
+        state.verdict = Some(format!(
+            "the first {} requests all failed alike ({}: {detail})",
+            state.seen,
+            class.as_str()
+        ));
+        self.settled.store(true, Ordering::Relaxed);
+        true
+    }
+
+    /// Why the phase stopped, when it did.
+    pub fn verdict(&self) -> Option<String> {
+        self.state.lock().expect("failure streak").verdict.clone()
+    }
 }
 
 /// The outcome of one phase.
@@ -76,6 +163,8 @@ pub struct LoadResult {
     pub extended: bool,
     /// The window in which every worker was active, if there was one.
     pub steady: Option<SteadyWindow>,
+    /// The phase stopped because its first requests all failed alike ([`FailureStreak`]).
+    pub hopeless: Option<String>,
 }
 
 /// Hands out requests until the budget, the deadline or a stop ends the phase.
@@ -376,6 +465,7 @@ pub async fn run(
         cut_short: stopped || (budget_left && !spec.ends_by_time),
         extended: budget.extended.load(Ordering::Relaxed),
         steady: budget.steady.window(),
+        hopeless: progress.streak.verdict(),
     }
 }
 
@@ -457,7 +547,7 @@ async fn reuse_worker(
         record_outcome(
             shard,
             progress,
-            issued,
+            (ticket.id - spec.first_id, issued),
             outcome.map(|reply| (reply, answered)),
         );
     }
@@ -557,16 +647,21 @@ async fn new_conn_worker(
                 other => break other,
             }
         };
-        record_outcome(shard, progress, issued, outcome);
+        record_outcome(
+            shard,
+            progress,
+            (ticket.id - spec.first_id, issued),
+            outcome,
+        );
     }
 }
 
-/// Records a request's outcome: a success with its latency from `issued` to when it was
-/// answered, or a failure under its class.
+/// Records a request's outcome (the phase's request number `index`): a success with its
+/// latency from `issued` to when it was answered, or a failure under its class.
 fn record_outcome(
     shard: &Shard,
     progress: &Progress,
-    issued: Instant,
+    (index, issued): (u64, Instant),
     outcome: Result<(bench_core::Reply, Instant), Failure>,
 ) {
     match outcome {
@@ -579,8 +674,12 @@ fn record_outcome(
                 m.record_ok(answered - issued, &reply)
             });
             count(progress, false);
+            progress.streak.observe(index, None);
         }
         Err(f) => {
+            if progress.streak.observe(index, Some(&f)) {
+                progress.stop.store(true, Ordering::Relaxed);
+            }
             record(shard, |m| m.record_failure(f));
             count(progress, true);
         }
@@ -661,6 +760,7 @@ mod tests {
             pacing: Pacing::Spin,
             ids: None,
             seq_base: 0,
+            stop_after_identical_failures: 0,
         }
     }
 
@@ -707,5 +807,48 @@ mod tests {
         let m = &result.measurements;
         assert_eq!((m.ok, m.moved), (0, u64::from(MAX_MOVES)));
         assert_eq!(m.failures[FailureClass::ConnReset.index()], 1);
+    }
+
+    #[test]
+    fn a_streak_of_identical_failures_makes_the_phase_hopeless_at_its_limit() {
+        let refused = Failure::new(FailureClass::ConnectRefused, "Connection refused");
+        let streak = FailureStreak::new(3);
+        // Requests 0 to 2 in any order of completion; request 5's outcome is not among them.
+        assert!(!streak.observe(2, Some(&refused)));
+        assert!(!streak.observe(5, None));
+        assert!(!streak.observe(0, Some(&refused)));
+        assert!(
+            streak.observe(1, Some(&refused)),
+            "the third identical failure"
+        );
+        let verdict = streak.verdict().unwrap();
+        assert!(verdict.contains("first 3 requests"), "{verdict}");
+        assert!(
+            verdict.contains("connect_refused: Connection refused"),
+            "{verdict}"
+        );
+        // Said once.
+        assert!(!streak.observe(1, Some(&refused)));
+    }
+
+    #[test]
+    fn a_success_or_a_different_failure_settles_the_streak() {
+        let refused = Failure::new(FailureClass::ConnectRefused, "Connection refused");
+        let other = Failure::new(FailureClass::ConnectRefused, "No route to host");
+        let timeout = Failure::new(FailureClass::RequestTimeout, "Connection refused");
+        for breaker in [None, Some(&other), Some(&timeout)] {
+            let streak = FailureStreak::new(3);
+            streak.observe(0, Some(&refused));
+            streak.observe(1, breaker);
+            for i in 0..10 {
+                assert!(!streak.observe(i, Some(&refused)));
+            }
+            assert_eq!(streak.verdict(), None);
+        }
+        let never = FailureStreak::new(0);
+        for i in 0..10 {
+            assert!(!never.observe(i, Some(&refused)));
+        }
+        assert_eq!(never.verdict(), None);
     }
 }

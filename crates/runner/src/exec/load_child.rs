@@ -99,6 +99,9 @@ pub enum Message {
         cut_short: bool,
         extended: bool,
         steady: Option<SteadyWindow>,
+        /// The cell has nothing to measure: its first requests all failed alike (why).
+        #[serde(default)]
+        hopeless: Option<String>,
     },
 }
 
@@ -113,6 +116,8 @@ pub struct Finished {
     /// Requests past the budget were sent to meet the minimum measured duration.
     pub extended: bool,
     pub steady: Option<SteadyWindow>,
+    /// The first requests all failed alike, so the load stopped (why).
+    pub hopeless: Option<String>,
 }
 
 /// `runner load --certs DIR`: reads the job from stdin, runs it, reports on stdout.
@@ -185,18 +190,13 @@ pub fn child_main(certs_dir: &Path) -> anyhow::Result<()> {
         // measured phase's connections (connect_*, handshake_* columns), not in its latency.
         let pool = load::Pool::for_spec(&job.measured);
         let setup = pool.open_all(client.clone(), &job.measured).await;
-        let warmup = match job.warmup {
+        let (warmup, warmup_hopeless) = match job.warmup {
             Some(spec) => {
-                load::run(
-                    client.clone(),
-                    spec,
-                    pool.clone(),
-                    Arc::new(Progress::default()),
-                )
-                .await
-                .measurements
+                let progress = Arc::new(Progress::for_spec(&spec));
+                let result = load::run(client.clone(), spec, pool.clone(), progress).await;
+                (result.measurements, result.hopeless)
             }
-            None => Measurements::default(),
+            None => (Measurements::default(), None),
         };
         // The warm-up's QUIC connections finish their closing period before measuring starts.
         client.settle(SETTLE_BOUND).await;
@@ -207,7 +207,12 @@ pub fn child_main(certs_dir: &Path) -> anyhow::Result<()> {
             std::io::stdin().read_line(&mut go)
         })
         .await??;
-        let progress = Arc::new(Progress::default());
+        let progress = Arc::new(Progress::for_spec(&job.measured));
+        // A warm-up where nothing succeeded leaves nothing to measure: the measured phase
+        // sends nothing.
+        if warmup_hopeless.is_some() {
+            progress.stop.store(true, Ordering::Relaxed);
+        }
         let ticker = {
             let progress = progress.clone();
             tokio::spawn(async move {
@@ -255,6 +260,9 @@ pub fn child_main(certs_dir: &Path) -> anyhow::Result<()> {
             cut_short: result.cut_short,
             extended: result.extended,
             steady: result.steady,
+            hopeless: warmup_hopeless
+                .map(|why| format!("warm-up: {why}"))
+                .or(result.hopeless),
         })?;
         anyhow::Ok(pool)
     })?;

@@ -49,6 +49,8 @@ pub struct RunOutcome {
     pub dir: PathBuf,
     pub results: Vec<CellResult>,
     pub interrupted: bool,
+    /// The run stopped early because a cell had nothing to measure (the line saying why).
+    pub stopped: Option<String>,
 }
 
 /// Waits for SIGINT or SIGTERM and raises the flag.
@@ -99,16 +101,27 @@ pub async fn run(
     };
     let ctx = Arc::new(ctx);
     let planned = plan(&exp);
-    let (dir, done, started_utc) = match resume {
+    let (dir, done, started_utc, run_id) = match resume {
         Some(dir) => {
+            output::one_run(&dir)?;
             let done = output::finished_cells(&dir)?;
-            let started = Manifest::read(&dir)?.started_utc;
-            (dir, done, started)
+            let before = Manifest::read(&dir)?;
+            // A resumed run is the same run: it keeps the id (a run from before ids gets one).
+            let run_id = before
+                .run_id
+                .unwrap_or_else(|| output::new_run_id(chrono::Utc::now()));
+            (dir, done, before.started_utc, run_id)
         }
         None => {
-            let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
-            let dir = exp.out.join(format!("{stamp}-{}", exp.name));
-            (dir, Default::default(), chrono::Utc::now().to_rfc3339())
+            let now = chrono::Utc::now();
+            let stamp = now.format("%Y%m%dT%H%M%SZ");
+            let dir = output::create_run_dir(&exp.out, &format!("{stamp}-{}", exp.name))?;
+            (
+                dir,
+                Default::default(),
+                now.to_rfc3339(),
+                output::new_run_id(now),
+            )
         }
     };
     let cells: Vec<Cell> = planned
@@ -118,6 +131,7 @@ pub async fn run(
         .collect();
     let mut writer = ResultsWriter::open(&dir)?;
     let mut manifest = Manifest {
+        run_id: Some(run_id),
         experiment: exp.for_record(),
         started_utc,
         finished_utc: None,
@@ -182,6 +196,7 @@ pub async fn run(
     // Without a terminal the bars draw nothing, so each finished cell gets a line instead.
     let interactive = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let mut results = Vec::new();
+    let mut stopped = None;
     for (i, cell) in cells.iter().enumerate() {
         if i > 0 {
             pause(Duration::from_millis(cell.settings.cell_pause_ms), &stop).await;
@@ -229,9 +244,18 @@ pub async fn run(
         }
         manifest.cells_done += 1;
         manifest.write(&dir)?;
+        let hopeless = result.hopeless.clone();
         results.push(result);
+        if let Some(why) = hopeless {
+            stopped = Some(format!(
+                "stopped at {}: {why}; nothing can be measured until that is fixed (--keep-going measures it anyway)",
+                cell.key()
+            ));
+            break;
+        }
     }
-    let interrupted = stop.load(Ordering::SeqCst) && manifest.cells_done < planned.len();
+    let interrupted =
+        (stop.load(Ordering::SeqCst) || stopped.is_some()) && manifest.cells_done < planned.len();
     manifest.status = if interrupted {
         "interrupted"
     } else {
@@ -245,6 +269,7 @@ pub async fn run(
         dir: writer.dir.clone(),
         results,
         interrupted,
+        stopped,
     })
 }
 
@@ -275,6 +300,7 @@ fn failed_cell(cell: &Cell, error: String) -> (CellResult, Vec<Sample>) {
             client: Default::default(),
             server_exit: None,
             error: Some(error),
+            hopeless: None,
             emulated_packets: None,
             environment: None,
             per_agent: Vec::new(),
@@ -369,6 +395,7 @@ async fn run_cell(
         pacing: exp.pacing,
         ids: ctx.service.as_ref().map(|s| s.targets.ids),
         seq_base: 0,
+        stop_after_identical_failures: exp.stop_after_identical_failures,
     };
     let job = LoadJob {
         stack: cell.stack.clone(),
@@ -418,7 +445,12 @@ async fn run_cell(
             server: server_res,
             client: client_res,
             server_exit,
-            error: None,
+            // Recorded as a cell that did not run, with what its requests met.
+            error: finished
+                .hopeless
+                .as_ref()
+                .map(|why| format!("nothing to measure: {why}")),
+            hopeless: finished.hopeless,
             emulated_packets: None,
             environment: Some(crate::measure::environment::CellEnvironment {
                 net,
@@ -592,6 +624,7 @@ async fn supervised(
                 cut_short,
                 extended,
                 steady,
+                hopeless,
             }) => {
                 finished[i] = Some(Finished {
                     warmup: *warmup,
@@ -601,6 +634,7 @@ async fn supervised(
                     cut_short,
                     extended,
                     steady,
+                    hopeless,
                 });
                 if finished.iter().all(Option::is_some) {
                     break Ok(());

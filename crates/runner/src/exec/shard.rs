@@ -115,6 +115,7 @@ pub fn combine(shards: Vec<ShardResult>) -> (Finished, ResourceSummary, Vec<Agen
         finished.elapsed = finished.elapsed.max(f.elapsed);
         finished.cut_short |= f.cut_short;
         finished.extended |= f.extended;
+        finished.hopeless = finished.hopeless.or(f.hopeless);
         rates = match (rates, f.steady) {
             (Some((rate, elapsed)), Some(s)) => {
                 Some((rate + s.ok as f64 / s.elapsed_s, elapsed.min(s.elapsed_s)))
@@ -172,6 +173,7 @@ mod tests {
             pacing: Default::default(),
             ids: None,
             seq_base: 0,
+            stop_after_identical_failures: 0,
         }
     }
 

@@ -83,40 +83,28 @@ impl ServiceTargets {
     pub fn describe(&self, exp: &Experiment) -> String {
         let mut out = String::new();
         for r in self.resolved.values() {
-            let stacks: Vec<&str> = exp
-                .stacks
-                .iter()
-                .filter(|s| registry::find(s).is_some_and(|s| s.api() == r.api))
-                .map(String::as_str)
-                .collect();
-            let security = match &r.tls {
-                None => "plaintext".to_string(),
-                Some(t) if t.insecure => "TLS 1.3, certificate NOT verified (insecure)".into(),
-                Some(t) => format!(
-                    "TLS 1.3, verified as {} against {}",
-                    r.server_name,
-                    t.ca.as_ref()
-                        .map_or("the system trust store".to_string(), |p| p
-                            .display()
-                            .to_string())
-                ),
-            };
+            let stacks = stacks_of(exp, r.api);
+            // A target no selected stack sends to is not part of this run.
+            if stacks.is_empty() {
+                continue;
+            }
             out.push_str(&format!(
-                "target {} ({}): {} -> {} ({security})\n",
+                "your service's {} target ({}): {} -> {} ({})\n",
                 r.api.as_str(),
                 stacks.join(", "),
                 r.endpoint.authority,
                 r.addr,
+                r.security(),
             ));
         }
         let (requests, seconds) = planned_load(exp);
+        let load = match (requests, seconds) {
+            (r, 0) => format!("{r} requests"),
+            (0, s) => format!("{s} s of time-bound cells"),
+            (r, s) => format!("{r} requests plus {s} s of time-bound cells"),
+        };
         out.push_str(&format!(
-            "planned: {requests} requests{}{}\n",
-            if seconds > 0 {
-                format!(" plus {seconds} s of time-bound cells")
-            } else {
-                String::new()
-            },
+            "planned: {load}{}\n",
             exp.rate
                 .map(|r| format!(", open loop at {r} req/s"))
                 .unwrap_or_default()
@@ -148,9 +136,13 @@ impl ServiceTargets {
                     trust: match &r.tls {
                         None => "none".into(),
                         Some(t) if t.insecure => "not verified".into(),
-                        Some(t) => t.ca.as_ref().map_or("system trust store".into(), |p| {
-                            format!("CA {}", p.display())
-                        }),
+                        Some(t) => t.ca.as_ref().map_or_else(
+                            || {
+                                let source = bench_core::tls::system_trust_source();
+                                source.strip_prefix("the ").unwrap_or(&source).to_string()
+                            },
+                            |p| format!("CA {}", p.display()),
+                        ),
                     },
                     server_name: r.server_name.clone(),
                 })
@@ -211,6 +203,86 @@ impl ServiceTargets {
     }
 }
 
+impl ServiceTargets {
+    /// `runner check`: one connection (TCP or QUIC, and TLS) to its target from every selected
+    /// stack, each reported in one line; whether all of them opened.
+    pub fn try_connections(&self, exp: &Experiment) -> (Vec<String>, bool) {
+        let runtime = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(r) => r,
+            Err(e) => return (vec![format!("cannot start a runtime: {e}")], false),
+        };
+        let mut lines = Vec::new();
+        let mut all = true;
+        for name in &exp.stacks {
+            let stack = registry::find(name).expect("validated stack");
+            let r = self.for_stack(name);
+            let opened = runtime.block_on(async {
+                let settings = client_settings(
+                    &self.targets,
+                    stack.api(),
+                    r.addr,
+                    &r.server_name,
+                    r.tls.as_ref().map(|t| (t, HandshakeVariant::Full)),
+                    exp,
+                )
+                .map_err(|e| format!("{e:#}"))?;
+                let client = stack.client(&settings).map_err(|e| format!("{e:#}"))?;
+                let connected = client.connect().await.map_err(|f| f.to_string())?;
+                connected.conn.close().await;
+                Ok::<_, String>(())
+            });
+            let head = format!(
+                "{} ({}) to your service's {} target {} ({})",
+                stack.label(),
+                name,
+                r.api.as_str(),
+                r.endpoint.authority,
+                r.addr
+            );
+            match opened {
+                Ok(()) => lines.push(format!("{head}: connected, {}", r.security())),
+                Err(e) => {
+                    all = false;
+                    lines.push(format!("{head}: FAILED: {e}"));
+                }
+            }
+        }
+        runtime.shutdown_timeout(Duration::from_millis(200));
+        (lines, all)
+    }
+}
+
+impl Resolved {
+    /// How the connection is secured, with what the certificate is verified against.
+    pub fn security(&self) -> String {
+        match &self.tls {
+            None => "plaintext".to_string(),
+            Some(t) if t.insecure => "TLS 1.3, certificate NOT verified (insecure)".into(),
+            Some(t) => format!(
+                "TLS 1.3, verified as {} against {}",
+                self.server_name,
+                t.ca.as_ref()
+                    .map_or_else(bench_core::tls::system_trust_source, |p| format!(
+                        "the CA file {}",
+                        p.display()
+                    ))
+            ),
+        }
+    }
+}
+
+/// The selected stacks that send to the target of `api`.
+fn stacks_of(exp: &Experiment, api: Api) -> Vec<&str> {
+    exp.stacks
+        .iter()
+        .filter(|s| registry::find(s).is_some_and(|s| s.api() == api))
+        .map(String::as_str)
+        .collect()
+}
+
 /// Requests the plan sends (warm-up and measured, every cell) and seconds of time-bound cells.
 pub fn planned_load(exp: &Experiment) -> (u64, u64) {
     let cells = plan(exp);
@@ -242,6 +314,10 @@ pub fn client_tls(tls: &TargetTls, variant: HandshakeVariant) -> anyhow::Result<
         variant,
         identity,
         insecure: tls.insecure,
+        ca_source: tls
+            .ca
+            .as_ref()
+            .map(|p| format!("the CA file {}", p.display())),
     })
 }
 

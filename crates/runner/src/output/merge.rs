@@ -63,6 +63,7 @@ impl Input {
                 "{name} is not a results directory (it needs manifest.json and cells.csv)"
             ));
         }
+        super::one_run(dir).map_err(|e| MergeError::Refused(format!("{e:#}")))?;
         let manifest = Manifest::read(dir).map_err(|e| MergeError::Refused(format!("{e:#}")))?;
         let table = rows::read::<CellRow>(&dir.join("cells.csv"))
             .map_err(|e| MergeError::Refused(format!("{e:#}")))?;
@@ -382,6 +383,7 @@ fn write(
     dir: &Path,
     warnings: &mut Vec<String>,
 ) -> Result<(), MergeError> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut writer = ResultsWriter::open(dir)?;
     let mut apart = Vec::new();
     for key in common {
@@ -402,6 +404,8 @@ fn write(
     let first = &inputs[0].manifest;
     let completed = inputs.iter().all(|i| i.manifest.status == "completed");
     let manifest = Manifest {
+        // The merged directory is a result of its own.
+        run_id: Some(crate::output::new_run_id(chrono::Utc::now())),
         experiment: first.experiment.clone(),
         started_utc: inputs
             .iter()
@@ -468,6 +472,7 @@ fn merge_cell(inputs: &[Input], key: &str) -> Result<MergedCell, MergeError> {
         client: ResourceSummary::default(),
         server_exit,
         error: None,
+        hopeless: None,
         emulated_packets: None,
         environment: None,
         per_agent: Vec::new(),

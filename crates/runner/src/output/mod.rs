@@ -47,6 +47,9 @@ pub struct CellResult {
     pub server_exit: Option<String>,
     /// Why the cell could not run at all (server failed to start, etc.).
     pub error: Option<String>,
+    /// The load stopped because the cell's first requests all failed alike (why): the run
+    /// stops after this cell.
+    pub hopeless: Option<String>,
     /// With network emulation: packets the emulator delayed and dropped.
     pub emulated_packets: Option<(u64, u64)>,
     /// Load average and steal time around the cell (`None` when the cell did not run).
@@ -130,6 +133,9 @@ impl CsvFile {
 /// cell ends.
 pub struct ResultsWriter {
     pub dir: PathBuf,
+    /// An exclusive lock on the directory while the run writes to it: a second writer (a
+    /// `--resume` of a run still going) is refused instead of interleaving rows.
+    _lock: nix::fcntl::Flock<File>,
     cells: CsvFile,
     resources: CsvFile,
     failures: CsvFile,
@@ -145,12 +151,21 @@ pub const CDF_QUANTILES: [f64; 30] = [
 ];
 
 impl ResultsWriter {
-    /// Opens (or, for a resumed run, appends to) the CSVs in `dir`.
+    /// Opens the CSVs in `dir`, a directory the run created ([`create_run_dir`]) or, for a
+    /// resumed run, its own: no other run may be writing there.
     pub fn open(dir: &Path) -> anyhow::Result<Self> {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("cannot create results directory {}", dir.display()))?;
+        let handle = File::open(dir)
+            .with_context(|| format!("cannot open results directory {}", dir.display()))?;
+        let lock = nix::fcntl::Flock::lock(handle, nix::fcntl::FlockArg::LockExclusiveNonblock)
+            .map_err(|(_, e)| {
+                anyhow::anyhow!(
+                    "results directory {}: another run is writing to it ({e})",
+                    dir.display()
+                )
+            })?;
         Ok(ResultsWriter {
             dir: dir.to_path_buf(),
+            _lock: lock,
             cells: CsvFile::open(dir.join("cells.csv"))?,
             resources: CsvFile::open(dir.join("resources.csv"))?,
             failures: CsvFile::open(dir.join("failures.csv"))?,
@@ -262,6 +277,72 @@ impl ResultsWriter {
     }
 }
 
+/// A new run's id: the second it started, its process id and the clock's nanoseconds, so
+/// that two runs (even of one name in one second) never share one.
+pub fn new_run_id(started: chrono::DateTime<chrono::Utc>) -> String {
+    format!(
+        "{}-{}-{:09}",
+        started.format("%Y%m%dT%H%M%SZ"),
+        std::process::id(),
+        started.timestamp_subsec_nanos()
+    )
+}
+
+/// Creates the run's results directory `out/<base>` exclusively, or `<base>-2`, `<base>-3`,
+/// … when that name is taken: a run never writes into a directory it did not create.
+pub fn create_run_dir(out: &Path, base: &str) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(out)
+        .with_context(|| format!("cannot create results directory {}", out.display()))?;
+    for n in 1u32.. {
+        let dir = match n {
+            1 => out.join(base),
+            n => out.join(format!("{base}-{n}")),
+        };
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("cannot create results directory {}", dir.display()))
+            }
+        }
+    }
+    unreachable!("some suffix is free")
+}
+
+/// The CSV files a run appends rows to.
+const ROW_FILES: [&str; 5] = [
+    "cells.csv",
+    "failures.csv",
+    "latency.csv",
+    "resources.csv",
+    "agents.csv",
+];
+
+/// Refuses a results directory whose rows come from more than one run (folders written
+/// before runs had directories of their own: two runs appending to one `cells.csv` each
+/// wrote a header line): its figures would mix two experiments under one manifest.
+pub fn one_run(dir: &Path) -> anyhow::Result<()> {
+    for name in ROW_FILES {
+        let path = dir.join(name);
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let mut lines = text.lines();
+        let Some(header) = lines.next() else {
+            continue;
+        };
+        let headers = 1 + lines.filter(|l| *l == header).count();
+        if headers > 1 {
+            anyhow::bail!(
+                "{}: rows of more than one run ({name} has {headers} header lines): results of different runs cannot be read as one; measure each again into its own folder",
+                dir.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Keys of the cells already in a results directory's `cells.csv` (for resume).
 pub fn finished_cells(dir: &Path) -> anyhow::Result<std::collections::HashSet<String>> {
     let path = dir.join("cells.csv");
@@ -281,6 +362,10 @@ pub fn finished_cells(dir: &Path) -> anyhow::Result<std::collections::HashSet<St
 /// Where and on what a run happened, rewritten after every cell.
 #[derive(Debug, Serialize, serde::Deserialize)]
 pub struct Manifest {
+    /// Which run wrote this directory (README "Results schema"): a resumed run keeps it, so
+    /// readers can tell one run's rows from another's. Absent in runs from before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
     pub experiment: Experiment,
     pub started_utc: String,
     pub finished_utc: Option<String>,

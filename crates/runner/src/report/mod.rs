@@ -38,6 +38,7 @@ impl Results {
                 dir.display()
             );
         }
+        crate::output::one_run(dir)?;
         const NEEDED: [&str; 8] = [
             "cell_key",
             "variant",

@@ -361,16 +361,25 @@ fn stage_label(row: &CellRow) -> String {
 
 fn notes(results: &Results, stress: &[&CellRow], stats: &Stats) -> Vec<String> {
     let m = &results.manifest["experiment"];
+    // A run of your own service speaks of it, not of the study this suite reproduces.
+    let yours = crate::report::service::record(&results.manifest).is_some();
     let mut notes = Vec::new();
     let tls = if m["plaintext"].as_bool() == Some(true) {
         "plaintext (no TLS)"
     } else {
         "TLS 1.3 (ECDSA P-256, full handshakes unless noted)"
     };
-    notes.push(format!(
-        "Every stack ran over {tls} against a server on the same machine (loopback, {} cores, pinning: {}): unlike seed 000, REST and gRPC take the same network path with the same TLS, so the differences below are protocol and implementation costs.",
-        results.manifest["cores"], results.manifest["pinning"].as_str().unwrap_or("none")
-    ));
+    if yours {
+        notes.push(format!(
+            "Your service was measured at its targets (above) by a load generator on this machine ({} cores): the figures include the network path to each target.",
+            results.manifest["cores"]
+        ));
+    } else {
+        notes.push(format!(
+            "Every stack ran over {tls} against a server on the same machine (loopback, {} cores, pinning: {}): unlike seed 000, REST and gRPC take the same network path with the same TLS, so the differences below are protocol and implementation costs.",
+            results.manifest["cores"], results.manifest["pinning"].as_str().unwrap_or("none")
+        ));
+    }
     // Body size per wire encoding, from the stacks' own description of their encoding.
     let mut by_encoding: Vec<(&'static str, Vec<String>, Vec<f64>)> = Vec::new();
     for r in stress.iter().filter(|r| r.ok > 0) {
@@ -405,11 +414,15 @@ fn notes(results: &Results, stress: &[&CellRow], stats: &Stats) -> Vec<String> {
                 )
             })
             .collect();
-        notes.push(format!(
-            "Payload profile {}: {} (seed 000 saw gRPC payloads ≈ 2.4× larger than its JSON; its services returned different data).",
-            m["payload"].as_str().unwrap_or("?"),
-            parts.join("; ")
-        ));
+        notes.push(if yours {
+            format!("Answer bodies of your service: {}.", parts.join("; "))
+        } else {
+            format!(
+                "Payload profile {}: {} (seed 000 saw gRPC payloads ≈ 2.4× larger than its JSON; its services returned different data).",
+                m["payload"].as_str().unwrap_or("?"),
+                parts.join("; ")
+            )
+        });
     }
     let regs = regimes(stress);
     for regime in &regs {
@@ -459,7 +472,11 @@ fn notes(results: &Results, stress: &[&CellRow], stats: &Stats) -> Vec<String> {
     }
     let failed: f64 = stress.iter().map(|r| r.failed as f64).sum();
     if failed == 0.0 {
-        notes.push("No request failed in any stress stage: the collapse the study reports did not occur under these conditions.".into());
+        notes.push(if yours {
+            "No request failed in any stress stage.".into()
+        } else {
+            "No request failed in any stress stage: the collapse the study reports did not occur under these conditions.".into()
+        });
     } else {
         let mut by_class: BTreeMap<&str, f64> = BTreeMap::new();
         for class in FailureClass::ALL {

@@ -10,7 +10,7 @@ pub fn read(path: &Path) -> Result<(String, Knobs), String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("{}: cannot read experiment file: {e}", path.display()))?;
     let knobs = toml::from_str(&text).map_err(|e| {
-        let message = e.message().replace('\n', " ");
+        let message = did_you_mean(&e.message().replace('\n', " "));
         let Some(span) = e.span() else {
             return format!("{}: {message}", path.display());
         };
@@ -34,6 +34,26 @@ pub fn read(path: &Path) -> Result<(String, Knobs), String> {
         targets.rebase(dir);
     }
     Ok((text, knobs))
+}
+
+/// serde's "unknown field `x`, expected one of `a`, `b`, …" (every key of the table) as
+/// "unknown key `x`: did you mean `y`?" with the nearest key, or without a guess when none
+/// is near; other messages unchanged.
+fn did_you_mean(message: &str) -> String {
+    let Some(rest) = message.strip_prefix("unknown field `") else {
+        return message.to_string();
+    };
+    let Some((unknown, expected)) = rest.split_once('`') else {
+        return message.to_string();
+    };
+    let keys: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    match super::nearest(unknown, &keys) {
+        Some(key) => format!("unknown key `{unknown}`: did you mean `{key}`?"),
+        None => format!(
+            "unknown key `{unknown}` (none of the {} keys is close; `runner --help` lists them)",
+            keys.len()
+        ),
+    }
 }
 
 /// [`key_line`] with the 1-based column where the key starts on that line.

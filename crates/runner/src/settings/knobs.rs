@@ -222,6 +222,11 @@ knobs! {
     /// Hard bound on a cell's measured phase, in seconds; workers stop when it passes.
     #[arg(long)]
     max_cell_seconds: cell<u64> = 300;
+    /// When a cell's first N requests all fail in one class with one message (a refused
+    /// port, an untrusted certificate), the run stops there: nothing can be measured. The cell
+    /// is recorded as failed; finished cells are kept (0 = never stop; --keep-going).
+    #[arg(long, value_name = "N")]
+    stop_after_identical_failures: cell<u64> = 100;
     /// Stress cells measure at least this long, sending past their request budget if needed
     /// (`extended` in cells.csv), so that sub-second cells do not decide a comparison (0 = the
     /// budget alone).

@@ -197,6 +197,36 @@ pub fn value_text(value: &serde_json::Value) -> Option<String> {
     }
 }
 
+/// The candidate nearest to `word` by edit distance (a typo of it), if one is near enough:
+/// at most a third of the word's length (and 1 for short words) away.
+pub fn nearest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    let limit = (word.chars().count() / 3).max(1);
+    candidates
+        .iter()
+        .map(|c| (edit_distance(word, c), *c))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+/// Levenshtein distance (insertions, deletions, substitutions), over characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
 /// The one place layers are merged: the defaults, then the file, then the flags; each
 /// variant is kept without the keys the flags set, so that a variant's cells get
 /// defaults < file < variant < flags.
@@ -337,6 +367,17 @@ impl Experiment {
 
 #[cfg(test)]
 mod tests {
+    use super::nearest;
+
+    #[test]
+    fn an_unknown_key_is_matched_to_the_nearest_one_or_none() {
+        let keys = ["concurrency", "connections", "requests_reuse", "stacks"];
+        assert_eq!(nearest("concurency", &keys), Some("concurrency"));
+        assert_eq!(nearest("stakcs", &keys), Some("stacks"));
+        assert_eq!(nearest("requests-reuse", &keys), Some("requests_reuse"));
+        assert_eq!(nearest("payload_size", &keys), None);
+    }
+
     use super::*;
 
     #[test]

@@ -1,0 +1,431 @@
+//! gRPC's wire format, shared by the gRPC stacks (over HTTP/2 and over HTTP/3): the
+//! workload's messages (generated from `proto/`), length-prefixed messages and their limit,
+//! the status an answer carries, and the allocation-free item decoder validation reads.
+//! Stacks never depend on each other; what two of them speak alike lives here.
+
+use bench_core::user_service::grpc::status_code_name;
+use bench_core::workload::{
+    ItemView, ITEM_CURRENCY, ITEM_IN_STOCK, ITEM_NAME, ITEM_PRICE_CENTS, ITEM_TAGS,
+};
+use bench_core::{Failure, FailureClass};
+use bytes::{BufMut, Bytes, BytesMut};
+use prost::Message;
+
+/// Code generated from `proto/bench.proto`.
+pub mod pb {
+    tonic::include_proto!("bench.v1");
+}
+
+/// Code generated from `proto/health.proto`.
+pub mod health {
+    tonic::include_proto!("grpc.health.v1");
+}
+
+/// Full method path of the workload's RPC.
+pub const GET_ITEM_PATH: &str = "/bench.v1.ItemService/GetItem";
+/// Full method path of the health check.
+pub const HEALTH_CHECK_PATH: &str = "/grpc.health.v1.Health/Check";
+
+/// The largest message a server of the suite decodes or encodes (gRPC's usual default, 4 MiB,
+/// is more than the largest payload profile needs; tonic's server is set to the same).
+pub const MAX_MESSAGE_BYTES: usize = 1 << 20;
+
+/// The length-prefixed message header: a compressed flag and a 4-byte big-endian length.
+pub const PREFIX_BYTES: usize = 5;
+
+/// The two fields every gRPC request carries besides the pseudo-headers.
+pub const GRPC_FIELDS: [(&str, &str); 2] =
+    [("content-type", "application/grpc"), ("te", "trailers")];
+
+/// Response fields a unary call reads.
+pub const KEEP: &[&str] = &["content-type", "grpc-status", "grpc-message"];
+
+/// gRPC status codes a server of the suite sends.
+pub const STATUS_OK: u32 = 0;
+pub const STATUS_INTERNAL: u32 = 13;
+pub const STATUS_UNIMPLEMENTED: u32 = 12;
+pub const STATUS_RESOURCE_EXHAUSTED: u32 = 8;
+
+/// A well-framed message with status OK whose content is not valid protobuf (the bad-body
+/// fault, which a generated service could never encode).
+pub const UNDECODABLE_MESSAGE: &[u8] = &[0, 0, 0, 0, 3, 0xff, 0xff, 0xff];
+
+/// The workload's item as the servers answer it.
+pub fn item(id: u64, description: &str) -> pb::Item {
+    pb::Item {
+        id,
+        name: ITEM_NAME.to_string(),
+        price_cents: ITEM_PRICE_CENTS,
+        currency: ITEM_CURRENCY.to_string(),
+        in_stock: ITEM_IN_STOCK,
+        tags: ITEM_TAGS.iter().map(|t| t.to_string()).collect(),
+        description: description.to_string(),
+    }
+}
+
+/// A protobuf message as one gRPC length-prefixed message (uncompressed), in one allocation.
+pub fn frame(message: &impl Message) -> Bytes {
+    let len = message.encoded_len();
+    let mut buf = BytesMut::with_capacity(PREFIX_BYTES + len);
+    buf.put_u8(0);
+    buf.put_u32(len as u32);
+    message.encode(&mut buf).expect("capacity reserved");
+    buf.freeze()
+}
+
+/// [`frame`] into `buf`, whose allocation is taken back once the previous message it gave
+/// out has been dropped (so a reused buffer does not allocate per request).
+pub fn frame_into(message: &impl Message, buf: &mut BytesMut) -> Bytes {
+    let len = message.encoded_len();
+    buf.clear();
+    buf.reserve(PREFIX_BYTES + len);
+    buf.put_u8(0);
+    buf.put_u32(len as u32);
+    message.encode(buf).expect("capacity reserved");
+    buf.split().freeze()
+}
+
+/// The single message of a unary answer; bad framing is an undecodable body.
+pub fn unframe(data: &Bytes) -> Result<Bytes, Failure> {
+    let bad = |what: &str| Failure::new(FailureClass::BadBody, format!("gRPC framing: {what}"));
+    if data.len() < PREFIX_BYTES {
+        return Err(bad("fewer than 5 bytes"));
+    }
+    if data[0] != 0 {
+        return Err(bad("compressed message, none was negotiated"));
+    }
+    let len = u32::from_be_bytes([data[1], data[2], data[3], data[4]]) as usize;
+    if data.len() != PREFIX_BYTES + len {
+        return Err(bad(&format!(
+            "length prefix {len} for {} bytes",
+            data.len() - PREFIX_BYTES
+        )));
+    }
+    Ok(data.slice(PREFIX_BYTES..))
+}
+
+/// Why a server refuses a request's body: the gRPC status and its message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub status: u32,
+    pub message: &'static str,
+}
+
+/// A server's reading of a unary request's body: its one message, at most
+/// [`MAX_MESSAGE_BYTES`] (RESOURCE_EXHAUSTED above, as tonic answers), else INTERNAL.
+pub fn request_message(data: &Bytes) -> Result<Bytes, Refusal> {
+    if data.len() >= PREFIX_BYTES {
+        let len = u32::from_be_bytes([data[1], data[2], data[3], data[4]]) as usize;
+        if len > MAX_MESSAGE_BYTES {
+            return Err(Refusal {
+                status: STATUS_RESOURCE_EXHAUSTED,
+                message: "message larger than the server's limit",
+            });
+        }
+    }
+    unframe(data).map_err(|_| Refusal {
+        status: STATUS_INTERNAL,
+        message: "request is not one uncompressed length-prefixed message",
+    })
+}
+
+/// What a unary answer's status says, read from its parts: HTTP 200, a gRPC content type and
+/// grpc-status 0 (`field` looks in the trailers, then in the head of a trailers-only
+/// answer); anything else is a non-success status, with the status code's name as the
+/// failure's code.
+pub fn check_status<'a>(
+    http_status: u16,
+    content_type: Option<&[u8]>,
+    field: impl Fn(&str) -> Option<&'a [u8]>,
+) -> Result<(), Failure> {
+    if http_status != 200 {
+        return Err(Failure::new(
+            FailureClass::BadStatus,
+            format!("HTTP status {http_status} on a gRPC call"),
+        )
+        .with_code(format!("HTTP {http_status}")));
+    }
+    if !content_type.is_some_and(|v| v.starts_with(b"application/grpc")) {
+        return Err(Failure::new(
+            FailureClass::BadBody,
+            "answer is not application/grpc",
+        ));
+    }
+    match field("grpc-status") {
+        Some(b"0") => Ok(()),
+        Some(code) => {
+            let message = percent_decode(field("grpc-message").unwrap_or(b""));
+            let text = String::from_utf8_lossy(code);
+            let name = text.parse::<u32>().map_or("UNKNOWN_CODE", status_code_name);
+            Err(Failure::new(
+                FailureClass::BadStatus,
+                format!("grpc-status {text} {name}: {message}"),
+            )
+            .with_code(name))
+        }
+        None => Err(Failure::new(
+            FailureClass::ConnReset,
+            "gRPC answer ended without grpc-status",
+        )),
+    }
+}
+
+/// grpc-message is percent-encoded (gRPC over HTTP/2, "Responses"); decoded for the report.
+pub fn percent_decode(raw: &[u8]) -> String {
+    let hex = |b: u8| (b as char).to_digit(16);
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        match (raw[i], raw.get(i + 1), raw.get(i + 2)) {
+            (b'%', Some(&h), Some(&l)) if hex(h).is_some() && hex(l).is_some() => {
+                out.push((hex(h).unwrap_or(0) * 16 + hex(l).unwrap_or(0)) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Decodes the fields validation needs from an `Item` without allocating: the same wire rules
+/// as prost's generated decoder (tags, wire types, lengths, UTF-8 strings), but the strings
+/// are borrowed from the received bytes and unknown fields skipped.
+pub fn decode_item_view(mut buf: &[u8]) -> Result<ItemView<'_>, String> {
+    use prost::encoding::{decode_key, decode_varint, skip_field, DecodeContext, WireType};
+    let mut view = ItemView::default();
+    let expect = |got: WireType, want: WireType, tag: u32| {
+        if got == want {
+            Ok(())
+        } else {
+            Err(format!(
+                "field {tag} has wire type {got:?}, expected {want:?}"
+            ))
+        }
+    };
+    while !buf.is_empty() {
+        let (tag, wire_type) = decode_key(&mut buf).map_err(|e| e.to_string())?;
+        match tag {
+            1 => {
+                expect(wire_type, WireType::Varint, tag)?;
+                view.id = Some(decode_varint(&mut buf).map_err(|e| e.to_string())?);
+            }
+            2 | 4 | 7 => {
+                expect(wire_type, WireType::LengthDelimited, tag)?;
+                let len = decode_varint(&mut buf).map_err(|e| e.to_string())? as usize;
+                if len > buf.len() {
+                    return Err(format!("field {tag} is {len} bytes, {} remain", buf.len()));
+                }
+                let (field, rest) = buf.split_at(len);
+                buf = rest;
+                let text = std::str::from_utf8(field).map_err(|e| format!("field {tag}: {e}"))?;
+                match tag {
+                    2 => view.name = Some(text.into()),
+                    4 => view.currency = Some(text.into()),
+                    _ => view.description_len = Some(text.len()),
+                }
+            }
+            _ => skip_field(wire_type, tag, &mut buf, DecodeContext::default())
+                .map_err(|e| e.to_string())?,
+        }
+    }
+    // proto3 omits empty strings and zero numbers: absent means default, as prost decodes it.
+    view.id.get_or_insert(0);
+    view.name.get_or_insert_with(|| "".into());
+    view.currency.get_or_insert_with(|| "".into());
+    view.description_len.get_or_insert(0);
+    Ok(view)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pb::Item;
+    use bench_core::workload::validate_item;
+    use bench_core::PayloadProfile;
+
+    #[test]
+    fn grpc_message_is_percent_decoded() {
+        assert_eq!(
+            percent_decode(b"no item 404%21 %E2%9C%93"),
+            "no item 404! ✓"
+        );
+        assert_eq!(percent_decode(b"50% off %zz %4"), "50% off %zz %4");
+    }
+
+    #[test]
+    fn reused_frame_buffer_keeps_its_allocation() {
+        let mut buf = BytesMut::new();
+        let message = crate::pb::GetItemRequest { id: 300 };
+        let first = frame_into(&message, &mut buf);
+        assert_eq!(&first[..], &[0, 0, 0, 0, 3, 0x08, 0xac, 0x02]);
+        assert_eq!(unframe(&first).unwrap(), message.encode_to_vec());
+        drop(first);
+        let second = frame_into(&message, &mut buf);
+        let address = second.as_ptr();
+        drop(second);
+        let third = frame_into(&message, &mut buf);
+        assert_eq!(third.as_ptr(), address, "the buffer's allocation is reused");
+    }
+
+    #[test]
+    fn server_refuses_oversized_and_malformed_requests() {
+        let mut big = vec![0u8];
+        big.extend_from_slice(&((MAX_MESSAGE_BYTES + 1) as u32).to_be_bytes());
+        let refusal = request_message(&Bytes::from(big)).unwrap_err();
+        assert_eq!(refusal.status, STATUS_RESOURCE_EXHAUSTED);
+        let compressed = Bytes::from_static(&[1, 0, 0, 0, 0]);
+        assert_eq!(
+            request_message(&compressed).unwrap_err().status,
+            STATUS_INTERNAL
+        );
+        let ok = frame(&crate::pb::GetItemRequest { id: 9 });
+        assert_eq!(request_message(&ok).unwrap(), ok.slice(PREFIX_BYTES..));
+    }
+
+    #[test]
+    fn status_is_read_from_trailers_then_head() {
+        let grpc = Some(&b"application/grpc"[..]);
+        assert!(check_status(200, grpc, |n| (n == "grpc-status").then_some(&b"0"[..])).is_ok());
+        let failure = check_status(200, grpc, |n| match n {
+            "grpc-status" => Some(&b"13"[..]),
+            "grpc-message" => Some(&b"injected%20fault"[..]),
+            _ => None,
+        })
+        .unwrap_err();
+        assert_eq!(failure.class, FailureClass::BadStatus);
+        assert!(failure.to_string().contains("injected fault"), "{failure}");
+        assert_eq!(
+            check_status(200, grpc, |_| None).unwrap_err().class,
+            FailureClass::ConnReset
+        );
+        assert_eq!(
+            check_status(200, Some(&b"text/plain"[..]), |_| None)
+                .unwrap_err()
+                .class,
+            FailureClass::BadBody
+        );
+        assert_eq!(
+            check_status(503, grpc, |_| None).unwrap_err().class,
+            FailureClass::BadStatus
+        );
+    }
+
+    #[test]
+    fn view_decoder_agrees_with_prost() {
+        for profile in PayloadProfile::ALL {
+            let item = Item {
+                id: 42,
+                name: "widget".into(),
+                price_cents: 1999,
+                currency: "EUR".into(),
+                in_stock: true,
+                tags: vec!["bench".into(), "item".into()],
+                description: bench_core::workload::padding(profile),
+            };
+            let bytes = item.encode_to_vec();
+            let view = decode_item_view(&bytes).unwrap();
+            assert_eq!(view.id, Some(42));
+            assert_eq!(view.name.as_deref(), Some("widget"));
+            assert_eq!(view.currency.as_deref(), Some("EUR"));
+            assert_eq!(view.description_len, Some(profile.padding_bytes()));
+            validate_item(&view, 42, profile).unwrap();
+        }
+        assert!(decode_item_view(&[0xff, 0xff, 0xff]).is_err());
+        assert!(
+            decode_item_view(&[0x12, 0x05, b'a']).is_err(),
+            "truncated string"
+        );
+        assert!(
+            decode_item_view(&[0x12, 0x02, 0xc3, 0x28]).is_err(),
+            "invalid UTF-8"
+        );
+        let empty = decode_item_view(&[]).unwrap();
+        assert_eq!(empty.name.as_deref(), Some(""));
+        assert_eq!(empty.id, Some(0));
+    }
+
+    /// The gRPC length-prefixed message reader and the item decoder on random bytes and on
+    /// mutations of valid answers (stable in-process fuzzing, seeded PRNG): ≈ 2 s by default,
+    /// `TBENCH_FUZZ_SECONDS` for longer, `TBENCH_FUZZ_SEED` to replay. Nothing may panic, and
+    /// what the reader accepts is exactly one message of its prefix's length.
+    #[test]
+    fn fuzz_grpc_message_reader() {
+        let secs: f64 = std::env::var("TBENCH_FUZZ_SECONDS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(2.0);
+        let seed: u64 = std::env::var("TBENCH_FUZZ_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(1, |d| d.as_nanos() as u64)
+            });
+        eprintln!("grpc reader: TBENCH_FUZZ_SEED={seed}");
+        let mut state = seed | 1;
+        let mut next = move || {
+            state ^= state >> 12;
+            state ^= state << 25;
+            state ^= state >> 27;
+            state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        };
+        let valid: Vec<Vec<u8>> = PayloadProfile::ALL
+            .iter()
+            .map(|&profile| {
+                let item = Item {
+                    id: 7,
+                    name: "widget".into(),
+                    price_cents: 1999,
+                    currency: "EUR".into(),
+                    in_stock: true,
+                    tags: vec!["bench".into(), "item".into()],
+                    description: bench_core::workload::padding(profile),
+                };
+                let message = item.encode_to_vec();
+                let mut framed = vec![0];
+                framed.extend_from_slice(&(message.len() as u32).to_be_bytes());
+                framed.extend_from_slice(&message);
+                framed
+            })
+            .collect();
+        let start = std::time::Instant::now();
+        let mut executions = 0u64;
+        while executions == 0 || start.elapsed().as_secs_f64() < secs {
+            let mut data = if next() % 4 == 0 {
+                let len = (next() % 64) as usize;
+                (0..len).map(|_| next() as u8).collect()
+            } else {
+                valid[(next() % valid.len() as u64) as usize].clone()
+            };
+            for _ in 0..=next() % 4 {
+                if data.is_empty() {
+                    break;
+                }
+                let at = (next() % data.len() as u64) as usize;
+                match next() % 4 {
+                    0 => data[at] ^= 1 << (next() % 8),
+                    1 => data[at] = next() as u8,
+                    2 => data.truncate(at),
+                    _ => data.insert(at, next() as u8),
+                }
+            }
+            let bytes = Bytes::from(data);
+            if let Ok(message) = unframe(&bytes) {
+                assert_eq!(bytes.len(), 5 + message.len());
+                assert_eq!(bytes[0], 0);
+                if let Ok(view) = decode_item_view(&message) {
+                    let _ = validate_item(&view, 7, PayloadProfile::Small);
+                }
+            }
+            executions += 1;
+        }
+        eprintln!(
+            "grpc reader: {executions} executions in {:.1} s (seed {seed}), no crash",
+            start.elapsed().as_secs_f64()
+        );
+    }
+}

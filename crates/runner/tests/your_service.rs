@@ -1,0 +1,216 @@
+//! Your own service in the first minutes: `runner check` opens a connection to every target
+//! on every selected stack and explains a refused certificate in one line; a flags-only first
+//! look (`--url`, `--ca`) runs a short sweep and says so.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Stdio};
+
+use common::*;
+use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+
+/// `runner serve` of `stack` with the certificates in `certs`, on `port` (0: any); killed
+/// when dropped.
+struct Served(Child, u16);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn serve(stack: &str, certs: &Path, port: u16) -> Served {
+    let mut child = runner()
+        .args([
+            "serve",
+            "--stack",
+            stack,
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .arg("--certs")
+        .arg(certs)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let ready: serde_json::Value = serde_json::from_str(&line).expect("ready line");
+    let addr: std::net::SocketAddr = ready["addr"].as_str().unwrap().parse().unwrap();
+    Served(child, addr.port())
+}
+
+/// An HTTP/1.1 server and an HTTP/3 server on one port number (TCP and UDP).
+fn rest_service(certs: &Path) -> (Served, Served) {
+    let h1 = serve("h1", certs, 0);
+    let h3 = serve("h3", certs, h1.1);
+    (h1, h3)
+}
+
+/// What `openssl req -x509 -addext subjectAltName=DNS:localhost` makes: a self-signed
+/// certificate with CA:TRUE, written as the server's certificate (and as its own CA).
+fn self_signed_ca_certs(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let mut params = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let cert = params.self_signed(&key).unwrap();
+    std::fs::write(dir.join("server.pem"), cert.pem()).unwrap();
+    std::fs::write(dir.join("ca.pem"), cert.pem()).unwrap();
+    std::fs::write(dir.join("server.key"), key.serialize_pem()).unwrap();
+}
+
+fn check(dir: &Path, toml: &str) -> std::process::Output {
+    let file = dir.join("exp.toml");
+    std::fs::write(&file, toml).unwrap();
+    runner().arg("check").arg(&file).output().unwrap()
+}
+
+fn rest_toml(port: u16, extra: &str) -> String {
+    format!(
+        "stacks = [\"h1\", \"h3\"]\nconcurrency = [1]\nrepetitions = 1\nbaseline_seconds = 0\n\
+         [targets.rest]\nurl = \"https://localhost:{port}/items/{{{{id}}}}\"\n{extra}\n"
+    )
+}
+
+#[test]
+fn check_connects_on_every_stack_and_explains_a_refused_certificate() {
+    let tmp = tempfile::tempdir().unwrap();
+
+    // The most common development certificate: refused on HTTP/1.1 and HTTP/3 alike, with
+    // the fix, in one line each.
+    let ca_true = tmp.path().join("ca-true");
+    self_signed_ca_certs(&ca_true);
+    let (h1, _h3) = rest_service(&ca_true);
+    let ca = format!("ca = \"{}\"", ca_true.join("server.pem").display());
+    let o = check(tmp.path(), &rest_toml(h1.1, &ca));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(2), "{}", output_text(&o));
+    for stack in ["(h1)", "(h3)"] {
+        let line = stdout
+            .lines()
+            .find(|l| l.contains(stack) && l.contains("your service's rest target"))
+            .unwrap_or_else(|| panic!("a line for {stack}: {stdout}"));
+        assert!(
+            line.contains("FAILED") && line.contains("is a CA certificate"),
+            "{line}"
+        );
+        assert!(
+            line.contains("basicConstraints=critical,CA:FALSE"),
+            "{line}"
+        );
+    }
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    drop(h1);
+
+    // The suite's certificates (a leaf signed by a CA): connected on both, with its CA.
+    let suite = tmp.path().join("suite");
+    bench_core::tls::ensure_certs(&suite).unwrap();
+    let (h1, _h3) = rest_service(&suite);
+    let ca = format!("ca = \"{}\"", suite.join("ca.pem").display());
+    // A gRPC target that no selected stack sends to is not part of the check.
+    let grpc = "[targets.grpc]\naddress = \"https://localhost:1\"\nmethod = \"a.B/C\"\nproto = [\"x.proto\"]\n";
+    std::fs::write(tmp.path().join("x.proto"), "syntax = \"proto3\";\n").unwrap();
+    let o = check(tmp.path(), &format!("{}{grpc}", rest_toml(h1.1, &ca)));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", output_text(&o));
+    assert_eq!(
+        stdout
+            .lines()
+            .filter(
+                |l| l.contains(": connected, TLS 1.3, verified as localhost against the CA file")
+            )
+            .count(),
+        2,
+        "{stdout}"
+    );
+    assert!(!stdout.contains("grpc target"), "{stdout}");
+    assert!(!stdout.contains("()"), "{stdout}");
+
+    // The name sent is not the certificate's: both names are said.
+    let named = format!("{ca}\nserver_name = \"api.example\"");
+    let o = check(tmp.path(), &rest_toml(h1.1, &named));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(2), "{}", output_text(&o));
+    assert!(
+        stdout.contains("not valid for \"api.example\"") && stdout.contains("it names localhost"),
+        "{stdout}"
+    );
+    drop(h1);
+
+    // Nothing listens: the REST target is tried, not passed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let o = check(tmp.path(), &rest_toml(port, &ca));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(2), "{}", output_text(&o));
+    assert!(
+        stdout.contains("(h1)") && stdout.contains("FAILED: connect_refused"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_flags_only_first_look_runs_a_short_sweep_and_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let suite = tmp.path().join("suite");
+    bench_core::tls::ensure_certs(&suite).unwrap();
+    let h1 = serve("h1", &suite, 0);
+    let url = format!("https://localhost:{}/items/{{{{id}}}}", h1.1);
+    let o = runner()
+        .args([
+            "--url",
+            &url,
+            "--stacks",
+            "h1",
+            "--regime",
+            "reuse",
+            "--concurrency",
+            "1",
+        ])
+        .arg("--ca")
+        .arg(suite.join("ca.pem"))
+        .arg("--out")
+        .arg(tmp.path().join("results"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", output_text(&o));
+    let first = stdout.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("first look: a short sweep") && first.contains("--full-sweep"),
+        "{first}"
+    );
+    assert!(
+        stdout.contains("against the CA file"),
+        "the banner names the trust source: {stdout}"
+    );
+    let dir = results_dir(&tmp.path().join("results"));
+    let cells = read_csv(&dir.join("cells.csv"));
+    assert_eq!(cells.len(), 1, "no baseline, one repetition: {cells:?}");
+    assert_eq!(cells[0]["duration_s"], "2");
+    assert!(num(&cells[0], "ok") > 0.0);
+    assert_eq!(num(&cells[0], "failed"), 0.0);
+    // The report speaks of your service, not of the study this suite reproduces.
+    let report = runner().arg("report").arg(&dir).output().unwrap();
+    assert!(report.status.success(), "{}", output_text(&report));
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("Your service was measured"), "{html}");
+    assert!(html.contains("No request failed in any stress stage."));
+    for study in [
+        "seed 000",
+        "the collapse the study reports",
+        "Payload profile",
+    ] {
+        assert!(!html.contains(study), "{study}");
+    }
+}

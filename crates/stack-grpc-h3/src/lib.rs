@@ -1,0 +1,88 @@
+//! gRPC unary calls over HTTP/3 (h3 + quinn) on QUIC: the study's title, "gRPC over QUIC".
+//! The same service and wire format as the `grpc` stack (`grpc-wire`), on the same HTTP/3
+//! transport as the `h3` stack (`h3-transport`). QUIC always carries TLS 1.3.
+
+pub mod client;
+pub mod library_client;
+pub mod server;
+
+use std::sync::Arc;
+
+use anyhow::bail;
+use async_trait::async_trait;
+use bench_core::{
+    BoundServer, Calls, Client, ClientImplementation, ClientSettings, ServerSettings, Stack,
+};
+
+/// gRPC over HTTP/3 negotiates HTTP/3's ALPN.
+pub const ALPN: &[u8] = b"h3";
+
+/// The gRPC-over-HTTP/3 stack.
+pub struct GrpcH3;
+
+#[async_trait]
+impl Stack for GrpcH3 {
+    fn name(&self) -> &'static str {
+        "grpc-h3"
+    }
+    fn description(&self) -> &'static str {
+        "gRPC unary (prost) over HTTP/3 (h3 + quinn) on QUIC"
+    }
+    fn label(&self) -> &'static str {
+        "gRPC/HTTP/3"
+    }
+    fn api(&self) -> bench_core::Api {
+        bench_core::Api::Grpc
+    }
+    fn encoding(&self) -> &'static str {
+        "protobuf"
+    }
+    fn supports_zero_rtt(&self) -> bool {
+        true
+    }
+    fn libraries(&self) -> &'static [&'static str] {
+        &[
+            "prost",
+            "quinn",
+            "quinn-proto",
+            "h3",
+            "h3-quinn",
+            "tonic",
+            "tonic-h3",
+            "h3-util",
+        ]
+    }
+    fn alpn(&self) -> &'static [u8] {
+        ALPN
+    }
+    fn supports_plaintext(&self) -> bool {
+        false
+    }
+    fn server_settings(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("grpc", format!("bench.v1.ItemService/GetItem and grpc.health.v1.Health/Check in gRPC's HTTP mapping (POST, application/grpc, te: trailers, length-prefixed messages of at most {} B, grpc-status in trailers or a trailers-only answer), answered by the suite's own handler on h3; client: lean = the same calls on the suite's HTTP/3 transport, library = tonic's generated client on tonic-h3's channel (h3-util over h3-quinn) on a QUIC connection the client opens (the row's `client` says which ran)", grpc_wire::MAX_MESSAGE_BYTES)),
+            ("quic", h3_transport::quic_settings()),
+            ("http", "h3 0.0.8 over h3-quinn; the server reads each request stream to its end before answering, and answers 0-RTT requests at once".into()),
+            ("udp", h3_transport::UDP_SETTINGS.into()),
+            ("tls", bench_core::tls::tls_settings()),
+        ]
+    }
+    async fn bind(&self, settings: ServerSettings) -> anyhow::Result<BoundServer> {
+        server::bind(settings)
+    }
+    fn client(&self, settings: &ClientSettings) -> anyhow::Result<Arc<dyn Client>> {
+        let implementation = self.client_implementation(settings.tuning.client);
+        match &settings.calls {
+            Calls::Item if implementation == ClientImplementation::Lean => {
+                Ok(Arc::new(client::GrpcH3Client::new(settings)?))
+            }
+            Calls::Item => Ok(Arc::new(library_client::TonicH3Client::new(settings)?)),
+            Calls::Grpc(_) => bail!(
+                "the gRPC-over-HTTP/3 stack does not send [targets.grpc] calls yet; use the grpc stack"
+            ),
+            Calls::Rest(_) => {
+                bail!("the gRPC-over-HTTP/3 stack sends gRPC calls, not [targets.rest] requests")
+            }
+        }
+    }
+}
