@@ -213,7 +213,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME")]
     pub server_name: Option<String>,
     /// Accept any certificate from your service (the handshake's signature is still checked):
-    /// for a first look only. Every output of the run says so and `runner paper` refuses it
+    /// for a first look only. Every output of the run says so and `study paper` refuses it
     /// (sets targets.*.insecure).
     #[arg(long)]
     pub insecure: bool,
