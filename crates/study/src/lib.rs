@@ -45,6 +45,67 @@ use threats::threats;
 /// A `cells.csv` row of a run (the claim checks and tables read these).
 type Row = CellRow;
 
+/// The tracked paths whose difference between the data commit and HEAD is a difference in
+/// the code that measured (or computes) the results.
+pub const CODE_PATHS: [&str; 6] = [
+    "crates",
+    "scripts",
+    "experiments",
+    "proto",
+    "Cargo.toml",
+    "Cargo.lock",
+];
+
+/// The code files that differ between the commit a reference run recorded and HEAD of the
+/// repository holding it (`git diff --name-only <commit> HEAD -- CODE_PATHS`). Empty when the
+/// run is not inside a git work tree (a copy: there is no HEAD to compare with). An error when
+/// the recorded commit is not in the repository's history.
+pub fn code_drift(reference: &Path) -> anyhow::Result<Vec<String>> {
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(reference.join("manifest.json"))
+            .with_context(|| format!("cannot read {}/manifest.json", reference.display()))?,
+    )
+    .with_context(|| format!("{}/manifest.json is not JSON", reference.display()))?;
+    let commit = manifest["git_commit"]
+        .as_str()
+        .unwrap_or("unknown")
+        .trim_end_matches("-dirty")
+        .to_string();
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(reference)
+            .args(args)
+            .output()
+    };
+    match git(&["rev-parse", "--show-toplevel"]) {
+        Ok(o) if o.status.success() => {}
+        _ => return Ok(Vec::new()),
+    }
+    // `:/` makes each path relative to the top level, whatever folder git runs in.
+    let paths: Vec<String> = CODE_PATHS.iter().map(|p| format!(":/{p}")).collect();
+    let mut args = vec![
+        "--no-pager",
+        "diff",
+        "--name-only",
+        commit.as_str(),
+        "HEAD",
+        "--",
+    ];
+    args.extend(paths.iter().map(String::as_str));
+    let out = git(&args).context("cannot run git")?;
+    if !out.status.success() {
+        bail!(
+            "{}: its data commit `{commit}` is not in this repository's history, so its code cannot be compared with HEAD",
+            reference.display()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect())
+}
+
 /// The paper file and what the caller should tell the user (mixed provenance it was allowed).
 #[derive(Debug)]
 pub struct Written {

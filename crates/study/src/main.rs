@@ -45,6 +45,11 @@ enum Command {
         /// a dirty tree; it then opens with a warning saying what is mixed.
         #[arg(long)]
         allow_mixed: bool,
+        /// Write the paper even if the code (crates, scripts, experiments, proto, Cargo files)
+        /// at HEAD differs from the reference's data commit; the differing files are listed as
+        /// a warning. Without it such a paper is refused, naming them.
+        #[arg(long)]
+        allow_code_drift: bool,
     },
 }
 
@@ -67,7 +72,42 @@ fn main() -> ExitCode {
         breakdown,
         out,
         allow_mixed,
+        allow_code_drift,
     } = cli.command;
+    // The paper describes the code that measured its data: HEAD must be that code.
+    let drift = match study::code_drift(&reference) {
+        Ok(files) => files,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return Status::Invalid.into();
+        }
+    };
+    if !drift.is_empty() {
+        let shown = drift
+            .iter()
+            .take(10)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ");
+        let more = drift.len().saturating_sub(10);
+        let list = if more > 0 {
+            format!("{shown} and {more} more")
+        } else {
+            shown
+        };
+        if !allow_code_drift {
+            eprintln!(
+                "error: the code at HEAD differs from the data commit of {} in {} file(s): {list}. Regenerate the results at HEAD (scripts/reproduce-paper) or pass --allow-code-drift",
+                reference.display(),
+                drift.len()
+            );
+            return Status::Invalid.into();
+        }
+        eprintln!(
+            "warning: code drift allowed: HEAD differs from the data commit in {} file(s): {list}",
+            drift.len()
+        );
+    }
     match study::write_with_scale(
         &reference,
         &claims,

@@ -494,15 +494,34 @@ fn the_committed_paper_regenerates_byte_for_byte() {
         .collect();
     assert!(!claims.is_empty(), "no committed claim run");
     claims.sort();
-    let out = study()
-        .current_dir(tmp.path())
-        .args(["paper", "--reference", "results/reference", "--claims"])
-        .args(&claims)
-        .args(["--scale", "results/scale"])
-        .args(["--breakdown", "results/quic-breakdown/breakdown.csv"])
-        .args(["--out", "paper"])
-        .output()
-        .unwrap();
+    let run = |extra: &[&str]| {
+        study()
+            .current_dir(tmp.path())
+            .args(["paper", "--reference", "results/reference", "--claims"])
+            .args(&claims)
+            .args(["--scale", "results/scale"])
+            .args(["--breakdown", "results/quic-breakdown/breakdown.csv"])
+            .args(["--out", "paper"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    // Without --allow-code-drift the paper is refused exactly when the code at HEAD differs
+    // from the data commit, and the refusal names the files.
+    let drift = study::code_drift(&root.join("results/reference")).unwrap();
+    let strict = run(&[]);
+    if drift.is_empty() {
+        assert!(strict.status.success(), "{}", output_text(&strict));
+    } else {
+        let text = output_text(&strict);
+        assert_eq!(strict.status.code(), Some(2), "{text}");
+        assert!(
+            text.contains("--allow-code-drift") && text.contains(&drift[0]),
+            "{text}"
+        );
+        assert!(!tmp.path().join("paper/reproduction.md").exists());
+    }
+    let out = run(&["--allow-code-drift"]);
     assert!(out.status.success(), "{}", output_text(&out));
     let written = std::fs::read(tmp.path().join("paper/reproduction.md")).unwrap();
     let committed = std::fs::read(root.join("paper/reproduction.md")).unwrap();
