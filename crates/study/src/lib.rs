@@ -208,7 +208,14 @@ pub fn write_with_scale(
         let measured = breakdown::reference_cpu(&reference, b.concurrency.unwrap_or(0));
         breakdown::section(&mut out, b, path, &measured, &claims::breakdown_focus())?;
     }
-    threats(&mut out, &runs, &provs, &problems);
+    threats(
+        &mut out,
+        &runs,
+        &provs,
+        &problems,
+        sessions.as_ref().map(|s| s.count()),
+    );
+    artifact(&mut out, &provs[0]);
 
     std::fs::create_dir_all(out_dir)
         .with_context(|| format!("cannot create {}", out_dir.display()))?;
@@ -221,4 +228,13 @@ pub fn write_with_scale(
             .map(|p| format!("mixed provenance allowed: {p}"))
             .collect(),
     })
+}
+
+/// The artifact section: the data commit and how to rerun it.
+fn artifact(out: &mut String, reference: &Provenance) {
+    let _ = writeln!(
+        out,
+        "## Artifact\n\nThe data of this paper were measured at commit `{}` of this repository (licensed MIT OR Apache-2.0: LICENSE-MIT, LICENSE-APACHE; cite with CITATION.cff); its results directories are committed beside the code. To rerun everything at that commit on a clean tree: `scripts/reproduce-paper --sessions 3` (it prints its plan and expected duration first; `--dry-run` shows them only).\n",
+        reference.commit
+    );
 }

@@ -61,7 +61,13 @@ pub(crate) fn rep_spread(run: &Run) -> String {
     )
 }
 
-pub(crate) fn threats(out: &mut String, runs: &[&Run], provs: &[Provenance], problems: &[String]) {
+pub(crate) fn threats(
+    out: &mut String,
+    runs: &[&Run],
+    provs: &[Provenance],
+    problems: &[String],
+    sessions: Option<usize>,
+) {
     let _ = writeln!(out, "## Threats to validity\n");
     let _ = writeln!(
         out,
@@ -202,6 +208,7 @@ pub(crate) fn threats(out: &mut String, runs: &[&Run], provs: &[Provenance], pro
         out,
         "- **Emulator limits.** Where the kernel has no `sch_netem` (this machine), delay and loss are applied by a user-space emulator thread in the runner (the `emulator` column says which ran): it shares the same cores as server and client (so emulated runs have less CPU for the protocols), it drops a GSO super-packet as one unit (one loss event can remove several QUIC datagrams at once, unlike a wire), and it draws loss and jitter from one fixed seed, so each emulated cell is one sample of the loss pattern, not an average over patterns."
     );
+    issue_33_threats(out, runs, sessions);
     if !problems.is_empty() {
         let _ = writeln!(
             out,
@@ -210,4 +217,69 @@ pub(crate) fn threats(out: &mut String, runs: &[&Run], provs: &[Provenance], pro
         );
     }
     out.push('\n');
+}
+
+/// Session drift, what loopback does to TIME_WAIT, the steady-window bias, sub-second cells
+/// and what VmHWM covers: each counted over the stress cells of every run.
+fn issue_33_threats(out: &mut String, runs: &[&Run], sessions: Option<usize>) {
+    let all: Vec<&Row> = runs.iter().flat_map(|r| r.stress()).collect();
+    let _ = writeln!(
+        out,
+        "- **Session drift.** {}",
+        match sessions {
+            Some(n) => format!(
+                "{n} sessions at one commit are aggregated: the verdicts say in how many they held, and the headline throughput has an interval over the session means beside the one over a session's repetitions."
+            ),
+            None => "Every interval here is over one session's repetitions. Sessions of the same code on the same machine can differ by more than these intervals (machine state, time of day), so a difference between two sessions is no finding; `scripts/reproduce-paper --sessions 3` gives the between-session interval.".to_string(),
+        }
+    );
+    let spread = all
+        .iter()
+        .filter(|r| r.source_addresses.is_some_and(|n| n > 1))
+        .count();
+    let private = all
+        .iter()
+        .filter(|r| r.net_counters_scope.as_deref() == Some("namespace"))
+        .count();
+    let tw_reuse: Vec<String> = runs
+        .iter()
+        .filter_map(|r| {
+            crate::provenance::find_first(&r.results.manifest, "net.ipv4.tcp_tw_reuse")
+                .map(|v| crate::provenance::scalar(&v))
+        })
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let _ = writeln!(
+        out,
+        "- **Loopback TIME_WAIT.** Socket exhaustion, the study's explanation of the collapse, is mostly switched off on loopback as run here: the host's `net.ipv4.tcp_tw_reuse` = {} (2 reuses TIME_WAIT ports on loopback only; variants that set their own value run in their own namespace), {spread} of {} stress cells spread their clients over more than one source address, and {private} ran in a network namespace made for that cell alone, so TIME_WAIT never accumulates across levels. The two-host contrast experiment (`experiments/claims/c2c3-two-hosts.toml`) is where it can.",
+        if tw_reuse.is_empty() {
+            "not recorded".to_string()
+        } else {
+            tw_reuse.join(" / ")
+        },
+        all.len()
+    );
+    let with_steady: Vec<&&Row> = all
+        .iter()
+        .filter(|r| fval(r, STEADY_RPS).is_some())
+        .collect();
+    let invalid = with_steady.iter().filter(|r| !r.steady_valid()).count();
+    let _ = writeln!(
+        out,
+        "- **Steady-window bias.** The steady-state rate counts only the window in which all workers are active; with few requests per worker that window is short and holds the fastest requests, which inflates the rate of a cell in trouble. {invalid} of {} stress cells with a steady window had one too short (fewer than {} successes per worker or under {} % of the phase): their verdicts and knees use `ok / elapsed_s`, and both figures are printed beside them.",
+        with_steady.len(),
+        crate::text::plain(runner::output::rows::MIN_STEADY_OK_PER_WORKER),
+        crate::text::plain(runner::output::rows::MIN_STEADY_FRACTION_OF_ELAPSED * 100.0)
+    );
+    let short = all.iter().filter(|r| r.elapsed_s < 1.0).count();
+    let _ = writeln!(
+        out,
+        "- **Sub-second cells.** {short} of {} stress cells measured for less than a second: one scheduler hiccup or one retransmission timeout is a large share of such a cell, and memory still rising at its end has not peaked.",
+        all.len()
+    );
+    let _ = writeln!(
+        out,
+        "- **What VmHWM covers.** `server_rss_hwm_bytes` is the kernel's high-water mark of the server process, reset before the measured phase: it covers that phase only, not warm-up, and not the memory a longer run would reach."
+    );
 }
