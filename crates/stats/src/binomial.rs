@@ -106,7 +106,7 @@ pub fn zero_failure_trials_below(rate: f64, tail: f64) -> u64 {
 /// [`zero_failure_trials_below`].
 pub fn trials_to_show_below(observed: f64, rate: f64, alpha: f64) -> Option<u64> {
     const MAX_TRIALS: u64 = 1_000_000_000;
-    if !(observed < rate) || observed < 0.0 {
+    if observed.is_nan() || observed >= rate || observed < 0.0 {
         return None;
     }
     if observed == 0.0 {

@@ -63,7 +63,7 @@ pub(crate) fn show_both(rates: &BothRates) -> String {
         Some((rps, false)) => format!("steady {} (window too short: invalid)", thousands(rps)),
         None => "no steady window".to_string(),
     };
-    let elapsed = rates.elapsed.map_or("—".to_string(), |rps| thousands(rps));
+    let elapsed = rates.elapsed.map_or("—".to_string(), thousands);
     format!("{steady} · ok/elapsed {elapsed} req/s")
 }
 
