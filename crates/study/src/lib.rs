@@ -7,7 +7,9 @@
 //! The study's claims (which stacks, regimes, levels and figures) are data in [`claims`];
 //! the other modules hold no study-specific numbers or stack names: [`run`] (the runs and
 //! views of them), [`provenance`] (setup, provenance table, mixing check), [`tables`] (the
-//! reference sweep), [`verdicts`] (judging each claim kind), [`scale`] (beyond 500 workers,
+//! reference sweep), [`verdicts`] (judging each claim kind), [`contrast`] (did TCP or QUIC
+//! collapse, per condition, beside the port budget), [`sessions`] (aggregation over the
+//! sessions of one commit), [`scale`] (beyond 500 workers,
 //! memory fits), [`breakdown`] (where QUIC's instructions go, from `scripts/quic-breakdown`),
 //! [`threats`] (threats to validity) and [`text`] (figures and formats). The statistics are
 //! the `stats` crate's. Prose moves into minijinja templates (`templates/`, rendered by
