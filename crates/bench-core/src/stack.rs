@@ -227,6 +227,12 @@ pub trait Stack: Send + Sync + 'static {
     fn api(&self) -> Api {
         Api::Rest
     }
+    /// Whether the client can send an experiment's own targets (`[targets.*]`), not only the
+    /// suite's workload; a stack that cannot is left out of a targets run by default and
+    /// refused when named.
+    fn sends_to_targets(&self) -> bool {
+        true
+    }
     /// How the item is encoded on the wire ("JSON", "protobuf"), for reports.
     fn encoding(&self) -> &'static str;
     /// The crates (as named in Cargo.lock) that implement this stack's protocol, so that the

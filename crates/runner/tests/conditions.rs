@@ -41,7 +41,7 @@ handshake = "zero-rtt"
 stacks = ["h3"]
 "#
     ));
-    assert_eq!(rows.len(), 9);
+    assert_eq!(rows.len(), 11);
     let find = |key: &str| {
         rows.iter()
             .find(|r| r["cell_key"] == key)
@@ -80,12 +80,14 @@ stacks = ["h3"]
             );
         }
     }
-    check("full/h3/new-conn/c1/r1", 2.0);
-    check("resumed/h3/new-conn/c1/r1", 2.0);
+    for stack in ["h3", "grpc-h3"] {
+        check(&format!("full/{stack}/new-conn/c1/r1"), 2.0);
+        check(&format!("resumed/{stack}/new-conn/c1/r1"), 2.0);
+    }
     check("zero-rtt/h3/new-conn/c1/r1", 1.0);
     // Resumption is really used: flagged on every connection, and over TCP no certificate
     // crosses the wire (QUIC pads its handshake datagrams, which hides the saving).
-    for stack in ["h1", "h2", "h3", "grpc"] {
+    for stack in ["h1", "h2", "h3", "grpc", "grpc-h3"] {
         let full = find(&format!("full/{stack}/new-conn/c1/r1"));
         let resumed = find(&format!("resumed/{stack}/new-conn/c1/r1"));
         assert_eq!(num(full, "connections_resumed"), 0.0, "{stack}");
@@ -94,7 +96,7 @@ stacks = ["h3"]
             num(resumed, "connections_established"),
             "{stack}"
         );
-        if stack == "h3" {
+        if stack.ends_with("h3") {
             continue;
         }
         assert!(

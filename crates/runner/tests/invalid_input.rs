@@ -189,7 +189,7 @@ fn semantic_errors_name_the_file_and_line_or_the_flag() {
     let e = rejected(
         &[],
         Some("name = \"typo\"\nrepetitions = 1\nstacks = [\"http2\"]\n"),
-        "exp.toml:3:1: stacks: unknown stack 'http2' (expected one of h1, h2, h3, grpc)",
+        "exp.toml:3:1: stacks: unknown stack 'http2' (expected one of h1, h2, h3, grpc, grpc-h3)",
     );
     assert!(!e.contains("experiment 'typo'"), "{e}");
     // Inside a variant: the variant's own line, and the variant named.
@@ -275,7 +275,7 @@ fn check_prints_an_estimated_duration() {
     // 4 baselines of 10 s, and 4 new-conn cells of 1,000 requests each.
     std::fs::write(
         &file,
-        "regimes = [\"new-conn\"]\nconcurrency = [10]\nrequests_new_conn = 1000\nwarmup_fraction = 0.0\n",
+        "stacks = [\"h1\", \"h2\", \"h3\", \"grpc\"]\nregimes = [\"new-conn\"]\nconcurrency = [10]\nrequests_new_conn = 1000\nwarmup_fraction = 0.0\n",
     )
     .unwrap();
     let output = runner().arg("check").arg(&file).output().unwrap();
@@ -309,6 +309,12 @@ fn bad_targets_are_rejected_before_anything_is_sent() {
         &["--stacks", "h1,grpc"],
         Some(rest),
         "stack 'grpc' sends to [targets.grpc], which the experiment does not give",
+    );
+    // A stack whose client sends the suite's workload only is named, not silently dropped.
+    rejected(
+        &["--stacks", "grpc-h3"],
+        Some("[targets.grpc]\naddress = \"https://127.0.0.1:9\"\nmethod = \"a.B/C\"\nreflection = true\n"),
+        "stack 'grpc-h3' cannot send to your service's targets yet",
     );
     rejected(
         &[],

@@ -58,6 +58,11 @@ impl Stack for GrpcH3 {
     fn supports_plaintext(&self) -> bool {
         false
     }
+    /// Its client sends the suite's workload only: calls to a user's gRPC service over HTTP/3
+    /// (descriptors, reflection over HTTP/3) are not built yet.
+    fn sends_to_targets(&self) -> bool {
+        false
+    }
     fn server_settings(&self) -> Vec<(&'static str, String)> {
         vec![
             ("grpc", format!("bench.v1.ItemService/GetItem and grpc.health.v1.Health/Check in gRPC's HTTP mapping (POST, application/grpc, te: trailers, length-prefixed messages of at most {} B, grpc-status in trailers or a trailers-only answer), answered by the suite's own handler on h3; client: lean = the same calls on the suite's HTTP/3 transport, library = tonic's generated client on tonic-h3's channel (h3-util over h3-quinn) on a QUIC connection the client opens (the row's `client` says which ran)", grpc_wire::MAX_MESSAGE_BYTES)),
