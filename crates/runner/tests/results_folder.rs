@@ -10,22 +10,8 @@ use common::*;
 /// A tiny one-cell run of `stack` named `same`, writing under `out`.
 fn tiny_run(stack: &str, out: &Path, certs: &Path) -> std::process::Child {
     runner()
-        .args([
-            "--name",
-            "same",
-            "--stacks",
-            stack,
-            "--regime",
-            "reuse",
-            "--concurrency",
-            "1",
-            "--requests",
-            "20",
-            "--baseline-seconds",
-            "0",
-            "--repetitions",
-            "1",
-        ])
+        .args(["--name", "same", "--stacks", stack])
+        .args(ONE_TINY_CELL)
         .arg("--out")
         .arg(out)
         .arg("--certs")
@@ -117,20 +103,7 @@ fn two_runs_started_together_with_one_name_write_two_folders() {
 
 #[test]
 fn a_folder_with_two_runs_rows_is_refused_by_report_merge_and_compare() {
-    let run = run_ok(&[
-        "--stacks",
-        "h1",
-        "--regime",
-        "reuse",
-        "--concurrency",
-        "1",
-        "--requests",
-        "20",
-        "--baseline-seconds",
-        "0",
-        "--repetitions",
-        "1",
-    ]);
+    let run = run_ok(&[&["--stacks", "h1"][..], &ONE_TINY_CELL[..]].concat());
     let dir = run.dir();
     let report = runner().arg("report").arg(&dir).output().unwrap();
     assert!(report.status.success(), "{}", output_text(&report));

@@ -14,6 +14,21 @@ pub fn runner() -> Command {
     command
 }
 
+/// The run flags of the smallest measured run: one reuse cell of one worker and 20 requests,
+/// no baseline, one repetition (give `--stacks` beside them).
+pub const ONE_TINY_CELL: [&str; 10] = [
+    "--regime",
+    "reuse",
+    "--concurrency",
+    "1",
+    "--requests",
+    "20",
+    "--baseline-seconds",
+    "0",
+    "--repetitions",
+    "1",
+];
+
 pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
