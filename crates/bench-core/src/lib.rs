@@ -3,6 +3,7 @@
 
 pub mod call;
 pub mod failure;
+pub mod limits;
 pub mod net;
 pub mod service_time;
 pub mod source;

@@ -68,15 +68,18 @@ pub struct Tuning {
     pub no_session_tickets: bool,
     /// Client: which implementation sends the requests (a stack that has one only uses it).
     pub client: ClientImplementation,
-    /// HTTP/1.1 lean client: the largest response head (with interim 1xx heads) accepted, in
-    /// bytes; `None` = the client's default (64 KiB).
+    /// Lean clients: the largest response head accepted, in bytes (HTTP/1.1: with interim 1xx
+    /// heads; HTTP/3: the decoded field section); `None` = [`crate::limits`]' default (64 KiB).
     pub response_head_max_bytes: Option<usize>,
-    /// HTTP/1.1 lean client: the most header lines in one response head; `None` = the
-    /// client's default (100).
+    /// Lean clients (HTTP/1.1, HTTP/3): the most header fields in one response head; `None` =
+    /// [`crate::limits`]' default (100).
     pub response_headers_max: Option<usize>,
-    /// HTTP/1.1 lean client: the largest response body accepted, in bytes (each worker may
-    /// hold one that large); `None` = the client's default (4 MiB).
+    /// Lean clients (HTTP/1.1, HTTP/2, HTTP/3): the largest response body accepted, in bytes
+    /// (each worker may hold one that large); `None` = [`crate::limits`]' default (4 MiB).
     pub response_body_max_bytes: Option<u64>,
+    /// Lean gRPC clients: the largest message received, refused at its length prefix; `None`
+    /// = [`crate::limits`]' default (4 MiB, as gRPC's implementations).
+    pub grpc_max_receive_message_bytes: Option<u64>,
     /// QUIC client: a UDP socket and endpoint per connection, or one shared by all of the
     /// client's connections.
     pub quic_endpoint: QuicEndpoint,

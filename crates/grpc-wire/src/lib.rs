@@ -163,10 +163,13 @@ pub fn check_status<'a>(
             )
             .with_code(name))
         }
+        // The stream ended cleanly but the answer is not a gRPC answer: a broken answer, not a
+        // broken connection.
         None => Err(Failure::new(
-            FailureClass::ConnReset,
-            "gRPC answer ended without grpc-status",
-        )),
+            FailureClass::BadBody,
+            "gRPC answer ended without grpc-status (no trailers, and no trailers-only head)",
+        )
+        .with_code("no grpc-status")),
     }
 }
 
@@ -297,10 +300,10 @@ mod tests {
         .unwrap_err();
         assert_eq!(failure.class, FailureClass::BadStatus);
         assert!(failure.to_string().contains("injected fault"), "{failure}");
-        assert_eq!(
-            check_status(200, grpc, |_| None).unwrap_err().class,
-            FailureClass::ConnReset
-        );
+        // No grpc-status anywhere: the answer is broken, not the connection.
+        let broken = check_status(200, grpc, |_| None).unwrap_err();
+        assert_eq!(broken.class, FailureClass::BadBody);
+        assert!(broken.detail.contains("without grpc-status"), "{broken}");
         assert_eq!(
             check_status(200, Some(&b"text/plain"[..]), |_| None)
                 .unwrap_err()

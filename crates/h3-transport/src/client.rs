@@ -11,6 +11,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bench_core::limits::{BodyLimit, ResponseLimits};
 use bench_core::source::SourceAddresses;
 use bench_core::{
     classify_error, ClientSettings, ConnectTiming, Failure, FailureClass, HandshakeVariant, Phase,
@@ -22,7 +23,7 @@ use quinn::crypto::rustls::QuicClientConfig;
 use crate::closing::{CloseWatch, WatchedRuntime};
 use crate::udp::RefusalAwareSocket;
 
-type SendRequest = h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>;
+type SendRequest = h3::client::SendRequest<crate::limited::OpenStreams, Bytes>;
 
 /// Opens HTTP/3 connections to one server, each on its own endpoint.
 pub struct H3Transport {
@@ -37,6 +38,8 @@ pub struct H3Transport {
     variant: HandshakeVariant,
     handshake_timeout: Duration,
     tuning: bench_core::Tuning,
+    /// What every answer's head is held to (the `response_*` knobs, as on HTTP/1.1).
+    limits: ResponseLimits,
     /// Each connection's UDP socket binds the next of these, so that many connections do not
     /// all draw on one address's ephemeral ports.
     sources: SourceAddresses,
@@ -151,6 +154,7 @@ impl H3Transport {
             },
             endpoint_config: quinn::EndpointConfig::default(),
             tuning: settings.tuning.clone(),
+            limits: ResponseLimits::from_tuning(&settings.tuning),
             sources: SourceAddresses::new(settings.target, settings.tuning.source_addresses),
             variant: tls.variant,
             handshake_timeout: settings.handshake_timeout,
@@ -304,7 +308,13 @@ impl H3Transport {
             watch,
             timing,
         } = self.handshake().await?;
-        let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(conn.clone()))
+        // h3's own field-section limit is not set: h3 answers it with STOP_SENDING, which
+        // h3-quinn 0.0.10 panics on while a read is in flight (`stop_sending` unwraps a stream
+        // its read future holds), and only once it holds the whole frame. The watched
+        // connection refuses a HEADERS frame at its header instead (its encoded length is at
+        // most its decoded size), and `exchange_limited` checks the decoded size.
+        let quic = crate::limited::Connection::new(conn.clone(), self.limits.max_head_bytes as u64);
+        let (mut driver, send) = h3::client::new(quic)
             .await
             .map_err(|e| classify_h3(&e.to_string(), Phase::Handshake))?;
         let driver = H3Driver(std::sync::Mutex::new(Some(tokio::spawn(async move {
@@ -319,6 +329,7 @@ impl H3Transport {
             send,
             driver,
             closing: self.closing.clone(),
+            limits: self.limits,
         };
         Ok((conn, timing))
     }
@@ -361,6 +372,7 @@ pub struct H3Connection {
     send: SendRequest,
     driver: H3Driver,
     closing: Arc<Closing>,
+    limits: ResponseLimits,
 }
 
 /// The h3 connection's driver task: closing stops it, dropping the connection aborts it.
@@ -391,6 +403,9 @@ impl Drop for H3Driver {
     }
 }
 
+/// `:status` and its three digits, as a field section's size counts them.
+const STATUS_FIELD_BYTES: u64 = (":status".len() + 3 + 32) as u64;
+
 /// What a request sends: its head, and its body if it has one.
 pub type Outgoing = (http::Request<()>, Option<Bytes>);
 
@@ -405,11 +420,21 @@ pub struct Answer {
 }
 
 impl H3Connection {
-    /// Sends one request and reads its answer to the end of the stream.
-    pub async fn exchange(
+    /// Sends one request and reads its answer to the end of the stream, its head held to the
+    /// `response_*` limits and its body to the transport's `response_body_max_bytes`.
+    pub async fn exchange(&self, outgoing: Outgoing, started: Instant) -> Result<Answer, Failure> {
+        let limit = BodyLimit::Bytes(self.limits.max_body_bytes);
+        self.exchange_limited(outgoing, started, limit).await
+    }
+
+    /// [`H3Connection::exchange`] with the body held to `answer_limit` instead: past it, or
+    /// past a head limit, the answer fails as `bad_body` at once, naming the limit, and the
+    /// stream is dropped (quinn stops it with STOP_SENDING); the connection goes on.
+    pub async fn exchange_limited(
         &self,
         (req, body): Outgoing,
         started: Instant,
+        answer_limit: BodyLimit,
     ) -> Result<Answer, Failure> {
         let mut send = self.send.clone();
         let mut stream = send
@@ -432,8 +457,13 @@ impl H3Connection {
         let resp = stream
             .recv_response()
             .await
-            .map_err(|e| self.classify(&e))?;
+            .map_err(|e| self.classify_limited(&e))?;
         let ttfb = started.elapsed();
+        // Past a limit the answer fails and its stream is dropped, which stops it (quinn sends
+        // STOP_SENDING); h3's `stop_sending` is not called, as h3-quinn 0.0.10 panics on it while
+        // a read is in flight.
+        self.check_fields(resp.headers(), STATUS_FIELD_BYTES)?;
+        let mut meter = answer_limit.meter();
         let length: Option<usize> = resp
             .headers()
             .get(http::header::CONTENT_LENGTH)
@@ -450,6 +480,7 @@ impl H3Connection {
                 Ok(Some(mut chunk)) => {
                     while chunk.has_remaining() {
                         let part = chunk.chunk();
+                        meter.feed(part)?;
                         body.extend_from_slice(part);
                         let n = part.len();
                         chunk.advance(n);
@@ -468,8 +499,13 @@ impl H3Connection {
         let mut trailers = None;
         if !ended_by_abort {
             match stream.recv_trailers().await {
-                Ok(read) => trailers = read,
+                Ok(Some(read)) => {
+                    self.check_fields(&read, 0)?;
+                    trailers = Some(read);
+                }
+                Ok(None) => {}
                 Err(e) if complete(&e, &body) => {}
+                Err(e) if too_large(&e).is_some() => return Err(self.classify_limited(&e)),
                 Err(e) => return Err(self.cut_short(&e, body.len(), length)),
             }
         }
@@ -481,6 +517,31 @@ impl H3Connection {
             body: body.freeze(),
             trailers,
         })
+    }
+
+    /// [`H3Connection::classify`], and a HEADERS frame the watched stream refused as the head
+    /// limit.
+    fn classify_limited(&self, err: &h3::error::StreamError) -> Failure {
+        match too_large(err) {
+            Some(refused) => self.limits.head_failure(refused.announced),
+            None => self.classify(err),
+        }
+    }
+
+    /// A head or trailer section held to the `response_*` limits: its field count, and its
+    /// size as HTTP/3 counts it (RFC 9114 §4.2.2: each field's name and value and 32 bytes),
+    /// `extra` added for the pseudo-header h3 has taken out of the map.
+    fn check_fields(&self, fields: &http::HeaderMap, extra: u64) -> Result<(), Failure> {
+        self.limits.check_header_count(fields.len())?;
+        let size = fields
+            .iter()
+            .map(|(name, value)| (name.as_str().len() + value.len() + 32) as u64)
+            .sum::<u64>()
+            + extra;
+        if size > self.limits.max_head_bytes as u64 {
+            return Err(self.limits.head_failure(size));
+        }
+        Ok(())
     }
 
     /// A failure while the answer's body was read: an abort with H3_NO_ERROR says how much
@@ -639,6 +700,16 @@ fn unprocessed(err: &h3::error::StreamError) -> Option<Failure> {
                 "request rejected by the server (H3_REQUEST_REJECTED)",
             ))
         }
+        _ => None,
+    }
+}
+
+/// The watched stream's refusal of a HEADERS frame above the head limit, if `err` is one.
+fn too_large(err: &h3::error::StreamError) -> Option<crate::limited::HeadersFrameTooLarge> {
+    match err {
+        h3::error::StreamError::Undefined { 0: e, .. } => e
+            .downcast_ref::<crate::limited::HeadersFrameTooLarge>()
+            .copied(),
         _ => None,
     }
 }

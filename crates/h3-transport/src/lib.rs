@@ -6,6 +6,7 @@
 
 pub mod client;
 mod closing;
+mod limited;
 pub mod server;
 pub mod tuning;
 mod udp;

@@ -134,12 +134,14 @@ const HEADS: [RequestHead<'static>; 2] = [
         path: "/items/1",
         fields: &[],
         keep: &["content-type"],
+        answer_limit: bench_core::limits::BodyLimit::Bytes(u64::MAX),
     },
     RequestHead {
         method: "POST",
         path: "/bench.v1.ItemService/GetItem",
         fields: &[("content-type", "application/grpc"), ("te", "trailers")],
         keep: &["content-type", "grpc-status", "grpc-message"],
+        answer_limit: bench_core::limits::BodyLimit::Bytes(u64::MAX),
     },
 ];
 

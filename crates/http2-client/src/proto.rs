@@ -12,6 +12,7 @@
 
 use std::time::{Duration, Instant};
 
+use bench_core::limits::{BodyLimit, BodyMeter};
 use bench_core::{Failure, FailureClass};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
@@ -62,6 +63,9 @@ pub struct RequestHead<'a> {
     pub fields: &'a [(&'a str, &'a str)],
     /// Response fields the caller reads (head or trailers); others are only decoded.
     pub keep: &'static [&'static str],
+    /// What the answer's body is held to as it arrives: past it the stream is cancelled and
+    /// the request fails as `bad_body`, the connection untouched.
+    pub answer_limit: BodyLimit,
 }
 
 /// A response read to its end.
@@ -151,6 +155,8 @@ struct Slot {
     head_request: bool,
     content_length: Option<u64>,
     received: u64,
+    /// The answer's body held to the request's [`RequestHead::answer_limit`].
+    meter: BodyMeter,
     fields: Vec<(&'static str, Bytes, bool)>,
     body: Bytes,
     joined: Option<BytesMut>,
@@ -416,6 +422,7 @@ impl Connection {
             head_request: head.method == "HEAD",
             content_length: None,
             received: 0,
+            meter: head.answer_limit.meter(),
             fields: Vec::new(),
             body: Bytes::new(),
             joined: None,
@@ -789,6 +796,17 @@ impl Connection {
                 "malformed response: more DATA than its content-length",
             );
             self.stream_error(index, e, FailureClass::BadBody, end_stream);
+            return Ok(());
+        }
+        if let Err(over) = slot.meter.feed(&data) {
+            // Not wanted any more: cancel the stream (only that request fails).
+            let (id, remote_ended) = (slot.id, end_stream);
+            if !(remote_ended && slot.to_send.is_empty()) {
+                frame::put_rst_stream(&mut self.tx, id, ErrorCode::Cancel);
+            }
+            let mut failure = Failure::stream(over.class, over.detail);
+            failure.code = over.code;
+            self.fail(index, failure);
             return Ok(());
         }
         slot.push_body(data);

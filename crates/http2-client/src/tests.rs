@@ -19,6 +19,7 @@ const GET: RequestHead<'static> = RequestHead {
     path: "/items/1",
     fields: &[],
     keep: &[],
+    answer_limit: bench_core::limits::BodyLimit::Bytes(u64::MAX),
 };
 
 const CALL: RequestHead<'static> = RequestHead {
@@ -26,6 +27,7 @@ const CALL: RequestHead<'static> = RequestHead {
     path: "/bench.v1.ItemService/GetItem",
     fields: &[("content-type", "application/grpc"), ("te", "trailers")],
     keep: &["content-type", "grpc-status"],
+    answer_limit: bench_core::limits::BodyLimit::Bytes(u64::MAX),
 };
 
 /// A frame as the server sends it.
@@ -967,6 +969,7 @@ fn long_request_heads_go_out_in_continuation_frames_and_keep_the_tables_in_step(
         path,
         fields: &[("content-type", "application/grpc")],
         keep: &[],
+        answer_limit: bench_core::limits::BodyLimit::Bytes(u64::MAX),
     };
     t.open(&head, Some(b"x"));
     let sent = t.sent();
@@ -996,6 +999,7 @@ fn a_request_above_the_servers_header_list_limit_fails_before_touching_the_table
         path,
         fields: &[("content-type", "application/grpc")],
         keep: &[],
+        answer_limit: bench_core::limits::BodyLimit::Bytes(u64::MAX),
     };
     let f = t.conn.open_stream(&head, &mut None).unwrap_err();
     assert_eq!(f.class, FailureClass::Other);

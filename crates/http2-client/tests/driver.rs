@@ -17,6 +17,7 @@ const GET: RequestHead<'static> = RequestHead {
     path: "/items/1",
     fields: &[],
     keep: &[],
+    answer_limit: bench_core::limits::BodyLimit::Bytes(u64::MAX),
 };
 
 const HEADERS: u8 = 0x1;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use bench_core::limits::{grpc_max_receive_message_bytes, BodyLimit};
 use bench_core::workload::validate_item;
 use bench_core::{
     Call, Client, ClientSettings, Connected, Connection, Failure, FailureClass, PayloadProfile,
@@ -19,6 +20,8 @@ use h3_transport::{Answer, H3Transport};
 pub struct GrpcH3Client {
     transport: H3Transport,
     payload: PayloadProfile,
+    /// Each answer's one message, bounded (`grpc_max_receive_message_bytes`).
+    answer_limit: BodyLimit,
     /// `https://{server name}:{port}/bench.v1.ItemService/GetItem`.
     uri: http::Uri,
 }
@@ -35,6 +38,9 @@ impl GrpcH3Client {
         Ok(GrpcH3Client {
             transport: H3Transport::new(settings, crate::ALPN)?,
             payload: settings.payload,
+            answer_limit: BodyLimit::GrpcUnary {
+                max_message_bytes: grpc_max_receive_message_bytes(&settings.tuning),
+            },
             uri,
         })
     }
@@ -49,6 +55,7 @@ impl Client for GrpcH3Client {
                 conn,
                 payload: self.payload,
                 uri: self.uri.clone(),
+                answer_limit: self.answer_limit,
             }),
             timing,
         })
@@ -63,6 +70,7 @@ struct GrpcH3Connection {
     conn: h3_transport::H3Connection,
     payload: PayloadProfile,
     uri: http::Uri,
+    answer_limit: BodyLimit,
 }
 
 /// A unary call's request head: POST to the method's path with gRPC's two required fields.
@@ -98,9 +106,10 @@ impl Connection for GrpcH3Connection {
         let started = Instant::now();
         let answer = self
             .conn
-            .exchange(
+            .exchange_limited(
                 (call_head(&self.uri), Some(frame(&GetItemRequest { id }))),
                 started,
+                self.answer_limit,
             )
             .await?;
         let total = started.elapsed();

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
+use bench_core::limits::{grpc_max_receive_message_bytes, BodyLimit};
 use bench_core::net::{TcpConnector, WireCounters};
 use bench_core::workload::validate_item;
 use bench_core::{
@@ -25,6 +26,8 @@ pub struct GrpcClient {
     payload: PayloadProfile,
     https: bool,
     authority: String,
+    /// Each answer's one message, bounded (`grpc_max_receive_message_bytes`).
+    answer_limit: BodyLimit,
 }
 
 impl GrpcClient {
@@ -34,17 +37,23 @@ impl GrpcClient {
             payload: settings.payload,
             https: settings.tls.is_some(),
             authority: format!("{}:{}", settings.server_name, settings.target.port()),
+            answer_limit: BodyLimit::GrpcUnary {
+                max_message_bytes: grpc_max_receive_message_bytes(&settings.tuning),
+            },
         })
     }
 }
 
 /// A unary call's request head: the method's path and gRPC's two required fields.
-const CALL: RequestHead<'static> = RequestHead {
-    method: "POST",
-    path: crate::GET_ITEM_PATH,
-    fields: &crate::wire::GRPC_FIELDS,
-    keep: crate::wire::KEEP,
-};
+fn call(answer_limit: BodyLimit) -> RequestHead<'static> {
+    RequestHead {
+        method: "POST",
+        path: crate::GET_ITEM_PATH,
+        fields: &crate::wire::GRPC_FIELDS,
+        keep: crate::wire::KEEP,
+        answer_limit,
+    }
+}
 
 #[async_trait]
 impl Client for GrpcClient {
@@ -56,6 +65,7 @@ impl Client for GrpcClient {
                 conn,
                 counters,
                 payload: self.payload,
+                head: call(self.answer_limit),
             }),
             timing,
         })
@@ -66,6 +76,7 @@ struct GrpcConnection {
     conn: H2Conn,
     counters: Arc<WireCounters>,
     payload: PayloadProfile,
+    head: RequestHead<'static>,
 }
 
 #[async_trait]
@@ -74,7 +85,11 @@ impl Connection for GrpcConnection {
         let id = call.id;
         let answer = self
             .conn
-            .exchange(&CALL, Some(frame(&GetItemRequest { id })), Instant::now())
+            .exchange(
+                &self.head,
+                Some(frame(&GetItemRequest { id })),
+                Instant::now(),
+            )
             .await?;
         check_status(&answer)?;
         let message = unframe(&answer.body)?;

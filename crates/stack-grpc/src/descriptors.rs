@@ -252,6 +252,10 @@ impl Session<'_> {
             path,
             fields: &wire::GRPC_FIELDS,
             keep: wire::KEEP,
+            // The answer to one request: a file's descriptors, in one message.
+            answer_limit: bench_core::limits::BodyLimit::GrpcUnary {
+                max_message_bytes: bench_core::limits::DEFAULT_GRPC_MAX_RECEIVE_MESSAGE_BYTES,
+            },
         };
         let exchange = self
             .conn

@@ -20,12 +20,16 @@ use prost_reflect::{
     DescriptorPool, DynamicMessage, FieldDescriptor, Kind, MessageDescriptor, Value,
 };
 
+use bench_core::limits::{grpc_max_receive_message_bytes, BodyLimit};
+
 use crate::wire::{self, check_status, unframe, GRPC_FIELDS, KEEP};
 
 /// A client of one target method; its connections share the prepared method.
 pub struct DynamicClient {
     connector: TcpConnector,
     method: Arc<Method>,
+    /// Each answer's one message, bounded (`grpc_max_receive_message_bytes`).
+    answer_limit: BodyLimit,
 }
 
 impl DynamicClient {
@@ -48,6 +52,9 @@ impl DynamicClient {
             connector: TcpConnector::new(settings, crate::ALPN)
                 .map_err(|e| anyhow!("targets.grpc: {e:#}"))?,
             method: Arc::new(Method::prepare(calls, pool)?),
+            answer_limit: BodyLimit::GrpcUnary {
+                max_message_bytes: grpc_max_receive_message_bytes(&settings.tuning),
+            },
         })
     }
 }
@@ -304,6 +311,7 @@ impl Client for DynamicClient {
                 conn,
                 counters,
                 method: self.method.clone(),
+                answer_limit: self.answer_limit,
             }),
             timing,
         })
@@ -314,6 +322,7 @@ struct DynamicConnection {
     conn: H2Conn,
     counters: Arc<WireCounters>,
     method: Arc<Method>,
+    answer_limit: BodyLimit,
 }
 
 #[async_trait]
@@ -351,6 +360,7 @@ impl Connection for DynamicConnection {
                     &with_metadata
                 },
                 keep: KEEP,
+                answer_limit: self.answer_limit,
             };
             self.conn.exchange(&head, Some(body), Instant::now()).await
         };

@@ -59,17 +59,7 @@ pub struct H1Client {
 impl H1Client {
     /// A client bounded by the defaults, or by the limits `settings.tuning` sets.
     pub fn new(settings: &ClientSettings) -> anyhow::Result<Self> {
-        let defaults = ResponseLimits::default();
-        let tuning = &settings.tuning;
-        let limits = ResponseLimits {
-            max_head_bytes: tuning
-                .response_head_max_bytes
-                .unwrap_or(defaults.max_head_bytes),
-            max_headers: tuning.response_headers_max.unwrap_or(defaults.max_headers),
-            max_body_bytes: tuning
-                .response_body_max_bytes
-                .unwrap_or(defaults.max_body_bytes),
-        };
+        let limits = ResponseLimits::from_tuning(&settings.tuning);
         Self::with_limits(settings, limits)
     }
 

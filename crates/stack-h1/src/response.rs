@@ -7,41 +7,14 @@
 use std::mem::MaybeUninit;
 use std::ops::Range;
 
-/// Default bound on a response head: status line, header lines and the blank line, together
-/// with any interim (1xx) heads before it.
-pub const DEFAULT_MAX_HEAD_BYTES: usize = 64 * 1024;
-/// Default bound on header lines per head. hyper's default; responses that pass through a
-/// framework, a CDN or a proxy carry 20–40 headers (security, caching, CORS, several
-/// `Set-Cookie`), so the 32 the client used to allow was too close.
-pub const DEFAULT_MAX_HEADERS: usize = 100;
-/// Default bound on a decoded body, so an endless or lying server costs bounded memory.
-pub const DEFAULT_MAX_BODY_BYTES: u64 = 4 * 1024 * 1024;
+pub use bench_core::limits::{
+    ResponseLimits, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_HEADERS, DEFAULT_MAX_HEAD_BYTES,
+};
 /// Chunk extensions are skipped, not stored; this bounds the time spent skipping them
 /// (hyper's limit).
 const MAX_CHUNK_EXT_BYTES: usize = 16 * 1024;
 /// Header slots kept on the stack; a larger `max_headers` takes them from the heap.
 const STACK_HEADER_SLOTS: usize = 128;
-
-/// Bounds on what one response may take; past one the response is a framing error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ResponseLimits {
-    /// Bytes of the head including interim heads; also the bound on a trailer section.
-    pub max_head_bytes: usize,
-    /// Header lines in one head (and in a trailer section).
-    pub max_headers: usize,
-    /// Decoded body bytes.
-    pub max_body_bytes: u64,
-}
-
-impl Default for ResponseLimits {
-    fn default() -> Self {
-        ResponseLimits {
-            max_head_bytes: DEFAULT_MAX_HEAD_BYTES,
-            max_headers: DEFAULT_MAX_HEADERS,
-            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
-        }
-    }
-}
 
 /// How the body of a final response is delimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

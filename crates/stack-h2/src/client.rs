@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use async_trait::async_trait;
+use bench_core::limits::{BodyLimit, ResponseLimits};
 use bench_core::net::{TcpConnector, WireCounters};
 use bench_core::user_service::{RenderedRequest, RestCalls};
 use bench_core::workload::{item_path, rest_reply};
@@ -23,6 +24,8 @@ pub struct H2Client {
     calls: Calls,
     https: bool,
     authority: String,
+    /// Each answer's body bound (`response_body_max_bytes`).
+    answer_limit: BodyLimit,
 }
 
 impl H2Client {
@@ -43,6 +46,9 @@ impl H2Client {
             calls: settings.calls.clone(),
             https,
             authority,
+            answer_limit: BodyLimit::Bytes(
+                ResponseLimits::from_tuning(&settings.tuning).max_body_bytes,
+            ),
         })
     }
 }
@@ -67,6 +73,7 @@ impl Client for H2Client {
                 payload: self.payload,
                 calls: self.calls.clone(),
                 scratch: Mutex::new(Vec::new()),
+                answer_limit: self.answer_limit,
             }),
             timing,
         })
@@ -81,6 +88,7 @@ struct H2Connection {
     /// Render buffers of finished requests, reused by the next ones (several requests may be
     /// in flight at once).
     scratch: Mutex<Vec<Scratch>>,
+    answer_limit: BodyLimit,
 }
 
 /// One target request's buffers.
@@ -115,6 +123,7 @@ impl H2Connection {
             path: &rendered.path,
             fields: &fields,
             keep: &[],
+            answer_limit: self.answer_limit,
         };
         let answer = self.conn.exchange(&head, body, Instant::now()).await;
         drop(fields);
@@ -137,6 +146,7 @@ impl Connection for H2Connection {
             path: &path,
             fields: &[],
             keep: &[],
+            answer_limit: self.answer_limit,
         };
         let answer = self.conn.exchange(&head, None, Instant::now()).await?;
         rest_reply(

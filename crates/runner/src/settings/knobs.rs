@@ -194,19 +194,25 @@ knobs! {
     /// each row's `client` says which ran.
     #[arg(long, value_parser = super::parse_name::<ClientImplementation>, value_name = "lean|library")]
     client: cell<ClientImplementation> = ClientImplementation::Lean;
-    /// HTTP/1.1 lean client: the largest response head accepted, in bytes (interim 1xx heads
-    /// included); a longer one is bad_body (default: 64 KiB).
+    /// Lean clients: the largest response head accepted, in bytes (HTTP/1.1: with interim 1xx
+    /// heads; HTTP/3: the decoded field section; HTTP/2 holds its 64 KiB header list); a
+    /// longer one is bad_body (default: 64 KiB).
     #[arg(long, value_name = "BYTES")]
     response_head_max_bytes: cell_opt<usize> = None;
-    /// HTTP/1.1 lean client: the most header lines in one response head; more is bad_body
-    /// (default: 100).
+    /// Lean clients (HTTP/1.1, HTTP/3): the most header fields in one response head; more is
+    /// bad_body (default: 100).
     #[arg(long, value_name = "N")]
     response_headers_max: cell_opt<usize> = None;
-    /// HTTP/1.1 lean client: the largest response body accepted, in bytes; each worker may hold
-    /// one that large, so it bounds the load generator's memory against an endless body
-    /// (default: 4 MiB).
+    /// Lean clients (HTTP/1.1, HTTP/2, HTTP/3): the largest response body accepted, in bytes;
+    /// each worker may hold one that large, so it bounds the load generator's memory against
+    /// an endless body (default: 4 MiB).
     #[arg(long, value_name = "BYTES")]
     response_body_max_bytes: cell_opt<u64> = None;
+    /// Lean gRPC clients (gRPC over HTTP/2 and HTTP/3): the largest message received, in
+    /// bytes, refused as bad_body as soon as its length prefix announces more (default: 4 MiB,
+    /// as gRPC's implementations).
+    #[arg(long, value_name = "BYTES")]
+    grpc_max_receive_message_bytes: cell_opt<u64> = None;
     /// Reuse regime only: connections shared by all workers (0 = one per worker).
     #[arg(long)]
     connections: cell<u32> = 0;

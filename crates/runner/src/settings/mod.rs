@@ -322,6 +322,7 @@ impl Experiment {
             response_head_max_bytes: self.response_head_max_bytes,
             response_headers_max: self.response_headers_max,
             response_body_max_bytes: self.response_body_max_bytes,
+            grpc_max_receive_message_bytes: self.grpc_max_receive_message_bytes,
             quic_endpoint: self.quic_endpoint,
         }
     }

@@ -220,6 +220,12 @@ impl Experiment {
         if self.response_body_max_bytes.is_some_and(|b| b < 1024) {
             return fail("response_body_max_bytes", "must be at least 1024".into());
         }
+        if self.grpc_max_receive_message_bytes == Some(0) {
+            return fail(
+                "grpc_max_receive_message_bytes",
+                "must be at least 1".into(),
+            );
+        }
         if self.response_headers_max == Some(0) {
             return fail("response_headers_max", "must be at least 1".into());
         }
