@@ -279,6 +279,13 @@ pub trait Client: Send + Sync {
     /// closing in this process, so one phase's teardown does not run into the next. Only
     /// QUIC keeps such state in the process (its closing period); TCP's is in the kernel.
     async fn settle(&self, _bound: std::time::Duration) {}
+
+    /// What the user should know about the target before the run, one line each (an
+    /// expectation that cannot be checked as written, and what to write instead); printed once
+    /// by the runner's preflight.
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// A fresh connection and how long it took to open.

@@ -411,7 +411,9 @@ fn service_targets(
         service.confirm(exp, yes)?;
     }
     bench_core::tls::install_crypto_provider();
-    service.preflight(exp)?;
+    for note in service.preflight(exp)? {
+        println!("note: {note}");
+    }
     Ok(Some(service))
 }
 

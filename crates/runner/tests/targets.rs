@@ -101,6 +101,14 @@ expect_fields = ["name", "owner.name"]
             && text.contains("planned: 200 requests"),
         "the plan and addresses are printed first: {text}"
     );
+    // Both expected fields are proto3 strings without presence: said once each before the
+    // run, with the value check to write instead.
+    for path in ["name", "owner.name"] {
+        let line = format!(
+            "note: targets.grpc.expect_fields: '{path}' is a proto3 string without presence"
+        );
+        assert_eq!(text.matches(&line).count(), 1, "{line}: {text}");
+    }
     let dir = results_dir(&out);
 
     // Every stack's cells ran against the service, every request validated.

@@ -21,6 +21,7 @@ use prost_reflect::{
 };
 
 use bench_core::limits::{grpc_max_receive_message_bytes, BodyLimit};
+use bench_core::user_service::value_check::{FieldValue, Literal, ValueCheck};
 
 use crate::wire::{self, check_status, unframe, GRPC_FIELDS, KEEP};
 
@@ -79,6 +80,11 @@ struct Method {
     input: MessageDescriptor,
     output: MessageDescriptor,
     expect: Vec<Expectation>,
+    /// `expect_values`, resolved.
+    values: Vec<ValueExpectation>,
+    /// What the user is told before the run (an expectation that cannot be checked as
+    /// written).
+    notes: Vec<String>,
     /// The framed request when every call sends the same message.
     constant: Option<Bytes>,
     /// Buffers of requests in flight, returned after each (as many as ever ran at once).
@@ -97,6 +103,17 @@ struct Scratch {
 struct Expectation {
     path: String,
     fields: Vec<FieldDescriptor>,
+    /// Whether the wire shows the last field's presence: message fields, `optional` and
+    /// proto2 fields and oneof members have it (and a repeated field or map can be checked
+    /// for being empty); a proto3 scalar without `optional` is absent exactly when it holds
+    /// its default, so only the messages around it are checked.
+    observable: bool,
+}
+
+/// An `expect_values` path and the comparison its value must pass.
+struct ValueExpectation {
+    expectation: Expectation,
+    check: ValueCheck,
 }
 
 impl Method {
@@ -133,16 +150,32 @@ impl Method {
         }
         let input = method.input();
         let output = method.output();
-        let expect = calls
+        let expect: Vec<Expectation> = calls
             .expect_fields
             .iter()
-            .map(|path| Expectation::resolve(&output, path))
+            .map(|path| Expectation::resolve(&output, path, "expect_fields"))
             .collect::<anyhow::Result<_>>()?;
+        let values: Vec<ValueExpectation> = calls
+            .expect_values
+            .iter()
+            .map(|(path, check)| ValueExpectation::resolve(&output, path, check))
+            .collect::<anyhow::Result<_>>()?;
+        // Warn and check what can be checked: refusing would stop configurations that ran
+        // before, and counting every legitimate 0 as missing_data is the false failure this
+        // replaces.
+        let notes = expect
+            .iter()
+            .filter(|e| !e.observable)
+            .filter(|e| !calls.expect_values.iter().any(|(p, _)| *p == e.path))
+            .map(Expectation::presence_note)
+            .collect();
         let mut method = Method {
             calls,
             input,
             output,
             expect,
+            values,
+            notes,
             constant: None,
             scratch: Mutex::new(Vec::new()),
         };
@@ -196,14 +229,17 @@ impl Method {
                 format!("invalid protobuf {}: {e}", self.output.full_name()),
             )
         })?;
-        match self.expect.iter().find(|e| !e.present_in(&decoded)) {
-            None => Ok(()),
-            Some(missing) => Err(Failure::new(
+        if let Some(missing) = self.expect.iter().find(|e| !e.present_in(&decoded)) {
+            return Err(Failure::new(
                 FailureClass::MissingData,
                 format!("field {} is missing or empty in the answer", missing.path),
             )
-            .with_code(missing.path.clone())),
+            .with_code(missing.path.clone()));
         }
+        for value in &self.values {
+            value.check(&decoded)?;
+        }
+        Ok(())
     }
 
     fn take_scratch(&self) -> Scratch {
@@ -222,8 +258,12 @@ impl Method {
 impl Expectation {
     /// `owner.name` → the `owner` field of the output, then `name` of its type; each part
     /// by proto or JSON name, and every part but the last a singular message field.
-    fn resolve(output: &MessageDescriptor, path: &str) -> anyhow::Result<Expectation> {
-        let bad = |why: String| anyhow!("targets.grpc.expect_fields: '{path}': {why}");
+    fn resolve(
+        output: &MessageDescriptor,
+        path: &str,
+        setting: &str,
+    ) -> anyhow::Result<Expectation> {
+        let bad = |why: String| anyhow!("targets.grpc.{setting}: '{path}': {why}");
         let mut message = output.clone();
         let mut fields = Vec::new();
         let parts: Vec<&str> = path.split('.').collect();
@@ -255,29 +295,164 @@ impl Expectation {
             }
             fields.push(field);
         }
+        let last = fields.last().expect("a path has a field");
+        let observable = last.supports_presence() || last.is_list() || last.is_map();
         Ok(Expectation {
             path: path.to_string(),
             fields,
+            observable,
         })
     }
 
-    /// Present as protobuf defines it: a field with presence (messages, `optional`, oneof
-    /// members) is set; any other (proto3 scalars, repeated, maps) is not its default/empty.
-    fn present_in(&self, message: &DynamicMessage) -> bool {
-        let Some((last, parents)) = self.fields.split_last() else {
-            return false;
+    /// The note for a path whose presence the wire does not show, with the value check to
+    /// write instead.
+    fn presence_note(&self) -> String {
+        let last = self.fields.last().expect("a path has a field");
+        let (default, suggestion) = match last.kind() {
+            Kind::String => ("\"\"", "!= ''"),
+            Kind::Bool => ("false", "== true"),
+            Kind::Bytes => ("empty", "!= ''"),
+            Kind::Enum(_) => ("its first value (0)", ">= 0"),
+            _ => ("0", ">= 0"),
         };
+        format!(
+            "targets.grpc.expect_fields: '{path}' is a proto3 {kind} without presence: the wire              leaves it out when it is {default}, so only the message around it is checked; to              check its value, write expect_values = {{ \"{path}\" = \"{suggestion}\" }}",
+            path = self.path,
+            kind = kind_name(last),
+        )
+    }
+
+    /// The message holding the last field, if every message on the path is present.
+    fn parent_in<'m>(&self, message: &'m DynamicMessage) -> Option<&'m DynamicMessage> {
+        let (_, parents) = self.fields.split_last()?;
         let mut message = message;
         for field in parents {
             if !message.has_field(field) {
-                return false;
+                return None;
             }
             match message.get_field(field) {
                 Cow::Borrowed(Value::Message(inner)) => message = inner,
-                _ => return false,
+                _ => return None,
             }
         }
-        message.has_field(last)
+        Some(message)
+    }
+
+    /// Present as protobuf defines it: a field with presence (messages, `optional`, oneof
+    /// members) is set, a repeated field or map is not empty; for a field without presence
+    /// only the messages around it must be there (a default value is a valid answer).
+    fn present_in(&self, message: &DynamicMessage) -> bool {
+        let Some(parent) = self.parent_in(message) else {
+            return false;
+        };
+        !self.observable || parent.has_field(self.fields.last().expect("a path has a field"))
+    }
+}
+
+/// A field's type as a `.proto` file writes it.
+fn kind_name(field: &FieldDescriptor) -> String {
+    match field.kind() {
+        Kind::Message(m) => m.full_name().to_string(),
+        Kind::Enum(e) => e.full_name().to_string(),
+        other => format!("{other:?}").to_ascii_lowercase(),
+    }
+}
+
+impl ValueExpectation {
+    /// The path resolved to a singular scalar or enum whose values the comparison can take.
+    fn resolve(
+        output: &MessageDescriptor,
+        path: &str,
+        check: &ValueCheck,
+    ) -> anyhow::Result<ValueExpectation> {
+        let expectation = Expectation::resolve(output, path, "expect_values")?;
+        let last = expectation.fields.last().expect("a path has a field");
+        let bad = |why: String| anyhow!("targets.grpc.expect_values.{path}: {why}");
+        if last.is_list() || last.is_map() {
+            return Err(bad(
+                "a repeated field or map has no single value to compare".into(),
+            ));
+        }
+        let sample = match last.kind() {
+            Kind::Message(_) | Kind::Bytes => {
+                return Err(bad(format!(
+                    "a {} field has no value to compare; give a number, bool, string or enum field",
+                    kind_name(last)
+                )))
+            }
+            Kind::Bool => FieldValue::Bool(false),
+            Kind::String => FieldValue::Text(""),
+            Kind::Float | Kind::Double => FieldValue::Float(0.0),
+            Kind::Enum(_) if matches!(check.value, Literal::Text(_)) => FieldValue::Text(""),
+            _ => FieldValue::Integer(0),
+        };
+        if check.holds(sample).is_none() {
+            return Err(bad(format!(
+                "'{}' does not compare with a {} field",
+                check.text,
+                kind_name(last)
+            )));
+        }
+        Ok(ValueExpectation {
+            expectation,
+            check: check.clone(),
+        })
+    }
+
+    /// The field's value (its default when the wire left it out) passes the comparison.
+    fn check(&self, message: &DynamicMessage) -> Result<(), Failure> {
+        let path = &self.expectation.path;
+        let missing = |detail: String| {
+            Failure::new(FailureClass::MissingData, detail).with_code(path.clone())
+        };
+        let parent = self.expectation.parent_in(message).ok_or_else(|| {
+            missing(format!(
+                "a message on the path {path} is missing, so its value cannot be checked"
+            ))
+        })?;
+        let last = self.expectation.fields.last().expect("a path has a field");
+        let value = parent.get_field(last);
+        let enum_name: String = match (&*value, last.kind()) {
+            (Value::EnumNumber(n), Kind::Enum(e)) => e
+                .get_value(*n)
+                .map_or_else(String::new, |v| v.name().to_string()),
+            _ => String::new(),
+        };
+        let field = match (&*value, last.kind()) {
+            (Value::EnumNumber(_), Kind::Enum(_))
+                if matches!(self.check.value, Literal::Text(_)) =>
+            {
+                FieldValue::Text(&enum_name)
+            }
+            (Value::EnumNumber(n), _) => FieldValue::Integer(i128::from(*n)),
+            (Value::I32(v), _) => FieldValue::Integer(i128::from(*v)),
+            (Value::I64(v), _) => FieldValue::Integer(i128::from(*v)),
+            (Value::U32(v), _) => FieldValue::Integer(i128::from(*v)),
+            (Value::U64(v), _) => FieldValue::Integer(i128::from(*v)),
+            (Value::F32(v), _) => FieldValue::Float(f64::from(*v)),
+            (Value::F64(v), _) => FieldValue::Float(*v),
+            (Value::Bool(v), _) => FieldValue::Bool(*v),
+            (Value::String(v), _) => FieldValue::Text(v),
+            _ => return Err(missing(format!("field {path} has no comparable value"))),
+        };
+        match self.check.holds(field) {
+            Some(true) => Ok(()),
+            _ => Err(missing(format!(
+                "field {path} is {}, expected {}",
+                shown(field),
+                self.check.text
+            ))),
+        }
+    }
+}
+
+/// A value as a failure message shows it.
+fn shown(value: FieldValue<'_>) -> String {
+    match value {
+        FieldValue::Integer(v) => v.to_string(),
+        FieldValue::Float(v) => v.to_string(),
+        FieldValue::Bool(v) => v.to_string(),
+        FieldValue::Text(v) => format!("{v:?}"),
     }
 }
 
@@ -302,6 +477,10 @@ fn names(items: impl Iterator<Item = String>) -> String {
 
 #[async_trait]
 impl Client for DynamicClient {
+    fn notes(&self) -> Vec<String> {
+        self.method.notes.clone()
+    }
+
     async fn connect(&self) -> Result<Connected, Failure> {
         let endpoint = &self.method.calls.endpoint;
         let (conn, counters, timing) =
@@ -492,14 +671,31 @@ mod tests {
     #[test]
     fn expected_fields_follow_protobuf_presence() {
         let method =
-            prepare("expect_fields = [\"name\", \"owner.name\", \"tags\", \"stock\"]").unwrap();
-        let item = method.output.clone();
+            prepare("expect_fields = [\"name\", \"owner.name\", \"tags\", \"stock\", \"id\"]")
+                .unwrap();
+        // The three scalars without presence are named before the run, each with the value
+        // check to write instead; the others are not.
+        assert_eq!(method.notes.len(), 3, "{:?}", method.notes);
+        for (path, suggestion) in [("name", "!= ''"), ("owner.name", "!= ''"), ("id", ">= 0")] {
+            let note = method
+                .notes
+                .iter()
+                .find(|n| n.contains(&format!("'{path}'")))
+                .unwrap_or_else(|| panic!("no note for {path}: {:?}", method.notes));
+            assert!(
+                note.contains("without presence")
+                    && note.contains(&format!(
+                        "expect_values = {{ \"{path}\" = \"{suggestion}\" }}"
+                    )),
+                "{note}"
+            );
+        }
         let owner = method
             .output
             .parent_pool()
             .get_message_by_name("shop.v1.Owner")
             .unwrap();
-        let mut full = DynamicMessage::new(item.clone());
+        let mut full = DynamicMessage::new(method.output.clone());
         full.set_field_by_name("name", Value::String("widget".into()));
         let mut o = DynamicMessage::new(owner);
         o.set_field_by_name("name", Value::String("ann".into()));
@@ -508,12 +704,21 @@ mod tests {
         // `optional`: present even at its default.
         full.set_field_by_name("stock", Value::I32(0));
         method.check(full.encode_to_vec().into()).unwrap();
-        for (field, empty) in [
-            ("name", Value::String(String::new())),
-            ("tags", Value::List(Vec::new())),
-        ] {
+        // A scalar without presence at its default is a valid answer (id 0, an empty name):
+        // the wire leaves it out, so "missing" cannot be told from 0.
+        let mut zero = full.clone();
+        zero.set_field_by_name("id", Value::U64(0));
+        zero.set_field_by_name("name", Value::String(String::new()));
+        method.check(zero.encode_to_vec().into()).unwrap();
+        // What has presence is checked: an empty list, an unset optional, a missing message.
+        for (field, empty) in [("tags", Some(Value::List(Vec::new()))), ("stock", None)] {
             let mut m = full.clone();
-            m.set_field_by_name(field, empty);
+            match empty {
+                Some(v) => m.set_field_by_name(field, v),
+                None => {
+                    m.clear_field_by_name(field);
+                }
+            }
             let f = method.check(m.encode_to_vec().into()).unwrap_err();
             assert_eq!(f.class, FailureClass::MissingData);
             assert_eq!(f.code.as_deref(), Some(field));
@@ -524,6 +729,77 @@ mod tests {
         assert_eq!(f.code.as_deref(), Some("owner.name"));
         let f = method.check(Bytes::from_static(&[0xff])).unwrap_err();
         assert_eq!(f.class, FailureClass::BadBody);
-        let _ = item;
+    }
+
+    #[test]
+    fn expected_values_compare_the_decoded_value_defaults_included() {
+        let method = prepare(
+            "expect_fields = [\"id\"]\nexpect_values = { id = \">= 0\", \"owner.name\" = \"!= ''\", stock = \"< 10\" }",
+        )
+        .unwrap();
+        // The value check is written: no note.
+        assert!(method.notes.is_empty(), "{:?}", method.notes);
+        let owner = method
+            .output
+            .parent_pool()
+            .get_message_by_name("shop.v1.Owner")
+            .unwrap();
+        let mut m = DynamicMessage::new(method.output.clone());
+        let mut o = DynamicMessage::new(owner);
+        o.set_field_by_name("name", Value::String("ann".into()));
+        m.set_field_by_name("owner", Value::Message(o.clone()));
+        // id 0 (not on the wire) and an unset stock (0) pass.
+        method.check(m.encode_to_vec().into()).unwrap();
+        let mut over = m.clone();
+        over.set_field_by_name("stock", Value::I32(12));
+        let f = method.check(over.encode_to_vec().into()).unwrap_err();
+        assert_eq!(f.class, FailureClass::MissingData);
+        assert_eq!(f.code.as_deref(), Some("stock"));
+        assert!(
+            f.detail.contains("stock is 12, expected < 10"),
+            "{}",
+            f.detail
+        );
+        let mut unnamed = m.clone();
+        o.set_field_by_name("name", Value::String(String::new()));
+        unnamed.set_field_by_name("owner", Value::Message(o));
+        let f = method.check(unnamed.encode_to_vec().into()).unwrap_err();
+        assert!(f.detail.contains("owner.name is \"\""), "{}", f.detail);
+        let mut no_owner = m.clone();
+        no_owner.clear_field_by_name("owner");
+        let f = method.check(no_owner.encode_to_vec().into()).unwrap_err();
+        assert_eq!(f.code.as_deref(), Some("owner.name"));
+
+        for (extra, want) in [
+            (
+                "expect_values = { owner = \"!= 0\" }",
+                "has no value to compare",
+            ),
+            (
+                "expect_values = { tags = \"!= ''\" }",
+                "repeated field or map",
+            ),
+            (
+                "expect_values = { id = \"== true\" }",
+                "does not compare with a uint64",
+            ),
+            ("expect_values = { nope = \">= 0\" }", "has no field 'nope'"),
+        ] {
+            let e = Method::prepare(calls(extra), &pool().1)
+                .err()
+                .unwrap_or_else(|| panic!("{extra} accepted"))
+                .to_string();
+            assert!(
+                e.contains("targets.grpc.expect_values") && e.contains(want),
+                "{extra}: {e}"
+            );
+        }
+        let text = "[grpc]\naddress = \"http://127.0.0.1:1\"\nmethod = \"shop.v1.Catalog/GetItem\"\nproto = [\"shop.proto\"]\nexpect_values = { id = \"at least 0\" }";
+        let targets: Targets = toml::from_str(text).unwrap();
+        let e = targets.calls(Api::Grpc, &|_| None).unwrap_err();
+        assert!(
+            e.contains("targets.grpc.expect_values.id") && e.contains("operator"),
+            "{e}"
+        );
     }
 }

@@ -220,9 +220,9 @@ async fn wrong_expectations_are_refused_or_counted_as_missing_data() {
         assert!(e.contains("shop.v1.Owner has no field 'nonexistent'"), "{e}");
         assert!(server.logged().is_empty(), "setup sent no call");
         // In the schema, never set by this server: each answer is missing data, and the
-        // connection goes on.
+        // connection goes on. (A proto3 string has no presence: its value is what is checked.)
         let target = format!(
-            "proto = [\"{}\"]\nrequest = '{{\"id\": {{{{id}}}}}}'\nexpect_fields = [\"name\", \"note\"]",
+            "proto = [\"{}\"]\nrequest = '{{\"id\": {{{{id}}}}}}'\nexpect_fields = [\"owner.name\"]\nexpect_values = {{ note = \"!= ''\" }}",
             proto()
         );
         let client = client_for(server.port, None, &target).await.expect("client");
@@ -239,6 +239,92 @@ async fn wrong_expectations_are_refused_or_counted_as_missing_data() {
         }
         connected.conn.close().await;
         assert_eq!(server.logged().len(), 2);
+    })
+    .await;
+}
+
+/// A proto3 scalar without presence whose correct value is 0 (`quantity` = id mod 3): the wire
+/// leaves it out of a third of the answers, so `expect_fields` cannot ask for its presence.
+/// The client says so before the run, naming the value check to write, and counts none of the
+/// zeros as missing data; `expect_values` checks the value itself, zeros included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scalar_whose_value_is_zero_is_not_missing_data() {
+    bounded(async {
+        let Some(server) = Grpcio::start(None, true) else {
+            return;
+        };
+        let target = |extra: &str| {
+            format!(
+                "proto = [\"{}\"]\nrequest = '{{\"id\": {{{{id}}}}}}'\n{extra}",
+                proto()
+            )
+        };
+        let calls = |client: Arc<dyn Client>| async move {
+            let connected = client.connect().await.expect("connect");
+            let mut failed = Vec::new();
+            for id in 1..=30u64 {
+                if let Err(f) = connected.conn.request(Call::item(id)).await {
+                    failed.push((id, f));
+                }
+            }
+            connected.conn.close().await;
+            failed
+        };
+
+        let presence = client_for(
+            server.port,
+            None,
+            &target("expect_fields = [\"quantity\", \"owner\"]"),
+        )
+        .await
+        .expect("client");
+        let notes = presence.notes();
+        assert_eq!(notes.len(), 1, "one line, for quantity only: {notes:?}");
+        assert!(
+            notes[0].contains("'quantity'")
+                && notes[0].contains("int32 without presence")
+                && notes[0].contains("expect_values = { \"quantity\" = \">= 0\" }"),
+            "{}",
+            notes[0]
+        );
+        let failed = calls(presence).await;
+        assert!(
+            failed.is_empty(),
+            "answers with quantity 0 failed: {failed:?}"
+        );
+
+        let value = client_for(
+            server.port,
+            None,
+            &target("expect_values = { quantity = \">= 0\" }"),
+        )
+        .await
+        .expect("client");
+        assert!(value.notes().is_empty(), "{:?}", value.notes());
+        let failed = calls(value).await;
+        assert!(
+            failed.is_empty(),
+            "answers with quantity 0 failed: {failed:?}"
+        );
+
+        // A check the zeros do not pass: exactly the answers with quantity 0 fail, as
+        // missing data naming the field, its value and the check.
+        let strict = client_for(
+            server.port,
+            None,
+            &target("expect_values = { quantity = \"> 0\" }"),
+        )
+        .await
+        .expect("client");
+        let failed = calls(strict).await;
+        let ids: Vec<u64> = failed.iter().map(|(id, _)| *id).collect();
+        assert_eq!(ids, (1..=30).filter(|id| id % 3 == 0).collect::<Vec<_>>());
+        for (_, f) in &failed {
+            assert_eq!(f.class, FailureClass::MissingData, "{f}");
+            assert_eq!(f.code.as_deref(), Some("quantity"));
+            assert!(f.detail.contains("quantity is 0, expected > 0"), "{f}");
+        }
+        assert_eq!(server.logged().len(), 90);
     })
     .await;
 }

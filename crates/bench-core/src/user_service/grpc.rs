@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::call::Call;
+use crate::user_service::value_check::ValueCheck;
 use crate::user_service::{DataRows, Endpoint, GrpcTarget, IdRange, Sources, Template};
 
 /// Where the method's message descriptors come from.
@@ -33,6 +34,8 @@ pub struct GrpcCalls {
     request: Template,
     metadata: Vec<(String, Template)>,
     pub expect_fields: Vec<String>,
+    /// `expect_values`: each path with its comparison, in path order.
+    pub expect_values: Vec<(String, ValueCheck)>,
     rows: Option<Arc<DataRows>>,
     pub ids: IdRange,
 }
@@ -130,6 +133,15 @@ impl GrpcCalls {
             }
             metadata.push((lower, field(&format!("metadata.{name}"), value)?));
         }
+        let expect_values = target
+            .expect_values
+            .iter()
+            .map(|(path, text)| {
+                ValueCheck::parse(text)
+                    .map(|check| (path.clone(), check))
+                    .map_err(|e| format!("targets.grpc.expect_values.{path}: {e}"))
+            })
+            .collect::<Result<_, _>>()?;
         Ok(GrpcCalls {
             path: format!("/{service}/{method}"),
             service: service.to_string(),
@@ -139,6 +151,7 @@ impl GrpcCalls {
             request,
             metadata,
             expect_fields: target.expect_fields.clone(),
+            expect_values,
             rows,
             ids,
         })

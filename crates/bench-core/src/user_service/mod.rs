@@ -7,6 +7,7 @@ pub mod data;
 pub mod grpc;
 pub mod rest;
 pub mod template;
+pub mod value_check;
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -128,6 +129,10 @@ pub struct GrpcTarget {
     /// Fields (dotted paths) that must be present and not empty in the decoded answer.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub expect_fields: Vec<String>,
+    /// Fields (dotted paths) whose value must pass a comparison (`">= 0"`): the check for a
+    /// proto3 scalar, whose presence the wire does not show.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub expect_values: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca: Option<PathBuf>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

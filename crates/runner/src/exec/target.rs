@@ -181,8 +181,9 @@ impl ServiceTargets {
 
     /// Builds every stack's client once (templates, environment variables, data file, TLS
     /// files, descriptors from `.proto` files or reflection), so a bad target fails the run
-    /// before it starts.
-    pub fn preflight(&self, exp: &Experiment) -> Result<(), String> {
+    /// before it starts; the clients' notes (each line once) for the user.
+    pub fn preflight(&self, exp: &Experiment) -> Result<Vec<String>, String> {
+        let mut notes: Vec<String> = Vec::new();
         for name in &exp.stacks {
             let stack = registry::find(name).expect("validated stack");
             let r = self.for_stack(name);
@@ -195,11 +196,16 @@ impl ServiceTargets {
                 exp,
             )
             .map_err(|e| format!("targets.{}: {e:#}", r.api.as_str()))?;
-            stack
+            let client = stack
                 .client(&settings)
                 .map_err(|e| format!("targets.{} ({name}): {e:#}", r.api.as_str()))?;
+            for note in client.notes() {
+                if !notes.contains(&note) {
+                    notes.push(note);
+                }
+            }
         }
-        Ok(())
+        Ok(notes)
     }
 }
 
