@@ -31,9 +31,11 @@ const REQUESTS: u32 = 100;
 const TIMEOUT_S: u32 = 20;
 /// The load generator's RSS bound.
 const CLIENT_RSS_BOUND_BYTES: f64 = 64.0 * 1024.0 * 1024.0;
-/// The body limit of the endless-body cells: each worker may hold one body this large, so
-/// 50 workers hold at most 12.5 MiB (at the default 4 MiB they could hold 200 MiB).
-const BODY_LIMIT_BYTES: u64 = 256 * 1024;
+/// The body limit of the endless-body cells: each worker may hold one body this large (and
+/// its buffer up to twice that while it grows), so 50 workers hold at most ≈ 6 MiB on top of
+/// the ≈ 40–46 MB the load generator takes at 50 workers anyway. At the default 4 MiB they
+/// could hold 200 MiB: the limit times the workers is what the bound allows.
+const BODY_LIMIT_BYTES: u64 = 64 * 1024;
 /// The header value of the big-header server.
 const BIG_HEADER_BYTES: usize = 1 << 20;
 /// Each hostile stream stops writing after this much, whatever the client does.
@@ -48,6 +50,8 @@ enum Misbehaviour {
     EndlessBody,
     /// A REST head with one header field of 1 MiB.
     BigHeader,
+    /// A small REST head with 150 header fields, above the 100 allowed.
+    ManyHeaders,
     /// A gRPC head, then a length prefix announcing 2^32 − 1 bytes, then zeros.
     GrpcHugePrefix,
     /// A gRPC head, then valid messages one after another, never trailers.
@@ -58,7 +62,10 @@ enum Misbehaviour {
 
 impl Misbehaviour {
     fn grpc(self) -> bool {
-        !matches!(self, Misbehaviour::EndlessBody | Misbehaviour::BigHeader)
+        !matches!(
+            self,
+            Misbehaviour::EndlessBody | Misbehaviour::BigHeader | Misbehaviour::ManyHeaders
+        )
     }
 
     /// The fields of the answer's head (`:status` 200 is implied).
@@ -72,6 +79,9 @@ impl Misbehaviour {
         if let Misbehaviour::BigHeader = self {
             head.push(("x-big", "a".repeat(BIG_HEADER_BYTES)));
         }
+        if let Misbehaviour::ManyHeaders = self {
+            head.extend((0..150).map(|i| ("x-many", i.to_string())));
+        }
         head
     }
 
@@ -80,6 +90,7 @@ impl Misbehaviour {
         match self {
             Misbehaviour::EndlessBody => "response_body_max_bytes",
             Misbehaviour::BigHeader => "response_head_max_bytes",
+            Misbehaviour::ManyHeaders => "response_headers_max",
             Misbehaviour::GrpcHugePrefix => "grpc_max_receive_message_bytes",
             Misbehaviour::GrpcEndlessUnary => "second message",
             Misbehaviour::GrpcNoTrailers => "without grpc-status",
@@ -105,7 +116,7 @@ fn grpc_message() -> Vec<u8> {
 fn body_plan(m: Misbehaviour) -> (Vec<u8>, Vec<u8>) {
     match m {
         Misbehaviour::EndlessBody => (Vec::new(), vec![b' '; 16 * 1024]),
-        Misbehaviour::BigHeader => (Vec::new(), Vec::new()),
+        Misbehaviour::BigHeader | Misbehaviour::ManyHeaders => (b"{}".to_vec(), Vec::new()),
         Misbehaviour::GrpcHugePrefix => (vec![0, 0xff, 0xff, 0xff, 0xff], vec![0; 16 * 1024]),
         Misbehaviour::GrpcEndlessUnary => (Vec::new(), grpc_message().repeat(64)),
         Misbehaviour::GrpcNoTrailers => (grpc_message(), Vec::new()),
@@ -416,9 +427,9 @@ async fn answer_h2(
 
 // ---- the cases ----
 
-/// REST over HTTP/3: an endless body fails at `response_body_max_bytes` (set to 256 KiB, so
-/// that 50 workers' bodies fit the bound) and a 1 MiB header at `response_head_max_bytes`
-/// (64 KiB), both as `bad_body`.
+/// REST over HTTP/3: an endless body fails at `response_body_max_bytes` (set to 64 KiB, so
+/// that 50 workers' bodies fit the bound), a 1 MiB header at `response_head_max_bytes` (64 KiB)
+/// and 150 header fields at `response_headers_max` (100), all as `bad_body`.
 #[test]
 fn http3_answers_fail_at_the_head_and_body_limits() {
     let certs = tempfile::tempdir().unwrap();
@@ -429,6 +440,7 @@ fn http3_answers_fail_at_the_head_and_body_limits() {
             &["--response-body-max-bytes", &body_limit][..],
         ),
         (Misbehaviour::BigHeader, &[][..]),
+        (Misbehaviour::ManyHeaders, &[][..]),
     ] {
         let server = h3_hostile(certs.path(), m);
         let row = measure(server.addr, "h3", certs.path(), extra);
