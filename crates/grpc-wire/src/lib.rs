@@ -173,6 +173,23 @@ pub fn check_status<'a>(
     }
 }
 
+/// tonic's refusal of a message above its decoding limit (OUT_OF_RANGE, "decoded message length
+/// too large"), which the library clients apply from `grpc_max_receive_message_bytes`: the
+/// same `bad_body` at the same limit as the lean clients', not a status the server sent.
+pub fn tonic_limit_failure(code: u32, message: &str) -> Option<Failure> {
+    const OUT_OF_RANGE: u32 = 11;
+    (code == OUT_OF_RANGE && message.contains("decoded message length too large")).then(|| {
+        Failure::new(
+            FailureClass::BadBody,
+            format!(
+                "gRPC message above {} (tonic: {message})",
+                bench_core::limits::GRPC_MESSAGE_KNOB
+            ),
+        )
+        .with_code(bench_core::limits::GRPC_MESSAGE_KNOB)
+    })
+}
+
 /// grpc-message is percent-encoded (gRPC over HTTP/2, "Responses"); decoded for the report.
 pub fn percent_decode(raw: &[u8]) -> String {
     let hex = |b: u8| (b as char).to_digit(16);

@@ -26,6 +26,7 @@ pub struct TonicH3Client {
     payload: PayloadProfile,
     origin: http::Uri,
     closing: Arc<(AtomicUsize, tokio::sync::Notify)>,
+    tuning: bench_core::Tuning,
 }
 
 impl TonicH3Client {
@@ -40,6 +41,7 @@ impl TonicH3Client {
             )
             .parse()?,
             closing: Arc::default(),
+            tuning: settings.tuning.clone(),
         })
     }
 }
@@ -52,7 +54,12 @@ impl Client for TonicH3Client {
         let channel = tonic_h3::H3Channel::new(connector, self.origin.clone(), None);
         Ok(Connected {
             conn: Arc::new(TonicH3Connection {
-                client: ItemServiceClient::new(channel),
+                client: ItemServiceClient::new(channel).max_decoding_message_size(
+                    usize::try_from(bench_core::limits::grpc_max_receive_message_bytes(
+                        &self.tuning,
+                    ))
+                    .unwrap_or(usize::MAX),
+                ),
                 endpoint: Mutex::new(Some(endpoint)),
                 conn,
                 payload: self.payload,
@@ -171,6 +178,9 @@ impl Connection for TonicH3Connection {
 /// does not decode, which is `bad_body` (as on the `grpc` stack's library client); a status
 /// tonic made from a transport failure is classified by the connection's close reason.
 fn classify_status(status: &tonic::Status, conn: &quinn::Connection) -> Failure {
+    if let Some(f) = grpc_wire::tonic_limit_failure(status.code() as u32, status.message()) {
+        return f;
+    }
     if let Some(reason) = conn.close_reason() {
         return h3_transport::client::classify_quinn(Phase::Request, &reason);
     }

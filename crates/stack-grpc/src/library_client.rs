@@ -28,6 +28,8 @@ pub struct TonicClient {
     connector: TcpConnector,
     payload: PayloadProfile,
     origin: http::Uri,
+    /// tonic's decoding limit, set from `grpc_max_receive_message_bytes`.
+    max_message_bytes: usize,
 }
 
 impl TonicClient {
@@ -46,8 +48,17 @@ impl TonicClient {
                 settings.target.port()
             )
             .parse()?,
+            max_message_bytes: max_message_bytes(settings),
         })
     }
+}
+
+/// `grpc_max_receive_message_bytes` as tonic takes it.
+fn max_message_bytes(settings: &ClientSettings) -> usize {
+    usize::try_from(bench_core::limits::grpc_max_receive_message_bytes(
+        &settings.tuning,
+    ))
+    .unwrap_or(usize::MAX)
 }
 
 #[async_trait]
@@ -71,6 +82,7 @@ impl Client for TonicClient {
                 counters,
                 payload: self.payload,
                 origin: self.origin.clone(),
+                max_message_bytes: self.max_message_bytes,
             }),
             timing,
         })
@@ -83,6 +95,7 @@ struct TonicConnection {
     counters: Arc<WireCounters>,
     payload: PayloadProfile,
     origin: http::Uri,
+    max_message_bytes: usize,
 }
 
 #[async_trait]
@@ -100,7 +113,8 @@ impl Connection for TonicConnection {
             send,
             first_byte: first_byte.clone(),
         };
-        let mut client = ItemServiceClient::with_origin(service, self.origin.clone());
+        let mut client = ItemServiceClient::with_origin(service, self.origin.clone())
+            .max_decoding_message_size(self.max_message_bytes);
         let started = Instant::now();
         let result = client.get_item(GetItemRequest { id }).await;
         let total = started.elapsed();
@@ -138,6 +152,9 @@ impl Connection for TonicConnection {
 /// `bad_body`, as on the lean client. A status tonic made from a transport error carries
 /// that error as its source and is classified by it.
 fn classify_status(status: &tonic::Status) -> Failure {
+    if let Some(f) = grpc_wire::tonic_limit_failure(status.code() as u32, status.message()) {
+        return f;
+    }
     let Some(source) = status.source() else {
         let undecodable = status.code() == tonic::Code::Internal
             && status
