@@ -310,11 +310,11 @@ fn bad_targets_are_rejected_before_anything_is_sent() {
         Some(rest),
         "stack 'grpc' sends to [targets.grpc], which the experiment does not give",
     );
-    // A stack whose client sends the suite's workload only is named, not silently dropped.
+    // gRPC over HTTP/3, named for a plaintext (h2c) target: QUIC has no plaintext form.
     rejected(
         &["--stacks", "grpc-h3"],
-        Some("[targets.grpc]\naddress = \"https://127.0.0.1:9\"\nmethod = \"a.B/C\"\nreflection = true\n"),
-        "stack 'grpc-h3' cannot send to your service's targets yet",
+        Some("[targets.grpc]\naddress = \"http://127.0.0.1:9\"\nmethod = \"a.B/C\"\nreflection = true\n"),
+        "stack 'grpc-h3' needs TLS: its target must be https://",
     );
     rejected(
         &[],
