@@ -181,16 +181,29 @@ fn thresholds_and_compare_judge_grpc_h3_cells() {
         };
         assert_eq!(row["pass"], expected, "{row:?}");
     }
-    // compare: the stack's cells are paired and judged.
+    // compare: the stack's cells are paired and judged, its bars in the fifth colour.
+    let compared = tmp.path().join("compared");
     let compare = runner()
         .arg("compare")
         .arg(base.dir())
         .arg(&new)
+        .arg("--out")
+        .arg(&compared)
         .output()
         .unwrap();
     let text = output_text(&compare);
     assert!(compare.status.success(), "{text}");
-    assert!(text.contains("grpc-h3"), "{text}");
+    assert!(text.contains("grpc-h3 reuse c2"), "{text}");
+    let html = std::fs::read_to_string(compared.join("compare.html")).unwrap();
+    let fifth = runner::report::chart::style(4);
+    assert!(
+        html.contains(&format!("fill=\"{}\"", fifth.colour)),
+        "{html}"
+    );
+    for other in 0..4 {
+        let colour = runner::report::chart::style(other).colour;
+        assert!(!html.contains(colour), "no other stack's colour {colour}");
+    }
 }
 
 #[test]
