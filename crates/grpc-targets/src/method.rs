@@ -1,0 +1,672 @@
+//! A target method prepared for sending, whatever the transport: each request message
+//! rendered from the target's JSON template and encoded with the method's descriptors, and
+//! each answer decoded and checked for the expected fields, so that every gRPC stack
+//! validates a user's service alike. Everything that can be wrong with the target is found
+//! in [`Method::prepare`], before measuring.
+
+use std::borrow::Cow;
+use std::sync::{Arc, Mutex};
+
+use anyhow::{anyhow, bail};
+use bench_core::user_service::value_check::{FieldValue, Literal, ValueCheck};
+use bench_core::user_service::GrpcCalls;
+use bench_core::{Call, Failure, FailureClass};
+use bytes::{Bytes, BytesMut};
+use prost_reflect::{
+    DescriptorPool, DynamicMessage, FieldDescriptor, Kind, MessageDescriptor, Value,
+};
+
+/// The method, its message types and the checks on its answers, prepared once.
+pub struct Method {
+    calls: Arc<GrpcCalls>,
+    input: MessageDescriptor,
+    output: MessageDescriptor,
+    expect: Vec<Expectation>,
+    /// `expect_values`, resolved.
+    values: Vec<ValueExpectation>,
+    /// What the user is told before the run (an expectation that cannot be checked as
+    /// written).
+    notes: Vec<String>,
+    /// The framed request when every call sends the same message.
+    constant: Option<Bytes>,
+    /// Buffers of requests in flight, returned after each (as many as ever ran at once).
+    scratch: Mutex<Vec<Scratch>>,
+}
+
+/// A request's reused buffers: its JSON text, metadata values and encoded frame.
+#[derive(Default)]
+pub struct Scratch {
+    json: String,
+    /// The metadata values of the call ([`GrpcCalls::render_metadata`]).
+    pub metadata: Vec<String>,
+    frame: BytesMut,
+}
+
+/// A dotted field path the answer must have, resolved to its fields.
+struct Expectation {
+    path: String,
+    fields: Vec<FieldDescriptor>,
+    /// Whether the wire shows the last field's presence: message fields, `optional` and
+    /// proto2 fields and oneof members have it (and a repeated field or map can be checked
+    /// for being empty); a proto3 scalar without `optional` is absent exactly when it holds
+    /// its default, so only the messages around it are checked.
+    observable: bool,
+}
+
+/// An `expect_values` path and the comparison its value must pass.
+struct ValueExpectation {
+    expectation: Expectation,
+    check: ValueCheck,
+}
+
+impl Method {
+    /// The method `calls` names in `pool`, its answer checks and its request template, each
+    /// checked; an error names the setting at fault.
+    pub fn prepare(calls: Arc<GrpcCalls>, pool: &DescriptorPool) -> anyhow::Result<Method> {
+        let service = pool.get_service_by_name(&calls.service).ok_or_else(|| {
+            anyhow!(
+                "targets.grpc.method: the descriptors have no service {} (they have: {})",
+                calls.service,
+                names(pool.services().map(|s| s.full_name().to_string()))
+            )
+        })?;
+        let method = service
+            .methods()
+            .find(|m| m.name() == calls.method)
+            .ok_or_else(|| {
+                anyhow!(
+                    "targets.grpc.method: service {} has no method {} (it has: {})",
+                    calls.service,
+                    calls.method,
+                    names(service.methods().map(|m| m.name().to_string()))
+                )
+            })?;
+        let streaming = match (method.is_client_streaming(), method.is_server_streaming()) {
+            (false, false) => None,
+            (true, false) => Some("client-streaming"),
+            (false, true) => Some("server-streaming"),
+            (true, true) => Some("bidirectional streaming"),
+        };
+        if let Some(kind) = streaming {
+            bail!(
+                "targets.grpc.method: {} is a {kind} method; only unary methods can be measured",
+                calls.path
+            );
+        }
+        let input = method.input();
+        let output = method.output();
+        let expect: Vec<Expectation> = calls
+            .expect_fields
+            .iter()
+            .map(|path| Expectation::resolve(&output, path, "expect_fields"))
+            .collect::<anyhow::Result<_>>()?;
+        let values: Vec<ValueExpectation> = calls
+            .expect_values
+            .iter()
+            .map(|(path, check)| ValueExpectation::resolve(&output, path, check))
+            .collect::<anyhow::Result<_>>()?;
+        // Warn and check what can be checked: refusing would stop configurations that ran
+        // before, and counting every legitimate 0 as missing_data is the false failure this
+        // replaces.
+        let notes = expect
+            .iter()
+            .filter(|e| !e.observable)
+            .filter(|e| !calls.expect_values.iter().any(|(p, _)| *p == e.path))
+            .map(Expectation::presence_note)
+            .collect();
+        let mut method = Method {
+            calls,
+            input,
+            output,
+            expect,
+            values,
+            notes,
+            constant: None,
+            scratch: Mutex::new(Vec::new()),
+        };
+        // The template must make a valid message before anything is measured.
+        let first = Call {
+            id: method.calls.ids.from,
+            seq: 0,
+            worker: 0,
+        };
+        let mut json = String::new();
+        method.calls.render_request(&first, &mut json);
+        let message = json_message(&method.input, &json).map_err(|e| {
+            anyhow!(
+                "targets.grpc.request: not a {} in protobuf's JSON mapping (rendered for id {}): {e}",
+                method.input.full_name(),
+                first.id
+            )
+        })?;
+        if method.calls.request_is_constant() {
+            method.constant = Some(grpc_wire::frame(&message));
+        }
+        Ok(method)
+    }
+
+    /// The target's calls.
+    pub fn calls(&self) -> &GrpcCalls {
+        &self.calls
+    }
+
+    /// What the user should know before the run, one line each: the `expect_fields` paths
+    /// whose presence the wire does not show, with the value check to write instead.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// The framed request message for `call`.
+    pub fn encode(&self, call: &Call, scratch: &mut Scratch) -> Result<Bytes, Failure> {
+        if let Some(constant) = &self.constant {
+            return Ok(constant.clone());
+        }
+        scratch.json.clear();
+        self.calls.render_request(call, &mut scratch.json);
+        let message = json_message(&self.input, &scratch.json).map_err(|e| {
+            Failure::new(
+                FailureClass::Other,
+                format!(
+                    "targets.grpc.request rendered for id {} is not a {}: {e}",
+                    call.id,
+                    self.input.full_name()
+                ),
+            )
+            .with_code("request_encoding")
+        })?;
+        Ok(grpc_wire::frame_into(&message, &mut scratch.frame))
+    }
+
+    /// The answer's message, with every expected field present.
+    pub fn check(&self, message: Bytes) -> Result<(), Failure> {
+        let decoded = DynamicMessage::decode(self.output.clone(), message).map_err(|e| {
+            Failure::new(
+                FailureClass::BadBody,
+                format!("invalid protobuf {}: {e}", self.output.full_name()),
+            )
+        })?;
+        if let Some(missing) = self.expect.iter().find(|e| !e.present_in(&decoded)) {
+            return Err(Failure::new(
+                FailureClass::MissingData,
+                format!("field {} is missing or empty in the answer", missing.path),
+            )
+            .with_code(missing.path.clone()));
+        }
+        for value in &self.values {
+            value.check(&decoded)?;
+        }
+        Ok(())
+    }
+
+    /// Buffers for one request (reused from an earlier one when there is one).
+    pub fn take_scratch(&self) -> Scratch {
+        self.scratch
+            .lock()
+            .expect("scratch lock")
+            .pop()
+            .unwrap_or_default()
+    }
+
+    /// Returns a request's buffers for the next one.
+    pub fn put_scratch(&self, scratch: Scratch) {
+        self.scratch.lock().expect("scratch lock").push(scratch);
+    }
+}
+
+impl Expectation {
+    /// `owner.name` → the `owner` field of the output, then `name` of its type; each part
+    /// by proto or JSON name, and every part but the last a singular message field.
+    fn resolve(
+        output: &MessageDescriptor,
+        path: &str,
+        setting: &str,
+    ) -> anyhow::Result<Expectation> {
+        let bad = |why: String| anyhow!("targets.grpc.{setting}: '{path}': {why}");
+        let mut message = output.clone();
+        let mut fields = Vec::new();
+        let parts: Vec<&str> = path.split('.').collect();
+        for (i, name) in parts.iter().enumerate() {
+            if name.is_empty() {
+                return Err(bad("an empty field name".into()));
+            }
+            let field = message
+                .get_field_by_name(name)
+                .or_else(|| message.get_field_by_json_name(name))
+                .ok_or_else(|| {
+                    bad(format!(
+                        "{} has no field '{name}' (it has: {})",
+                        message.full_name(),
+                        names(message.fields().map(|f| f.name().to_string()))
+                    ))
+                })?;
+            if i + 1 < parts.len() {
+                match field.kind() {
+                    Kind::Message(inner) if !field.is_list() && !field.is_map() => {
+                        message = inner;
+                    }
+                    _ => {
+                        return Err(bad(format!(
+                            "'{name}' is not a single message field, so the path cannot go into it"
+                        )))
+                    }
+                }
+            }
+            fields.push(field);
+        }
+        let last = fields.last().expect("a path has a field");
+        let observable = last.supports_presence() || last.is_list() || last.is_map();
+        Ok(Expectation {
+            path: path.to_string(),
+            fields,
+            observable,
+        })
+    }
+
+    /// The note for a path whose presence the wire does not show, with the value check to
+    /// write instead.
+    fn presence_note(&self) -> String {
+        let last = self.fields.last().expect("a path has a field");
+        let (default, suggestion) = match last.kind() {
+            Kind::String => ("\"\"", "!= ''"),
+            Kind::Bool => ("false", "== true"),
+            Kind::Bytes => ("empty", "!= ''"),
+            Kind::Enum(_) => ("its first value (0)", ">= 0"),
+            _ => ("0", ">= 0"),
+        };
+        format!(
+            "targets.grpc.expect_fields: '{path}' is a proto3 {kind} without presence: the wire              leaves it out when it is {default}, so only the message around it is checked; to              check its value, write expect_values = {{ \"{path}\" = \"{suggestion}\" }}",
+            path = self.path,
+            kind = kind_name(last),
+        )
+    }
+
+    /// The message holding the last field, if every message on the path is present.
+    fn parent_in<'m>(&self, message: &'m DynamicMessage) -> Option<&'m DynamicMessage> {
+        let (_, parents) = self.fields.split_last()?;
+        let mut message = message;
+        for field in parents {
+            if !message.has_field(field) {
+                return None;
+            }
+            match message.get_field(field) {
+                Cow::Borrowed(Value::Message(inner)) => message = inner,
+                _ => return None,
+            }
+        }
+        Some(message)
+    }
+
+    /// Present as protobuf defines it: a field with presence (messages, `optional`, oneof
+    /// members) is set, a repeated field or map is not empty; for a field without presence
+    /// only the messages around it must be there (a default value is a valid answer).
+    fn present_in(&self, message: &DynamicMessage) -> bool {
+        let Some(parent) = self.parent_in(message) else {
+            return false;
+        };
+        !self.observable || parent.has_field(self.fields.last().expect("a path has a field"))
+    }
+}
+
+/// A field's type as a `.proto` file writes it.
+fn kind_name(field: &FieldDescriptor) -> String {
+    match field.kind() {
+        Kind::Message(m) => m.full_name().to_string(),
+        Kind::Enum(e) => e.full_name().to_string(),
+        other => format!("{other:?}").to_ascii_lowercase(),
+    }
+}
+
+impl ValueExpectation {
+    /// The path resolved to a singular scalar or enum whose values the comparison can take.
+    fn resolve(
+        output: &MessageDescriptor,
+        path: &str,
+        check: &ValueCheck,
+    ) -> anyhow::Result<ValueExpectation> {
+        let expectation = Expectation::resolve(output, path, "expect_values")?;
+        let last = expectation.fields.last().expect("a path has a field");
+        let bad = |why: String| anyhow!("targets.grpc.expect_values.{path}: {why}");
+        if last.is_list() || last.is_map() {
+            return Err(bad(
+                "a repeated field or map has no single value to compare".into(),
+            ));
+        }
+        let sample = match last.kind() {
+            Kind::Message(_) | Kind::Bytes => {
+                return Err(bad(format!(
+                    "a {} field has no value to compare; give a number, bool, string or enum field",
+                    kind_name(last)
+                )))
+            }
+            Kind::Bool => FieldValue::Bool(false),
+            Kind::String => FieldValue::Text(""),
+            Kind::Float | Kind::Double => FieldValue::Float(0.0),
+            Kind::Enum(_) if matches!(check.value, Literal::Text(_)) => FieldValue::Text(""),
+            _ => FieldValue::Integer(0),
+        };
+        if check.holds(sample).is_none() {
+            return Err(bad(format!(
+                "'{}' does not compare with a {} field",
+                check.text,
+                kind_name(last)
+            )));
+        }
+        Ok(ValueExpectation {
+            expectation,
+            check: check.clone(),
+        })
+    }
+
+    /// The field's value (its default when the wire left it out) passes the comparison.
+    fn check(&self, message: &DynamicMessage) -> Result<(), Failure> {
+        let path = &self.expectation.path;
+        let missing = |detail: String| {
+            Failure::new(FailureClass::MissingData, detail).with_code(path.clone())
+        };
+        let parent = self.expectation.parent_in(message).ok_or_else(|| {
+            missing(format!(
+                "a message on the path {path} is missing, so its value cannot be checked"
+            ))
+        })?;
+        let last = self.expectation.fields.last().expect("a path has a field");
+        let value = parent.get_field(last);
+        let enum_name: String = match (&*value, last.kind()) {
+            (Value::EnumNumber(n), Kind::Enum(e)) => e
+                .get_value(*n)
+                .map_or_else(String::new, |v| v.name().to_string()),
+            _ => String::new(),
+        };
+        let field = match (&*value, last.kind()) {
+            (Value::EnumNumber(_), Kind::Enum(_))
+                if matches!(self.check.value, Literal::Text(_)) =>
+            {
+                FieldValue::Text(&enum_name)
+            }
+            (Value::EnumNumber(n), _) => FieldValue::Integer(i128::from(*n)),
+            (Value::I32(v), _) => FieldValue::Integer(i128::from(*v)),
+            (Value::I64(v), _) => FieldValue::Integer(i128::from(*v)),
+            (Value::U32(v), _) => FieldValue::Integer(i128::from(*v)),
+            (Value::U64(v), _) => FieldValue::Integer(i128::from(*v)),
+            (Value::F32(v), _) => FieldValue::Float(f64::from(*v)),
+            (Value::F64(v), _) => FieldValue::Float(*v),
+            (Value::Bool(v), _) => FieldValue::Bool(*v),
+            (Value::String(v), _) => FieldValue::Text(v),
+            _ => return Err(missing(format!("field {path} has no comparable value"))),
+        };
+        match self.check.holds(field) {
+            Some(true) => Ok(()),
+            _ => Err(missing(format!(
+                "field {path} is {}, expected {}",
+                shown(field),
+                self.check.text
+            ))),
+        }
+    }
+}
+
+/// A value as a failure message shows it.
+fn shown(value: FieldValue<'_>) -> String {
+    match value {
+        FieldValue::Integer(v) => v.to_string(),
+        FieldValue::Float(v) => v.to_string(),
+        FieldValue::Bool(v) => v.to_string(),
+        FieldValue::Text(v) => format!("{v:?}"),
+    }
+}
+
+/// A message of type `desc` from JSON text (protobuf's JSON mapping; unknown fields refused).
+fn json_message(desc: &MessageDescriptor, json: &str) -> Result<DynamicMessage, String> {
+    let mut de = serde_json::Deserializer::from_str(json);
+    let message = DynamicMessage::deserialize(desc.clone(), &mut de).map_err(|e| e.to_string())?;
+    de.end().map_err(|e| e.to_string())?;
+    Ok(message)
+}
+
+/// Names for an error message: sorted, comma-separated, "none" when there are none.
+fn names(items: impl Iterator<Item = String>) -> String {
+    let mut items: Vec<String> = items.collect();
+    items.sort();
+    if items.is_empty() {
+        "none".into()
+    } else {
+        items.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bench_core::user_service::{Api, Calls, Targets};
+    use prost::Message;
+
+    const PROTO: &str = r#"
+        syntax = "proto3";
+        package shop.v1;
+        message GetItemRequest { uint64 id = 1; }
+        message Owner { string name = 1; }
+        message Item {
+          uint64 id = 1;
+          string name = 2;
+          Owner owner = 3;
+          repeated string tags = 4;
+          optional int32 stock = 5;
+        }
+        service Catalog {
+          rpc GetItem(GetItemRequest) returns (Item);
+          rpc Watch(GetItemRequest) returns (stream Item);
+        }
+    "#;
+
+    fn pool() -> (tempfile::TempDir, DescriptorPool) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("shop.proto"), PROTO).unwrap();
+        let pool = crate::descriptors::compile(&["shop.proto".into()], &[dir.path().to_path_buf()])
+            .unwrap();
+        (dir, pool)
+    }
+
+    fn calls(extra: &str) -> Arc<GrpcCalls> {
+        let text = format!(
+            "[grpc]\naddress = \"http://127.0.0.1:1\"\nmethod = \"shop.v1.Catalog/GetItem\"\nproto = [\"shop.proto\"]\n{extra}"
+        );
+        let targets: Targets = toml::from_str(&text).unwrap();
+        match targets.calls(Api::Grpc, &|_| None).unwrap() {
+            Some(Calls::Grpc(c)) => c,
+            _ => unreachable!(),
+        }
+    }
+
+    fn prepare(extra: &str) -> anyhow::Result<Method> {
+        Method::prepare(calls(extra), &pool().1)
+    }
+
+    #[test]
+    fn requests_render_per_call_or_once() {
+        let method = prepare("request = '{\"id\": {{id}}}'").unwrap();
+        assert!(method.constant.is_none());
+        let mut scratch = Scratch::default();
+        let framed = method.encode(&Call::item(300), &mut scratch).unwrap();
+        assert_eq!(&framed[..], &[0, 0, 0, 0, 3, 0x08, 0xac, 0x02]);
+        let constant = prepare("request = '{\"id\": \"7\"}'").unwrap();
+        let framed = constant.constant.clone().unwrap();
+        assert_eq!(&framed[..], &[0, 0, 0, 0, 2, 0x08, 7]);
+        assert_eq!(
+            constant.encode(&Call::item(1), &mut scratch).unwrap(),
+            framed
+        );
+    }
+
+    #[test]
+    fn setup_errors_name_the_setting() {
+        let pool = pool().1;
+        let cases = [
+            ("request = '{\"nope\": 1}'", "targets.grpc.request"),
+            ("request = '{\"id\": \"x\"}'", "targets.grpc.request"),
+            ("request = '{\"id\": 1} trailing'", "targets.grpc.request"),
+            (
+                "expect_fields = [\"nonexistent\"]",
+                "has no field 'nonexistent'",
+            ),
+            ("expect_fields = [\"tags.x\"]", "not a single message field"),
+            ("expect_fields = [\"owner.\"]", "empty field name"),
+        ];
+        for (extra, want) in cases {
+            let e = Method::prepare(calls(extra), &pool)
+                .err()
+                .unwrap_or_else(|| panic!("{extra} accepted"))
+                .to_string();
+            assert!(e.contains(want), "{extra}: {e}");
+        }
+        let other = |method: &str| {
+            let text = format!(
+                "[grpc]\naddress = \"http://127.0.0.1:1\"\nmethod = \"{method}\"\nproto = [\"shop.proto\"]"
+            );
+            let targets: Targets = toml::from_str(&text).unwrap();
+            let Some(Calls::Grpc(c)) = targets.calls(Api::Grpc, &|_| None).unwrap() else {
+                unreachable!()
+            };
+            Method::prepare(c, &pool).err().unwrap().to_string()
+        };
+        let e = other("shop.v1.Catalog/Watch");
+        assert!(e.contains("server-streaming") && e.contains("unary"), "{e}");
+        let e = other("shop.v1.Catalog/Nope");
+        assert!(e.contains("no method Nope (it has: GetItem, Watch)"), "{e}");
+        let e = other("shop.v2.Catalog/GetItem");
+        assert!(e.contains("no service shop.v2.Catalog"), "{e}");
+    }
+
+    #[test]
+    fn expected_fields_follow_protobuf_presence() {
+        let method =
+            prepare("expect_fields = [\"name\", \"owner.name\", \"tags\", \"stock\", \"id\"]")
+                .unwrap();
+        // The three scalars without presence are named before the run, each with the value
+        // check to write instead; the others are not.
+        assert_eq!(method.notes.len(), 3, "{:?}", method.notes);
+        for (path, suggestion) in [("name", "!= ''"), ("owner.name", "!= ''"), ("id", ">= 0")] {
+            let note = method
+                .notes
+                .iter()
+                .find(|n| n.contains(&format!("'{path}'")))
+                .unwrap_or_else(|| panic!("no note for {path}: {:?}", method.notes));
+            assert!(
+                note.contains("without presence")
+                    && note.contains(&format!(
+                        "expect_values = {{ \"{path}\" = \"{suggestion}\" }}"
+                    )),
+                "{note}"
+            );
+        }
+        let owner = method
+            .output
+            .parent_pool()
+            .get_message_by_name("shop.v1.Owner")
+            .unwrap();
+        let mut full = DynamicMessage::new(method.output.clone());
+        full.set_field_by_name("name", Value::String("widget".into()));
+        let mut o = DynamicMessage::new(owner);
+        o.set_field_by_name("name", Value::String("ann".into()));
+        full.set_field_by_name("owner", Value::Message(o));
+        full.set_field_by_name("tags", Value::List(vec![Value::String("a".into())]));
+        // `optional`: present even at its default.
+        full.set_field_by_name("stock", Value::I32(0));
+        method.check(full.encode_to_vec().into()).unwrap();
+        // A scalar without presence at its default is a valid answer (id 0, an empty name):
+        // the wire leaves it out, so "missing" cannot be told from 0.
+        let mut zero = full.clone();
+        zero.set_field_by_name("id", Value::U64(0));
+        zero.set_field_by_name("name", Value::String(String::new()));
+        method.check(zero.encode_to_vec().into()).unwrap();
+        // What has presence is checked: an empty list, an unset optional, a missing message.
+        for (field, empty) in [("tags", Some(Value::List(Vec::new()))), ("stock", None)] {
+            let mut m = full.clone();
+            match empty {
+                Some(v) => m.set_field_by_name(field, v),
+                None => {
+                    m.clear_field_by_name(field);
+                }
+            }
+            let f = method.check(m.encode_to_vec().into()).unwrap_err();
+            assert_eq!(f.class, FailureClass::MissingData);
+            assert_eq!(f.code.as_deref(), Some(field));
+        }
+        let mut no_owner = full.clone();
+        no_owner.clear_field_by_name("owner");
+        let f = method.check(no_owner.encode_to_vec().into()).unwrap_err();
+        assert_eq!(f.code.as_deref(), Some("owner.name"));
+        let f = method.check(Bytes::from_static(&[0xff])).unwrap_err();
+        assert_eq!(f.class, FailureClass::BadBody);
+    }
+
+    #[test]
+    fn expected_values_compare_the_decoded_value_defaults_included() {
+        let method = prepare(
+            "expect_fields = [\"id\"]\nexpect_values = { id = \">= 0\", \"owner.name\" = \"!= ''\", stock = \"< 10\" }",
+        )
+        .unwrap();
+        // The value check is written: no note.
+        assert!(method.notes.is_empty(), "{:?}", method.notes);
+        let owner = method
+            .output
+            .parent_pool()
+            .get_message_by_name("shop.v1.Owner")
+            .unwrap();
+        let mut m = DynamicMessage::new(method.output.clone());
+        let mut o = DynamicMessage::new(owner);
+        o.set_field_by_name("name", Value::String("ann".into()));
+        m.set_field_by_name("owner", Value::Message(o.clone()));
+        // id 0 (not on the wire) and an unset stock (0) pass.
+        method.check(m.encode_to_vec().into()).unwrap();
+        let mut over = m.clone();
+        over.set_field_by_name("stock", Value::I32(12));
+        let f = method.check(over.encode_to_vec().into()).unwrap_err();
+        assert_eq!(f.class, FailureClass::MissingData);
+        assert_eq!(f.code.as_deref(), Some("stock"));
+        assert!(
+            f.detail.contains("stock is 12, expected < 10"),
+            "{}",
+            f.detail
+        );
+        let mut unnamed = m.clone();
+        o.set_field_by_name("name", Value::String(String::new()));
+        unnamed.set_field_by_name("owner", Value::Message(o));
+        let f = method.check(unnamed.encode_to_vec().into()).unwrap_err();
+        assert!(f.detail.contains("owner.name is \"\""), "{}", f.detail);
+        let mut no_owner = m.clone();
+        no_owner.clear_field_by_name("owner");
+        let f = method.check(no_owner.encode_to_vec().into()).unwrap_err();
+        assert_eq!(f.code.as_deref(), Some("owner.name"));
+
+        for (extra, want) in [
+            (
+                "expect_values = { owner = \"!= 0\" }",
+                "has no value to compare",
+            ),
+            (
+                "expect_values = { tags = \"!= ''\" }",
+                "repeated field or map",
+            ),
+            (
+                "expect_values = { id = \"== true\" }",
+                "does not compare with a uint64",
+            ),
+            ("expect_values = { nope = \">= 0\" }", "has no field 'nope'"),
+        ] {
+            let e = Method::prepare(calls(extra), &pool().1)
+                .err()
+                .unwrap_or_else(|| panic!("{extra} accepted"))
+                .to_string();
+            assert!(
+                e.contains("targets.grpc.expect_values") && e.contains(want),
+                "{extra}: {e}"
+            );
+        }
+        let text = "[grpc]\naddress = \"http://127.0.0.1:1\"\nmethod = \"shop.v1.Catalog/GetItem\"\nproto = [\"shop.proto\"]\nexpect_values = { id = \"at least 0\" }";
+        let targets: Targets = toml::from_str(text).unwrap();
+        let e = targets.calls(Api::Grpc, &|_| None).unwrap_err();
+        assert!(
+            e.contains("targets.grpc.expect_values.id") && e.contains("operator"),
+            "{e}"
+        );
+    }
+}
