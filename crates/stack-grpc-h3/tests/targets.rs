@@ -285,10 +285,13 @@ async fn answers_are_judged_as_the_grpc_stack_judges_them() {
     bounded(async {
         let certs = tempfile::tempdir().expect("temp dir");
         let (port, seen) = tonic_h3_server(certs.path(), false);
-        let target = proto_target("request = '{\"id\": {{id}}}'\nexpect_fields = [\"name\"]");
+        // `name` is a proto3 string: its presence does not show on the wire, its value does.
+        let target =
+            proto_target("request = '{\"id\": {{id}}}'\nexpect_values = { name = \"!= ''\" }");
         let client = client_for(certs.path(), port, GET_ITEM, &target)
             .await
             .expect("client");
+        assert!(client.notes().is_empty(), "{:?}", client.notes());
         let connected = client.connect().await.expect("connect");
         let f = connected
             .conn
