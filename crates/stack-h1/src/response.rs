@@ -66,9 +66,12 @@ pub enum FramingError {
     /// The head is not HTTP/1.x.
     #[error("malformed HTTP/1.1 response head: {0}")]
     Malformed(httparse::Error),
-    #[error("too many response headers")]
+    #[error(
+        "too many response headers (above {})",
+        bench_core::limits::HEADERS_KNOB
+    )]
     TooManyHeaders,
-    #[error("response head too long")]
+    #[error("response head too long (above {})", bench_core::limits::HEAD_KNOB)]
     HeadTooLarge,
     /// A status outside 100–999, or 101 (no upgrade was asked for).
     #[error("unexpected status {0}")]
@@ -96,7 +99,7 @@ pub enum FramingError {
     MissingChunkCrlf,
     #[error("invalid trailer section")]
     InvalidTrailers,
-    #[error("response body over the limit")]
+    #[error("response body over the limit ({})", bench_core::limits::BODY_KNOB)]
     BodyTooLarge,
     /// The connection closed before the response was complete.
     #[error("connection closed before the response was complete")]

@@ -223,7 +223,7 @@ async fn endless_body_is_refused_at_the_body_limit() {
         );
         assert!(tally
             .example(FailureClass::BadBody)
-            .contains("over the limit"));
+            .contains("over the limit (response_body_max_bytes)"));
         assert_eq!(server.accepts.load(Ordering::SeqCst), 3);
         assert!(started.elapsed() < 3 * TIMEOUT);
     })
@@ -351,7 +351,7 @@ async fn head_limits_come_from_the_settings() {
         );
         assert!(tally
             .example(FailureClass::BadBody)
-            .contains("head too long"));
+            .contains("head too long (above response_head_max_bytes)"));
         let tally = drive(&limited(Some(20), Some(8192)), 3, TIMEOUT, Duration::ZERO).await;
         assert_eq!(
             (tally.ok, tally.failures()),
