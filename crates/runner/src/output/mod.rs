@@ -243,7 +243,8 @@ impl ResultsWriter {
                     cell_key: key.clone(),
                     class: c.as_str().to_string(),
                     count: n.count,
-                    example: n.example.clone(),
+                    example: crate::exec::proxy::answered_by_proxy(&result.cell.settings, *c, code)
+                        .map_or_else(|| n.example.clone(), |who| format!("{who}: {}", n.example)),
                     code: code.clone(),
                 });
             }

@@ -122,7 +122,7 @@ pub fn carries(proxy: ProxyKind, stack: &dyn bench_core::Stack) -> Result<Carrie
                         "Debian's HAProxy 2.6 is built without QUIC (-QUIC in haproxy -vv)",
                     ProxyKind::Nginx => "nginx 1.22 has no HTTP/3 (QUIC came in 1.25)",
                     ProxyKind::Caddy =>
-                        "Caddy 2.6 serves HTTP/3 in front, but the suite does not drive its experimental HTTP/3 upstream (docs/mesh.md)",
+                        "Caddy 2.6 serves HTTP/3 in front, but its experimental HTTP/3 upstream (versions 3) dials TCP, so it cannot reach an HTTP/3 server (docs/mesh.md)",
                 }
             ))
         }
