@@ -381,3 +381,54 @@ fn each_installed_proxy_reports_its_version() {
         assert!(v.chars().any(|c| c.is_ascii_digit()), "{v}");
     }
 }
+
+/// SIGINT while a cell runs through an edge proxy: the run stops as any interrupted run does
+/// (exit 130) and the proxy's processes are gone with it.
+#[test]
+fn sigint_mid_cell_leaves_no_proxy() {
+    let Some(kind) = installed_proxies().into_iter().next() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = runner()
+        .args(["--path", "edge", "--proxy", kind.as_str()])
+        .args(["--stacks", "h1", "--regime", "reuse", "--concurrency", "2"])
+        .args(["--requests", "100000000", "--max-cell-seconds", "30"])
+        .args(["--baseline-seconds", "0", "--out"])
+        .arg(tmp.path().join("results"))
+        .arg("--certs")
+        .arg(tmp.path().join("certs"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    while proxies_left_by(pid).is_empty() {
+        assert!(std::time::Instant::now() < until, "the proxy did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "the run did not stop after SIGINT"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(130));
+    assert!(
+        proxies_left_by(pid).is_empty(),
+        "{:?}",
+        proxies_left_by(pid)
+    );
+}
