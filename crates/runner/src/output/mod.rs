@@ -243,8 +243,12 @@ impl ResultsWriter {
                     cell_key: key.clone(),
                     class: c.as_str().to_string(),
                     count: n.count,
-                    example: crate::exec::proxy::answered_by_proxy(&result.cell.settings, *c, code)
-                        .map_or_else(|| n.example.clone(), |who| format!("{who}: {}", n.example)),
+                    example: crate::settings::mesh::answered_by_proxy(
+                        &result.cell.settings,
+                        *c,
+                        code,
+                    )
+                    .map_or_else(|| n.example.clone(), |who| format!("{who}: {}", n.example)),
                     code: code.clone(),
                 });
             }

@@ -203,3 +203,58 @@ impl super::Experiment {
         Ok(())
     }
 }
+
+/// The statuses a proxy answers with itself when its upstream fails (bad gateway, no
+/// upstream available, upstream timeout); our servers never send them.
+pub const PROXY_STATUSES: [u16; 3] = [502, 503, 504];
+
+/// Who answered a failure of `class` with `code` on the path `settings` describe: on an edge
+/// or sidecar path a 502/503/504 (`HTTP 502`, REST and gRPC alike) is the proxy's own answer,
+/// named so in failures.csv's example; `None` for anything else.
+pub fn answered_by_proxy(
+    settings: &super::Experiment,
+    class: bench_core::FailureClass,
+    code: &str,
+) -> Option<String> {
+    let proxied = settings.path != MeshPath::Direct;
+    let status: u16 = code.strip_prefix("HTTP ")?.parse().ok()?;
+    (proxied && class == bench_core::FailureClass::BadStatus && PROXY_STATUSES.contains(&status))
+        .then(|| {
+            format!(
+                "the {} proxy ({} path) answered {status}, not the server",
+                settings.proxy.as_str(),
+                settings.path.as_str()
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::Experiment;
+    use bench_core::FailureClass;
+
+    /// A 502/503/504 on a proxied path is the proxy's answer; the same code on a direct path,
+    /// another status, or another class is not.
+    #[test]
+    fn a_gateway_status_on_a_proxied_path_is_the_proxys_answer() {
+        let edge = Experiment {
+            path: MeshPath::Edge,
+            proxy: crate::settings::ProxyKind::Nginx,
+            ..Experiment::default()
+        };
+        let who = answered_by_proxy(&edge, FailureClass::BadStatus, "HTTP 502").unwrap();
+        assert!(
+            who.contains("nginx proxy (edge path) answered 502"),
+            "{who}"
+        );
+        for code in ["HTTP 503", "HTTP 504"] {
+            assert!(answered_by_proxy(&edge, FailureClass::BadStatus, code).is_some());
+        }
+        assert!(answered_by_proxy(&edge, FailureClass::BadStatus, "HTTP 500").is_none());
+        assert!(answered_by_proxy(&edge, FailureClass::BadStatus, "UNAVAILABLE").is_none());
+        assert!(answered_by_proxy(&edge, FailureClass::BadBody, "HTTP 502").is_none());
+        let direct = Experiment::default();
+        assert!(answered_by_proxy(&direct, FailureClass::BadStatus, "HTTP 502").is_none());
+    }
+}
