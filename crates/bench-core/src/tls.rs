@@ -56,7 +56,7 @@ impl CertPaths {
         self.dir.join("server.key")
     }
     /// A client certificate from the same CA (a mesh's sidecars authenticate each other
-    /// with it: mutual TLS).
+    /// with it: mutual TLS); made with the CA, so absent from directories made before it.
     pub fn client_cert(&self) -> PathBuf {
         self.dir.join("client.pem")
     }
@@ -67,11 +67,9 @@ impl CertPaths {
         self.dir.join(".lock")
     }
     fn complete(&self) -> bool {
-        self.ca_cert().is_file()
-            && self.server_cert().is_file()
-            && self.server_key().is_file()
-            && self.client_cert().is_file()
-            && self.client_key().is_file()
+        // Not the client certificate: a directory from before it, or with certificates of the
+        // user's own, stays as it is (a mesh path that needs one says so).
+        self.ca_cert().is_file() && self.server_cert().is_file() && self.server_key().is_file()
     }
 }
 

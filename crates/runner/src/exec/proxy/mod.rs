@@ -140,6 +140,12 @@ impl PathPlan<'_> {
         server_side: SocketAddr,
     ) -> anyhow::Result<Hop> {
         let paths = self.paths();
+        if !paths.client_cert().is_file() || !paths.client_key().is_file() {
+            bail!(
+                "{} has no client certificate (client.pem, client.key), which the sidecars' mutual TLS needs: it was made before them or by hand; remove the directory to have the suite make it again",
+                self.certs.display()
+            );
+        }
         Ok(Hop {
             upstream_tls: Some(UpstreamTls {
                 ca: paths.ca_cert(),
@@ -197,6 +203,15 @@ impl ProxyProcess {
     /// Writes `hop`'s configuration, starts the proxy (inside network namespace `netns` when
     /// given, else in the caller's) and waits until it listens.
     pub fn start(hop: &Hop, netns: Option<&str>) -> anyhow::Result<ProxyProcess> {
+        for addr in [hop.listen, hop.upstream] {
+            if !allowed(addr.ip()) {
+                bail!(
+                    "{} ({}): {addr} is neither loopback nor inside 198.18.0.0/15; proxies stay off the host's network",
+                    hop.kind.as_str(),
+                    hop.role
+                );
+            }
+        }
         let dir = private_dir()?;
         let rendered = match config::render(hop, &dir) {
             Ok(r) => r,
@@ -335,6 +350,17 @@ impl Drop for ProxyProcess {
     }
 }
 
+/// Loopback, or the suite's namespaces' 198.18.0.0/15: where a proxy may listen and connect.
+pub fn allowed(ip: std::net::IpAddr) -> bool {
+    match ip {
+        std::net::IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            v4.is_loopback() || (a == 198 && (b == 18 || b == 19))
+        }
+        std::net::IpAddr::V6(v6) => v6.is_loopback(),
+    }
+}
+
 /// Whether a TCP socket listens on `addr` in `pid`'s network namespace
 /// (`/proc/PID/net/tcp`: little-endian address, state 0A).
 pub fn listening(pid: u32, addr: SocketAddr) -> bool {
@@ -423,6 +449,30 @@ pub fn edge_in_front(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Proxies stay on loopback and the suite's benchmarking range; anything else is refused.
+    #[test]
+    fn only_loopback_and_the_benchmarking_range_are_allowed() {
+        for ok in [
+            "127.0.0.1",
+            "127.0.0.9",
+            "198.18.0.1",
+            "198.19.255.254",
+            "::1",
+        ] {
+            assert!(allowed(ok.parse().unwrap()), "{ok}");
+        }
+        for no in [
+            "0.0.0.0",
+            "10.0.0.1",
+            "198.20.0.1",
+            "198.17.0.1",
+            "8.8.8.8",
+            "::",
+        ] {
+            assert!(!allowed(no.parse().unwrap()), "{no}");
+        }
+    }
 
     /// The listening-socket probe reads the kernel's table: a bound listener shows, a closed
     /// port does not.
