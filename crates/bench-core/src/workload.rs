@@ -205,7 +205,7 @@ pub fn validate_json_item(
 }
 
 /// A REST answer judged as the item `id`: HTTP 200 (else `bad_status` with the status as its
-/// code, `HTTP 502` as gRPC's; the connection stays usable) and a valid JSON item; the same rule on every REST stack.
+/// code, as a target's REST answers have it; the connection stays usable) and a valid JSON item; the same rule on every REST stack.
 pub fn rest_reply(
     status: u16,
     body: &[u8],
@@ -217,7 +217,7 @@ pub fn rest_reply(
     if status != 200 {
         return Err(
             Failure::new(FailureClass::BadStatus, format!("HTTP status {status}"))
-                .with_code(format!("HTTP {status}")),
+                .with_code(status.to_string()),
         );
     }
     validate_json_item(body, id, profile)?;

@@ -209,7 +209,8 @@ impl super::Experiment {
 pub const PROXY_STATUSES: [u16; 3] = [502, 503, 504];
 
 /// Who answered a failure of `class` with `code` on the path `settings` describe: on an edge
-/// or sidecar path a 502/503/504 (`HTTP 502`, REST and gRPC alike) is the proxy's own answer,
+/// or sidecar path a 502/503/504 (`502` from a REST answer, `HTTP 502` from a gRPC one) is the
+/// proxy's own answer,
 /// named so in failures.csv's example; `None` for anything else.
 pub fn answered_by_proxy(
     settings: &super::Experiment,
@@ -217,7 +218,8 @@ pub fn answered_by_proxy(
     code: &str,
 ) -> Option<String> {
     let proxied = settings.path != MeshPath::Direct;
-    let status: u16 = code.strip_prefix("HTTP ")?.parse().ok()?;
+    // REST answers carry the bare status (`502`), gRPC's the HTTP status (`HTTP 502`).
+    let status: u16 = code.strip_prefix("HTTP ").unwrap_or(code).parse().ok()?;
     (proxied && class == bench_core::FailureClass::BadStatus && PROXY_STATUSES.contains(&status))
         .then(|| {
             format!(
@@ -248,7 +250,7 @@ mod tests {
             who.contains("nginx proxy (edge path) answered 502"),
             "{who}"
         );
-        for code in ["HTTP 503", "HTTP 504"] {
+        for code in ["HTTP 503", "HTTP 504", "502", "504"] {
             assert!(answered_by_proxy(&edge, FailureClass::BadStatus, code).is_some());
         }
         assert!(answered_by_proxy(&edge, FailureClass::BadStatus, "HTTP 500").is_none());
