@@ -441,3 +441,62 @@ fn sigint_mid_cell_leaves_no_proxy() {
         proxies_left_by(pid)
     );
 }
+
+/// An edge proxy on the hosts executor fronts the server host's address, and the server's
+/// host counts both hops: every new client connection arrives across the bridge, and the proxy
+/// opens one connection to the server per request with `per-request`, a handful with `keep`.
+#[test]
+fn an_edge_proxy_on_the_hosts_executor_counts_both_hops() {
+    const REQUESTS: f64 = 30.0;
+    for kind in installed_proxies() {
+        let name = kind.as_str();
+        for pool in ["keep", "per-request"] {
+            let tmp = tempfile::tempdir().unwrap();
+            let (pid, dir) = run_in(
+                tmp.path(),
+                &[
+                    "--executor",
+                    "hosts",
+                    "--host-agents",
+                    "2",
+                    "--path",
+                    "edge",
+                    "--proxy",
+                    name,
+                    "--pool",
+                    pool,
+                    "--stacks",
+                    "h1",
+                    "--regime",
+                    "new-conn",
+                    "--concurrency",
+                    "2",
+                    "--requests",
+                    "30",
+                    "--baseline-seconds",
+                    "0",
+                ],
+            );
+            let cells = read_csv(&dir.join("cells.csv"));
+            let c = &cells[0];
+            assert_eq!(c["error"], "", "{name} {pool}");
+            assert_eq!(num(c, "ok"), REQUESTS, "{name} {pool}");
+            let to_server = num(c, "net_tcp_active_opens");
+            let across = num(c, "net_tcp_passive_opens") - to_server;
+            assert_eq!(
+                across, REQUESTS,
+                "{name} {pool}: a client connection per request"
+            );
+            if pool == "keep" {
+                assert!(to_server <= 4.0, "{name} {pool}: {to_server}");
+            } else {
+                assert_eq!(to_server, REQUESTS, "{name} {pool}");
+            }
+            assert!(
+                proxies_left_by(pid).is_empty(),
+                "{name}: {:?}",
+                proxies_left_by(pid)
+            );
+        }
+    }
+}
