@@ -109,7 +109,10 @@ pub fn main() -> ExitCode {
             new,
             out,
             fail_on_regression,
-        }) => crate::report::compare::command(&base, &new, out.as_deref(), fail_on_regression),
+            format,
+        }) => {
+            crate::report::compare::command(&base, &new, out.as_deref(), fail_on_regression, format)
+        }
         Some(Command::Merge { dirs, out }) => output::merge::command(&dirs, &out),
         Some(Command::K8s {
             command: cli::K8sCommand::Render { experiment, out },
