@@ -556,6 +556,11 @@ fn run_sweep(
         println!("{failures}");
     }
     println!("results: {}", outcome.dir.display());
+    // The same rows and outcomes, for a pipeline; a run that cannot write it keeps its results.
+    match output::summary_json::write(&outcome.dir, &checked, None) {
+        Ok(path) => println!("summary: {}", path.display()),
+        Err(e) => eprintln!("error: {e:#}"),
+    }
     if exp_insecure {
         eprintln!("warning: insecure run: a target's certificate was not verified (insecure = true); `study paper` refuses it");
     }
