@@ -103,12 +103,19 @@ impl ServiceTargets {
             (0, s) => format!("{s} s of time-bound cells"),
             (r, s) => format!("{r} requests plus {s} s of time-bound cells"),
         };
-        out.push_str(&format!(
-            "planned: {load}{}\n",
-            exp.rate
-                .map(|r| format!(", open loop at {r} req/s"))
-                .unwrap_or_default()
-        ));
+        let open_loop = match (&exp.rates, exp.rate) {
+            (Some(sweep), _) => {
+                let rates = &sweep.value().rates_rps;
+                format!(
+                    ", open loop at {} rates up to {} req/s",
+                    rates.len(),
+                    rates.last().copied().unwrap_or_default()
+                )
+            }
+            (None, Some(r)) => format!(", open loop at {r} req/s"),
+            (None, None) => String::new(),
+        };
+        out.push_str(&format!("planned: {load}{open_loop}\n"));
         out
     }
 

@@ -4,6 +4,7 @@
 //! HdrHistogram interval log (`hlog/`). docs/results-schema.md defines each column.
 
 pub mod capacity;
+pub mod curve;
 pub mod hlog;
 pub mod merge;
 pub mod rows;

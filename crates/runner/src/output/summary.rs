@@ -134,6 +134,8 @@ pub fn write(dir: &Path) -> anyhow::Result<()> {
     let tmp = dir.join("summary.csv.tmp");
     rows::write(&tmp, &summary)?;
     std::fs::rename(&tmp, dir.join("summary.csv")).context("cannot write summary.csv")?;
+    // The latency–throughput curve of a rate sweep is a figure of the same cells too.
+    crate::output::curve::write(dir)?;
     // Memory per connection is a figure of the same cells, so it is refreshed with them.
     crate::report::memory::write(dir)
 }

@@ -941,6 +941,7 @@ pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
                 .as_ref()
                 .and_then(|s| crate::report::service::network_path_warning(s, &results.cells)),
             memory => memory_section(&results.cells),
+            curve => crate::report::chart_curve::section(&results.cells),
         })?;
     let path = dir.join("report.html");
     std::fs::write(&path, html).with_context(|| format!("cannot write {}", path.display()))?;

@@ -11,12 +11,14 @@ pub mod file;
 mod knobs;
 mod netem_spec;
 mod parsed;
+mod rate_sweep;
 mod types;
 mod validate;
 
 pub use knobs::{Experiment, Knobs, KEYS};
 pub use netem_spec::Netem;
 pub use parsed::Parsed;
+pub use rate_sweep::{ladder, RateSweep, MAX_RATE_POINTS};
 pub use types::{Executor, HostNamespaces, Pacing, Threshold, MAX_HOST_AGENTS, MAX_K8S_AGENTS};
 
 /// When a worker opens connections.
