@@ -125,9 +125,10 @@ impl Cell {
     }
 }
 
-/// A rate as a cell key writes it: the shortest exact decimal (`2000`, `1414.2`).
+/// A rate as a cell key writes it: the shortest decimal that reads back as the same number
+/// (`2000`, `1414.25`).
 pub fn rate_key(rate_rps: f64) -> String {
-    crate::output::thresholds::number(rate_rps)
+    rate_rps.to_string()
 }
 
 pub fn plan(base: &Experiment) -> Vec<Cell> {

@@ -81,6 +81,11 @@ impl ServiceTargets {
 
     /// What the run will do, printed before it starts.
     pub fn describe(&self, exp: &Experiment) -> String {
+        self.describe_addresses(exp) + &self.describe_load(exp)
+    }
+
+    /// Each target the run sends to, its resolved address and security, one line each.
+    pub fn describe_addresses(&self, exp: &Experiment) -> String {
         let mut out = String::new();
         for r in self.resolved.values() {
             let stacks = stacks_of(exp, r.api);
@@ -97,6 +102,12 @@ impl ServiceTargets {
                 r.security(),
             ));
         }
+        out
+    }
+
+    /// The planned load's line of [`describe`](Self::describe).
+    fn describe_load(&self, exp: &Experiment) -> String {
+        let mut out = String::new();
         let (requests, seconds) = planned_load(exp);
         let load = match (requests, seconds) {
             (r, 0) => format!("{r} requests"),
@@ -166,6 +177,12 @@ impl ServiceTargets {
     /// go to an address that is not on loopback.
     pub fn confirm(&self, exp: &Experiment, yes: bool) -> Result<(), String> {
         let (requests, seconds) = planned_load(exp);
+        self.confirm_load(requests, seconds, yes)
+    }
+
+    /// [`confirm`](Self::confirm) for a load stated by the caller (a capacity search: its
+    /// budget), `requests` plus `seconds` of time-bound cells.
+    pub fn confirm_load(&self, requests: u64, seconds: u64, yes: bool) -> Result<(), String> {
         if yes || !self.leaves_this_host() || (requests <= CONFIRM_ABOVE_REQUESTS && seconds == 0) {
             return Ok(());
         }
