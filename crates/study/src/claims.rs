@@ -23,6 +23,9 @@ pub(crate) const CONTRAST_COLLAPSE_BELOW: f64 = 0.5;
 /// The claim experiment that runs the contrast where TIME_WAIT can bind (two hosts, one
 /// source address): `experiments/claims/c2c3-two-hosts.toml`.
 pub(crate) const CONTRAST_RUN: &str = "c2c3-two-hosts";
+/// The memory claim's soak (`experiments/claims/soak-quic-rss.toml`): one long cell whose RSS
+/// series shows whether memory levels off.
+pub(crate) const SOAK_RUN: &str = "soak-quic-rss";
 
 /// One claim of the study.
 pub(crate) struct Claim {
@@ -42,6 +45,33 @@ pub(crate) struct Claim {
     /// After the claim: memory-per-connection fits of the reference and the claim run in this
     /// regime (the slope carries to any scale; the claim's one point does not).
     pub(crate) memory_fits: Option<&'static str>,
+    /// A second reading of the same claim with one stack in another's place (gRPC over HTTP/3
+    /// where the claim names REST over HTTP/3): does the claim's finding carry over?
+    pub(crate) companion: Option<Companion>,
+}
+
+/// One stack read in another's place; see [`Claim::companion`].
+#[derive(Clone, Copy)]
+pub(crate) struct Companion {
+    /// The stack the claim names ...
+    pub(crate) replaces: &'static str,
+    /// ... and the one read in its place.
+    pub(crate) stack: &'static str,
+    /// The question the reading answers, as the paper asks it.
+    pub(crate) question: &'static str,
+    /// For a collapse claim: the companion keeps the replaced stack's resilience in a variant
+    /// when its success at every level is at most this far below the replaced stack's.
+    pub(crate) kept_within: f64,
+}
+
+/// gRPC over HTTP/3 in HTTP/3's place (issue: the study's title asks about gRPC over QUIC).
+const fn grpc_over_h3(question: &'static str) -> Companion {
+    Companion {
+        replaces: "h3",
+        stack: "grpc-h3",
+        question,
+        kept_within: 0.01,
+    }
 }
 
 /// Which concurrency level a claim is judged at.
@@ -54,6 +84,7 @@ pub(crate) enum At {
 }
 
 /// What a claim compares; each kind is one function in `verdicts.rs`.
+#[derive(Clone, Copy)]
 pub(crate) enum Check {
     Throughput(Throughput),
     Collapse(Collapse),
@@ -64,6 +95,7 @@ pub(crate) enum Check {
 
 /// One stack's throughput at a level vs a claimed figure, a p95 bound there, and the
 /// stability of its throughput across levels and repetitions.
+#[derive(Clone, Copy)]
 pub(crate) struct Throughput {
     pub(crate) stack: &'static str,
     pub(crate) regime: &'static str,
@@ -77,6 +109,7 @@ pub(crate) struct Throughput {
 }
 
 /// Stacks whose success collapses at a level, with the claimed success rates.
+#[derive(Clone, Copy)]
 pub(crate) struct Collapse {
     pub(crate) regime: &'static str,
     pub(crate) at: At,
@@ -92,6 +125,7 @@ pub(crate) struct Collapse {
 
 /// One stack's failure rate stays below a bound at every level (the other stacks of the run
 /// are shown under the same conditions).
+#[derive(Clone, Copy)]
 pub(crate) struct FailureRateBelow {
     pub(crate) stack: &'static str,
     pub(crate) regime: &'static str,
@@ -99,6 +133,7 @@ pub(crate) struct FailureRateBelow {
 }
 
 /// One stack's throughput is capped at a claimed range at every level.
+#[derive(Clone, Copy)]
 pub(crate) struct Ceiling {
     pub(crate) stack: &'static str,
     pub(crate) regime: &'static str,
@@ -109,6 +144,7 @@ pub(crate) struct Ceiling {
 }
 
 /// One stack's server memory vs another's at a level, as a claimed ratio of two sizes.
+#[derive(Clone, Copy)]
 pub(crate) struct MemoryRatio {
     pub(crate) stack: &'static str,
     pub(crate) versus: &'static str,
@@ -140,6 +176,7 @@ pub(crate) const CLAIMS: [Claim; 5] = [
             stable_cv: 0.10,
         }),
         memory_fits: None,
+        companion: None,
     },
     Claim {
         id: "C2",
@@ -158,6 +195,7 @@ pub(crate) const CLAIMS: [Claim; 5] = [
             contrast: "h3",
         }),
         memory_fits: None,
+        companion: Some(grpc_over_h3("Does gRPC over QUIC keep REST-over-QUIC's new-connection resilience where TCP collapses?")),
     },
     Claim {
         id: "C3",
@@ -176,6 +214,7 @@ pub(crate) const CLAIMS: [Claim; 5] = [
             max_failure_rate: 0.0006,
         }),
         memory_fits: None,
+        companion: Some(grpc_over_h3("Does gRPC over HTTP/3 meet the same bound?")),
     },
     Claim {
         id: "C4",
@@ -193,6 +232,7 @@ pub(crate) const CLAIMS: [Claim; 5] = [
             match_fraction: 0.10,
         }),
         memory_fits: None,
+        companion: Some(grpc_over_h3("Is gRPC over HTTP/3 capped where HTTP/3 is?")),
     },
     Claim {
         id: "C5",
@@ -212,8 +252,39 @@ pub(crate) const CLAIMS: [Claim; 5] = [
             match_within: 0.5,
         }),
         memory_fits: Some("reuse"),
+        companion: Some(grpc_over_h3("Is QUIC's memory cost the transport's or REST's: gRPC over HTTP/3 against gRPC over HTTP/2?")),
     },
 ];
+
+impl Check {
+    /// The same check with `to` wherever it names the stack `from`.
+    pub(crate) fn with_stack(self, from: &str, to: &'static str) -> Check {
+        let swap = |s: &'static str| if s == from { to } else { s };
+        match self {
+            Check::Throughput(mut c) => {
+                c.stack = swap(c.stack);
+                Check::Throughput(c)
+            }
+            Check::Collapse(mut c) => {
+                c.contrast = swap(c.contrast);
+                Check::Collapse(c)
+            }
+            Check::FailureRateBelow(mut c) => {
+                c.stack = swap(c.stack);
+                Check::FailureRateBelow(c)
+            }
+            Check::Ceiling(mut c) => {
+                c.stack = swap(c.stack);
+                Check::Ceiling(c)
+            }
+            Check::MemoryRatio(mut c) => {
+                c.stack = swap(c.stack);
+                c.versus = swap(c.versus);
+                Check::MemoryRatio(c)
+            }
+        }
+    }
+}
 
 /// What the instruction breakdown (`breakdown.rs`) holds its figures against: the stack whose
 /// cost it explains (the one the ceiling claim caps) and the two claims its findings bear on.

@@ -33,6 +33,7 @@ mod provenance;
 mod run;
 mod scale;
 mod sessions;
+mod soak;
 mod tables;
 mod templates;
 mod text;
@@ -186,13 +187,17 @@ pub fn write_with_scale(
     )?;
 
     provenance::setup(&mut out, &reference, &provs)?;
-    tables::reference_sweep(&mut out, &reference, out_dir)?;
-
     let sessions = sessions::Sessions::discover(&reference, &provs[0]);
+    let session_references = sessions
+        .as_ref()
+        .map(|s| s.reference_runs())
+        .unwrap_or_default();
+    tables::reference_sweep(&mut out, &reference, &session_references, out_dir)?;
+
     if let Some(s) = &sessions {
         let _ = writeln!(
             out,
-            "## Sessions\n\nThis paper reads session 1 of {} sessions at one commit ({}); each verdict below says in how many sessions it held, and the headline throughput has an interval over the session means (\"between sessions (N)\") beside the one over session 1's repetitions.\n",
+            "## Sessions\n\nThis paper reads session 1 of {} sessions at one commit ({}); the reference tables above give throughput and p99 an interval over the session means (\"between sessions\") beside the one over session 1's repetitions, and each verdict below says in how many sessions it held, with its headline figures' intervals over the session means.\n",
             s.count(),
             s.dirs
                 .iter()
@@ -204,7 +209,7 @@ pub fn write_with_scale(
     verdicts::section(&mut out, &reference, &claim_runs, sessions.as_ref())?;
     contrast::section(&mut out, &claim_runs);
     if let Some(run) = &scale_run {
-        scale::section(&mut out, run)?;
+        scale::section(&mut out, run, &reference)?;
     }
     if let Some((b, path)) = &breakdown_data {
         let measured = breakdown::reference_cpu(&reference, b.concurrency.unwrap_or(0));

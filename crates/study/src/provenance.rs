@@ -121,6 +121,32 @@ pub(crate) fn provenance_problems(provs: &[Provenance]) -> Vec<String> {
     problems
 }
 
+/// The machine's virtualisation as the paper names it. `systemd-detect-virt` reports the
+/// innermost layer, so a container inside a VM reads `docker`; the CPU's `hypervisor` flag
+/// says whether a VM is underneath, and both are told.
+pub(crate) fn virtualisation(detected: &str, hypervisor_flag: Option<bool>) -> String {
+    const CONTAINERS: [&str; 8] = [
+        "docker",
+        "podman",
+        "lxc",
+        "lxc-libvirt",
+        "systemd-nspawn",
+        "rkt",
+        "openvz",
+        "container-other",
+    ];
+    let container = CONTAINERS.contains(&detected);
+    match (container, hypervisor_flag) {
+        (true, Some(true)) => format!("{detected} container in a VM (CPU `hypervisor` flag)"),
+        (true, Some(false)) => format!("{detected} container on bare metal"),
+        (true, None) => format!("{detected} container"),
+        (false, Some(true)) if matches!(detected, "none" | "unknown") => {
+            "VM (CPU `hypervisor` flag)".to_string()
+        }
+        _ => detected.to_string(),
+    }
+}
+
 /// A commit as `git log --oneline` shows it, keeping a `-dirty` mark.
 pub(crate) fn short_commit(commit: &str) -> String {
     match commit.strip_suffix("-dirty") {
@@ -141,7 +167,12 @@ impl Run {
             run: format!("{} (`{}`)", self.name(), self.dir.display()),
             cpu_model: text("cpu_model").unwrap_or_else(|| "unknown".into()),
             cpu_model_name: text("cpu_model_name"),
-            hypervisor: text("hypervisor"),
+            hypervisor: text("hypervisor").map(|v| {
+                virtualisation(
+                    &v,
+                    find_first(m, "hypervisor_flag").and_then(|f| f.as_bool()),
+                )
+            }),
             ram: find_first(m, "ram_bytes")
                 .and_then(|v| v.as_f64())
                 .map(|b| format!("{:.1} GB RAM", b / 1e9)),
@@ -208,4 +239,23 @@ pub(crate) fn setup(out: &mut String, reference: &Run, provs: &[Provenance]) -> 
             runs => runs,
         },
     )
+}
+
+#[cfg(test)]
+mod virtualisation_tests {
+    use super::virtualisation;
+
+    #[test]
+    fn a_container_in_a_vm_is_named_as_both() {
+        assert_eq!(
+            virtualisation("docker", Some(true)),
+            "docker container in a VM (CPU `hypervisor` flag)"
+        );
+        assert_eq!(virtualisation("kvm", Some(true)), "kvm");
+        assert_eq!(
+            virtualisation("none", Some(true)),
+            "VM (CPU `hypervisor` flag)"
+        );
+        assert_eq!(virtualisation("none", Some(false)), "none");
+    }
 }

@@ -205,7 +205,7 @@ pub(crate) fn memory_table(
 }
 
 /// The "Beyond 500" section.
-pub(crate) fn section(out: &mut String, run: &Run) -> anyhow::Result<()> {
+pub(crate) fn section(out: &mut String, run: &Run, reference: &Run) -> anyhow::Result<()> {
     templates::render(
         out,
         "beyond_500.md",
@@ -311,7 +311,91 @@ pub(crate) fn section(out: &mut String, run: &Run) -> anyhow::Result<()> {
     if detail.contains(" †") {
         let _ = writeln!(out, "{}\n", fallback_note());
     }
-    memory_table(out, run, None)
+    memory_table(out, run, None)?;
+    slopes_at_two_scales(out, reference, run);
+    Ok(())
+}
+
+/// Memory per connection fitted at the reference's levels and at scale, side by side: by the
+/// stated rule a slope carries from one scale to the other only when the two 95 % intervals
+/// overlap. Where they do not, the paragraph says what the data do not decide.
+fn slopes_at_two_scales(out: &mut String, reference: &Run, scale_run: &Run) {
+    let small = memory::fits(reference.stress());
+    let large = memory::fits(scale_run.stress());
+    let mut rows = Vec::new();
+    let mut disjoint = 0;
+    for l in &large {
+        let Some(s) = small.iter().find(|s| {
+            s.stack == l.stack && s.regime == l.regime && s.role == l.role && s.variant == "default"
+        }) else {
+            continue;
+        };
+        let (a, b) = (s.fit.slope_ci95, l.fit.slope_ci95);
+        let overlap = a.0 <= b.1 && b.0 <= a.1;
+        if !overlap {
+            disjoint += 1;
+        }
+        rows.push(format!(
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            l.variant,
+            label(&l.stack),
+            l.regime,
+            if l.role == "client" {
+                "load generator"
+            } else {
+                "server"
+            },
+            memory::describe(&s.fit).0,
+            memory::describe(&l.fit).0,
+            if overlap {
+                "yes (intervals overlap)"
+            } else {
+                "no (intervals disjoint)"
+            }
+        ));
+    }
+    if rows.is_empty() {
+        return;
+    }
+    let span = |run: &Run| {
+        let levels: Vec<u64> = run.stress().iter().map(|r| r.concurrency as u64).collect();
+        format!(
+            "{}–{}",
+            thousands(levels.iter().copied().min().unwrap_or(0) as f64),
+            thousands(levels.iter().copied().max().unwrap_or(0) as f64)
+        )
+    };
+    let _ = writeln!(
+        out,
+        "Memory per connection at two scales (KB per connection [95 % CI]; rule, stated before the data: a slope carries from one scale to the other only when the two intervals overlap):\n"
+    );
+    let _ = writeln!(
+        out,
+        "| scale variant | stack | regime | role | reference ({} workers) | scale ({} workers) | carries? |",
+        span(reference),
+        span(scale_run)
+    );
+    let _ = writeln!(out, "|---|---|---|---|---:|---:|---|");
+    for r in rows {
+        let _ = writeln!(out, "{r}");
+    }
+    out.push('\n');
+    if disjoint > 0 {
+        let top = |run: &Run| {
+            thousands(
+                run.stress()
+                    .iter()
+                    .map(|r| r.concurrency as f64)
+                    .fold(0.0, f64::max),
+            )
+        };
+        let _ = writeln!(
+            out,
+            "In {disjoint} of these the intervals are disjoint: there memory is not linear in open connections over the whole range, and a per-connection figure holds only within the levels it was fitted on. Why is not measured here. Two candidates fit a slope that changes with scale: memory that follows the work in progress rather than the connections (at a similar throughput, each of {} connections is served less often than each of {}, so fewer hold full send and receive buffers at once), and memory that grows in steps (allocator arenas and buffer pools sized to a peak), which a fit over a few levels reads as a slope.\n",
+            top(scale_run),
+            top(reference)
+        );
+    }
 }
 
 #[cfg(test)]

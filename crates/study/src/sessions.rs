@@ -59,6 +59,15 @@ impl Sessions {
             .collect()
     }
 
+    /// Every session's reference run, loaded, in session order (one that cannot be read is
+    /// left out).
+    pub(crate) fn reference_runs(&self) -> Vec<Run> {
+        self.dirs
+            .iter()
+            .filter_map(|(_, dir)| Run::load(&dir.join("reference")).ok())
+            .collect()
+    }
+
     pub(crate) fn count(&self) -> usize {
         self.dirs.len()
     }

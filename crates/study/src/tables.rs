@@ -4,29 +4,38 @@
 use std::fmt::Write;
 use std::path::Path;
 
-use stats::Interval;
+use stats::{between_sessions, Interval};
 
 use runner::report::{label, levels, ms, regimes, stack_order};
 
 use crate::run::{fval, Run};
+use crate::sessions::repetition_rate;
 use crate::templates;
-use crate::text::{fallback_note, show, show_tput, throughput_note};
+use crate::text::{fallback_note, show, show_rps, show_tput, throughput_note};
 use crate::Row;
 
-/// One regime's table of the reference sweep.
-fn stress_table(out: &mut String, run: &Run, rows: &[&Row], regime: &str) {
+/// One regime's table of the reference sweep; with two or more sessions' references, also
+/// throughput and p99 with their intervals over the session means.
+fn stress_table(out: &mut String, run: &Run, sessions: &[Run], rows: &[&Row], regime: &str) {
     let start = out.len();
     let has = |col: &str| rows.iter().any(|r| fval(r, col).is_some());
     let hwm = has("server_rss_hwm_bytes");
+    let between = sessions.len() >= 2;
     let _ = writeln!(
         out,
-        "| users | stack | median (ms) | p95 (ms) | p99 (ms) | req/s | failed % | server RSS peak (MB) |{} server CPU (%) | client CPU (%) | client CPU ms / 1k | cell (s) |",
-        if hwm { " server VmHWM (MB) |" } else { "" }
+        "| users | stack | median (ms) | p95 (ms) | p99 (ms) | req/s | failed % | server RSS peak (MB) |{} server CPU (%) | client CPU (%) | client CPU ms / 1k | cell (s) |{}",
+        if hwm { " server VmHWM (MB) |" } else { "" },
+        if between {
+            " req/s between sessions | p99 (ms) between sessions |"
+        } else {
+            ""
+        }
     );
     let _ = writeln!(
         out,
-        "|---:|---|---:|---:|---:|---:|---:|---:|{}---:|---:|---:|---:|",
-        if hwm { "---:|" } else { "" }
+        "|---:|---|---:|---:|---:|---:|---:|---:|{}---:|---:|---:|---:|{}",
+        if hwm { "---:|" } else { "" },
+        if between { "---:|---:|" } else { "" }
     );
     let opt = |iv: Option<Interval>, f: &dyn Fn(&Interval) -> String| {
         iv.map_or_else(|| "—".to_string(), |iv| f(&iv))
@@ -67,6 +76,31 @@ fn stress_table(out: &mut String, run: &Run, rows: &[&Row], regime: &str) {
                 )),
                 opt(st("elapsed_s"), &|iv| format!("{:.2}", iv.mean)),
             );
+            if between {
+                let per_session = |f: &dyn Fn(&Row) -> Option<f64>| -> Vec<Vec<f64>> {
+                    sessions
+                        .iter()
+                        .map(|r| {
+                            r.rows(None)
+                                .into_iter()
+                                .filter(|x| {
+                                    x.stack == s && x.regime == regime && x.concurrency as u64 == c
+                                })
+                                .filter_map(f)
+                                .collect()
+                        })
+                        .collect()
+                };
+                let rps = between_sessions(&per_session(&|r| repetition_rate(r)));
+                let p99 = between_sessions(&per_session(&|r| fval(r, "latency_p99_us")));
+                let _ = write!(
+                    line,
+                    " {} (n = {}) | {} |",
+                    show_rps(&rps),
+                    rps.n,
+                    show(&p99, 1e-3, 3)
+                );
+            }
             let _ = writeln!(out, "{line}");
         }
     }
@@ -81,6 +115,7 @@ fn stress_table(out: &mut String, run: &Run, rows: &[&Row], regime: &str) {
 pub(crate) fn reference_sweep(
     out: &mut String,
     reference: &Run,
+    sessions: &[Run],
     out_dir: &Path,
 ) -> anyhow::Result<()> {
     templates::render(
@@ -91,7 +126,7 @@ pub(crate) fn reference_sweep(
     let stress = reference.stress();
     for regime in regimes(&stress) {
         let _ = writeln!(out, "### {regime}\n");
-        stress_table(out, reference, &stress, &regime);
+        stress_table(out, reference, sessions, &stress, &regime);
     }
     let figures: Vec<_> = [
         ("throughput.png", "Throughput vs concurrency"),

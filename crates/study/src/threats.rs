@@ -228,7 +228,7 @@ fn issue_33_threats(out: &mut String, runs: &[&Run], sessions: Option<usize>) {
         "- **Session drift.** {}",
         match sessions {
             Some(n) => format!(
-                "{n} sessions at one commit are aggregated: the verdicts say in how many they held, and the headline throughput has an interval over the session means beside the one over a session's repetitions."
+                "{n} sessions at one commit are aggregated: the verdicts say in how many they held, and the headline figures (throughput and p99 in the reference tables, each verdict's own figures) have an interval over the session means beside the one over a session's repetitions."
             ),
             None => "Every interval here is over one session's repetitions. Sessions of the same code on the same machine can differ by more than these intervals (machine state, time of day), so a difference between two sessions is no finding; `scripts/reproduce-paper --sessions 3` gives the between-session interval.".to_string(),
         }
@@ -282,4 +282,82 @@ fn issue_33_threats(out: &mut String, runs: &[&Run], sessions: Option<usize>) {
         out,
         "- **What VmHWM covers.** `server_rss_hwm_bytes` is the kernel's high-water mark of the server process, reset before the measured phase: it covers that phase only, not warm-up, and not the memory a longer run would reach."
     );
+    let data_lock = runs.first().and_then(|r| lock_at_data_commit(r));
+    let (lock, whose) = match &data_lock {
+        Some(lock) => (lock.as_str(), "Cargo.lock at the data commit"),
+        None => (
+            CARGO_LOCK,
+            "Cargo.lock of this build: the data commit's was not readable",
+        ),
+    };
+    let lock_version = |name: &str| locked_version(lock, name).unwrap_or("unknown");
+    let _ = writeln!(
+        out,
+        "- **One QUIC implementation, one version, and our client's closing.** Every QUIC figure here is quinn {} with h3 {} ({whose}); the study's 440 MB came from quinn 0.10.1, whose endpoints allocated a 128 MiB receive buffer (quinn issue 1608), and other QUIC stacks (quiche, ngtcp2, msquic) are not measured. The HTTP/3 load generator's connection-per-endpoint mode (`quic_endpoint = \"per-connection\"`, the default) is ours: after the client's CONNECTION_CLOSE it drops quinn's endpoint state and a bare socket holds the closing period, which a QUIC client library does not do; `quic_endpoint = \"shared\"` keeps quinn's own closing on one socket, as libraries do, and the two-host contrast runs both.",
+        lock_version("quinn"),
+        lock_version("h3")
+    );
+    let allocators: std::collections::BTreeSet<String> = runs
+        .iter()
+        .filter_map(|r| {
+            crate::provenance::find_first(&r.results.manifest, "allocator")
+                .map(|v| crate::provenance::scalar(&v))
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "- **The allocator.** Servers and load generators are one binary, built with {} as the global allocator (recorded per run); resident memory depends on it (glibc's malloc kept more of a 500-connection HTTP/3 client resident, through fragmentation across arenas), so RSS figures are this allocator's, as an application's would be its own.",
+        if allocators.is_empty() {
+            "an allocator the manifests do not record".to_string()
+        } else {
+            allocators
+                .into_iter()
+                .map(|a| format!("`{a}`"))
+                .collect::<Vec<_>>()
+                .join(" / ")
+        }
+    );
+}
+
+/// Cargo.lock as committed at the commit the run recorded (`git show`, in the run's folder).
+fn lock_at_data_commit(run: &Run) -> Option<String> {
+    let commit = run.provenance().commit;
+    let commit = commit.trim_end_matches("-dirty");
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&run.dir)
+        .args(["show", &format!("{commit}:Cargo.lock")])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The workspace's Cargo.lock as built (the code-drift check keeps it equal to the data
+/// commit's unless told otherwise).
+const CARGO_LOCK: &str = include_str!("../../../Cargo.lock");
+
+/// The version Cargo.lock pins for a package (the first entry of that name).
+fn locked_version<'a>(lock: &'a str, name: &str) -> Option<&'a str> {
+    let entry = lock
+        .split("[[package]]")
+        .find(|e| e.lines().any(|l| l.trim() == format!("name = \"{name}\"")))?;
+    entry
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("version = \""))
+        .and_then(|v| v.strip_suffix('"'))
+}
+
+#[cfg(test)]
+mod lock_tests {
+    use super::*;
+
+    #[test]
+    fn the_locked_version_is_read_from_the_package_entry() {
+        let lock = "[[package]]\nname = \"h3-quinn\"\nversion = \"9.9.9\"\n\n[[package]]\nname = \"quinn\"\nversion = \"0.11.12\"\n";
+        assert_eq!(locked_version(lock, "quinn"), Some("0.11.12"));
+        assert_eq!(locked_version(lock, "h3"), None);
+        assert!(locked_version(CARGO_LOCK, "quinn").is_some());
+    }
 }

@@ -14,7 +14,8 @@ use stats::{
 use runner::report::label;
 
 use crate::claims::{
-    At, Ceiling, Check, Claim, Collapse, FailureRateBelow, MemoryRatio, Throughput, CLAIMS,
+    At, Ceiling, Check, Claim, Collapse, Companion, FailureRateBelow, MemoryRatio, Throughput,
+    CLAIMS,
 };
 use crate::provenance::{find_first, scalar};
 use crate::run::{fval, Run, View};
@@ -34,7 +35,11 @@ struct Outcome {
 /// Judges one variant (or the reference) against one claim; `None` when it lacks the cells
 /// the claim needs.
 fn check(claim: &Claim, v: &View) -> Option<Outcome> {
-    match &claim.check {
+    check_kind(&claim.check, v)
+}
+
+fn check_kind(check: &Check, v: &View) -> Option<Outcome> {
+    match check {
         Check::Throughput(c) => throughput(v, c),
         Check::Collapse(c) => collapse(v, c),
         Check::FailureRateBelow(c) => failure_rate_below(v, c),
@@ -107,6 +112,20 @@ pub(crate) fn section(
                     run.name(),
                     throughput_note(run.throughput_col)
                 );
+                if let Some(comp) = claim
+                    .companion
+                    .as_ref()
+                    .filter(|c| run.stress().iter().any(|r| r.stack == c.stack))
+                {
+                    let _ = writeln!(
+                        sections,
+                        "_{}_ The rows \"{} in {}'s place\" read the same claim with that stack; {}\n",
+                        comp.question,
+                        label(comp.stack),
+                        label(comp.replaces),
+                        companion_rule(claim, comp)
+                    );
+                }
                 let _ = writeln!(sections, "| variant | outcome | numbers |");
                 let _ = writeln!(sections, "|---|---|---|");
                 let session_runs = sessions.map(|s| s.claim_runs(run)).unwrap_or_default();
@@ -123,10 +142,30 @@ pub(crate) fn section(
                         across_sessions(claim, &variant, &session_runs, &mut o);
                     }
                     let _ = writeln!(sections, "| {variant} | {} | {} |", o.verdict, o.evidence);
+                    let reading = claim.companion.as_ref().and_then(|comp| {
+                        let r = companion(claim, comp, &View::new(run, Some(&variant)))?;
+                        let _ = writeln!(
+                            sections,
+                            "| {variant}: {} in {}'s place | {} | {} |",
+                            label(comp.stack),
+                            label(comp.replaces),
+                            r.verdict,
+                            r.evidence
+                        );
+                        Some(format!(
+                            "{}: {}",
+                            label(comp.stack),
+                            verdict_kind(&r.verdict)
+                        ))
+                    });
+                    let verdict = match reading {
+                        Some(r) => format!("{} ({r})", o.verdict),
+                        None => o.verdict,
+                    };
                     if variant == "default" {
-                        default_verdict = o.verdict;
+                        default_verdict = verdict;
                     } else {
-                        variant_verdicts.push(format!("{variant}: {}", o.verdict));
+                        variant_verdicts.push(format!("{variant}: {verdict}"));
                     }
                 }
                 if sections[start..].contains(" †") {
@@ -139,6 +178,23 @@ pub(crate) fn section(
             let (text, verdict) = failure_rate_across(c, claim_runs);
             sections.push_str(&text);
             default_verdict = format!("{default_verdict}<br>every claim run: {verdict}");
+            let companion_ran = |comp: &Companion| {
+                claim_runs
+                    .iter()
+                    .any(|r| r.stress().iter().any(|x| x.stack == comp.stack))
+            };
+            if let Some(Check::FailureRateBelow(other)) = claim
+                .companion
+                .filter(companion_ran)
+                .map(|comp| claim.check.with_stack(comp.replaces, comp.stack))
+            {
+                let (text, verdict) = failure_rate_across(&other, claim_runs);
+                sections.push_str(&text);
+                default_verdict = format!(
+                    "{default_verdict}<br>every claim run, {}: {verdict}",
+                    label(other.stack)
+                );
+            }
         }
         if let Some(regime) = claim.memory_fits {
             // The slope carries to any scale; the claim's one point does not.
@@ -146,6 +202,7 @@ pub(crate) fn section(
             if let Some(run) = run {
                 scale::memory_table(&mut sections, run, Some(regime))?;
             }
+            crate::soak::section(&mut sections, claim_runs);
         }
         let _ = writeln!(
             out,
@@ -160,6 +217,82 @@ pub(crate) fn section(
     out.push('\n');
     out.push_str(&sections);
     Ok(())
+}
+
+/// How a companion reading is judged, stated before its rows.
+fn companion_rule(claim: &Claim, comp: &Companion) -> String {
+    match claim.check {
+        Check::Collapse(_) => format!(
+            "it keeps {}'s resilience in a variant when its success at every level is at most {} percentage point(s) below {}'s, and does not otherwise.",
+            label(comp.replaces),
+            plain(comp.kept_within * 100.0),
+            label(comp.replaces)
+        ),
+        _ => "the rule is the claim's own, stated above.".to_string(),
+    }
+}
+
+/// The claim read with the companion stack in the replaced one's place (`None` when the
+/// view lacks the companion stack). A collapse claim is about the TCP stacks, so its reading
+/// compares the companion's success with the replaced stack's, level by level
+/// ([`Companion::kept_within`]); every other claim is judged as it is, on the companion.
+fn companion(claim: &Claim, comp: &Companion, v: &View) -> Option<Outcome> {
+    let Check::Collapse(c) = &claim.check else {
+        return check_kind(&claim.check.with_stack(comp.replaces, comp.stack), v);
+    };
+    if !v.has(comp.stack, c.regime) {
+        return None;
+    }
+    let success = |stack: &str, l: u64| {
+        let sent = v.sum(stack, c.regime, l, "sent");
+        (sent > 0.0).then(|| v.sum(stack, c.regime, l, "ok") / sent)
+    };
+    let pairs: Vec<(u64, f64, f64)> = v
+        .levels(c.regime)
+        .into_iter()
+        .filter_map(|l| Some((l, success(comp.stack, l)?, success(comp.replaces, l)?)))
+        .collect();
+    if pairs.is_empty() {
+        return None;
+    }
+    let worst = pairs
+        .iter()
+        .copied()
+        .fold(None, |a: Option<(u64, f64, f64)>, b| match a {
+            Some(a) if a.2 - a.1 >= b.2 - b.1 => Some(a),
+            _ => Some(b),
+        })?;
+    let kept = pairs
+        .iter()
+        .all(|(_, own, other)| *own >= other - comp.kept_within);
+    let verdict = if kept {
+        format!(
+            "kept: within {} point(s) of {} at every level",
+            plain(comp.kept_within * 100.0),
+            label(comp.replaces)
+        )
+    } else {
+        format!(
+            "not kept: at {} workers {} vs {}'s {}",
+            worst.0,
+            pct(worst.1),
+            label(comp.replaces),
+            pct(worst.2)
+        )
+    };
+    Some(Outcome {
+        verdict,
+        evidence: format!(
+            "success by workers, {} vs {}: {}",
+            label(comp.stack),
+            label(comp.replaces),
+            pairs
+                .iter()
+                .map(|(l, own, other)| format!("{l}: {} vs {}", pct(*own), pct(*other)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    })
 }
 
 /// A verdict over the sessions: the claim judged on every session's run of the variant; it is
@@ -186,30 +319,148 @@ fn across_sessions(claim: &Claim, variant: &str, session_runs: &[(u32, Run)], o:
             "not stable across sessions"
         }
     );
-    if let Check::Throughput(t) = &claim.check {
+    for figure in headline_figures(claim, &View::new(&session_runs[0].1, Some(variant))) {
         let values: Vec<Vec<f64>> = session_runs
             .iter()
-            .map(|(_, r)| {
-                let v = View::new(r, Some(variant));
-                level(&v, t.regime, t.at)
-                    .map(|top| {
-                        v.cells(t.stack, t.regime, top)
-                            .into_iter()
-                            .filter_map(repetition_rate)
-                            .collect()
-                    })
-                    .unwrap_or_default()
-            })
+            .map(|(_, r)| (figure.per_repetition)(&View::new(r, Some(variant))))
             .collect();
         let between = between_sessions(&values);
         let _ = write!(
             o.evidence,
-            "; {} req/s between sessions ({}): {} (within one session: the interval above)",
-            label(t.stack),
+            "; {} between sessions (n = {} session means): {} (within one session: the figures above)",
+            figure.label,
             between.n,
-            show_rps(&between)
+            (figure.show)(&between)
         );
     }
+}
+
+/// A figure's values per repetition in one session's view of a variant.
+type PerRepetition<'c> = Box<dyn Fn(&View) -> Vec<f64> + 'c>;
+
+/// A claim's headline figure as each repetition of a session measured it, so that its
+/// between-session interval is over the session means of those values.
+struct Headline<'c> {
+    /// What the figure is, e.g. "gRPC reuse req/s at 500 workers".
+    label: String,
+    /// The figure per repetition in one session's view of the variant (empty: not there).
+    per_repetition: PerRepetition<'c>,
+    /// How the interval is written (units included).
+    show: fn(&Interval) -> String,
+}
+
+fn show_pct_interval(iv: &Interval) -> String {
+    match iv.ci {
+        Some((lo, hi)) => format!("{} [{}, {}]", pct(iv.mean), pct(lo), pct(hi)),
+        None => pct(iv.mean),
+    }
+}
+
+fn show_mb_interval(iv: &Interval) -> String {
+    format!("{} MB", show(iv, 1e-6, 1))
+}
+
+/// Success (ok / sent) of each repetition of a stack's cell.
+fn success_per_repetition(v: &View, stack: &str, regime: &str, c: u64) -> Vec<f64> {
+    v.cells(stack, regime, c)
+        .into_iter()
+        .filter_map(|r| {
+            let sent = fval(r, "sent")?;
+            (sent > 0.0).then(|| fval(r, "ok").unwrap_or(0.0) / sent)
+        })
+        .collect()
+}
+
+/// The figures a claim's verdict rests on, each as a function of one session's view: the
+/// throughput of a throughput claim, the success of every stack a collapse or failure-rate
+/// claim names at its level, the ceiling's top throughput, the server memory of both stacks
+/// of a memory claim. Levels are the first session's (the sessions run one experiment file).
+fn headline_figures<'c>(claim: &'c Claim, first: &View) -> Vec<Headline<'c>> {
+    let mut out = Vec::new();
+    match &claim.check {
+        Check::Throughput(t) => {
+            if let Some(top) = level(first, t.regime, t.at) {
+                out.push(Headline {
+                    label: format!("{} {} req/s at {top} workers", label(t.stack), t.regime),
+                    per_repetition: Box::new(move |v: &View| {
+                        v.cells(t.stack, t.regime, top)
+                            .into_iter()
+                            .filter_map(repetition_rate)
+                            .collect()
+                    }),
+                    show: show_rps,
+                });
+            }
+        }
+        Check::Collapse(c) => {
+            if let Some(at) = level(first, c.regime, c.at) {
+                let stacks = c.claimed.iter().map(|x| x.0).chain([c.contrast]);
+                for stack in stacks.filter(|s| first.has(s, c.regime)) {
+                    let regime = c.regime;
+                    out.push(Headline {
+                        label: format!("{} success at {at} workers", label(stack)),
+                        per_repetition: Box::new(move |v: &View| {
+                            success_per_repetition(v, stack, regime, at)
+                        }),
+                        show: show_pct_interval,
+                    });
+                }
+            }
+        }
+        Check::FailureRateBelow(f) => {
+            if let Some(&top) = first.levels(f.regime).last() {
+                out.push(Headline {
+                    label: format!("{} success at {top} workers", label(f.stack)),
+                    per_repetition: Box::new(move |v: &View| {
+                        success_per_repetition(v, f.stack, f.regime, top)
+                    }),
+                    show: show_pct_interval,
+                });
+            }
+        }
+        Check::Ceiling(c) => {
+            let top = first
+                .levels(c.regime)
+                .into_iter()
+                .filter_map(|l| Some((l, first.tput(c.stack, c.regime, l)?.0.mean)))
+                .fold(None, |a: Option<(u64, f64)>, b| match a {
+                    Some(a) if a.1 >= b.1 => Some(a),
+                    _ => Some(b),
+                });
+            if let Some((at, _)) = top {
+                out.push(Headline {
+                    label: format!("{} {} req/s at {at} workers", label(c.stack), c.regime),
+                    per_repetition: Box::new(move |v: &View| {
+                        v.cells(c.stack, c.regime, at)
+                            .into_iter()
+                            .filter_map(repetition_rate)
+                            .collect()
+                    }),
+                    show: show_rps,
+                });
+            }
+        }
+        Check::MemoryRatio(m) => {
+            if let Some(top) = level(first, m.regime, m.at) {
+                for stack in [m.stack, m.versus] {
+                    out.push(Headline {
+                        label: format!("{} server VmHWM at {top} workers", label(stack)),
+                        per_repetition: Box::new(move |v: &View| {
+                            v.cells(stack, m.regime, top)
+                                .into_iter()
+                                .filter_map(|r| {
+                                    fval(r, "server_rss_hwm_bytes")
+                                        .or_else(|| fval(r, "server_rss_peak_bytes"))
+                                })
+                                .collect()
+                        }),
+                        show: show_mb_interval,
+                    });
+                }
+            }
+        }
+    }
+    out
 }
 
 /// C1's kind: see [`Throughput`].

@@ -576,6 +576,7 @@ fn sessions_at_one_commit_are_aggregated_and_a_verdict_that_flips_is_not_stable(
             "results/claims/c1-grpc-reuse",
             &s.join("claims/c1-grpc-reuse"),
         );
+        copy_run("results/claims/c5-quic-rss", &s.join("claims/c5-quic-rss"));
     }
     let s2_c1 = root.join("s2/claims/c1-grpc-reuse");
     std::fs::remove_file(s2_c1.join("summary.csv")).unwrap();
@@ -591,7 +592,10 @@ fn sessions_at_one_commit_are_aggregated_and_a_verdict_that_flips_is_not_stable(
     let s1 = root.join("s1");
     let done = paper(
         &s1.join("reference"),
-        &[&s1.join("claims/c1-grpc-reuse")],
+        &[
+            &s1.join("claims/c1-grpc-reuse"),
+            &s1.join("claims/c5-quic-rss"),
+        ],
         &out,
         &[],
     );
@@ -603,7 +607,23 @@ fn sessions_at_one_commit_are_aggregated_and_a_verdict_that_flips_is_not_stable(
         c1.contains("held in 1 of 2 sessions (not stable across sessions)"),
         "{c1}"
     );
-    assert!(c1.contains("between sessions (2)"), "{c1}");
+    assert!(
+        c1.contains("req/s at 500 workers between sessions (n = 2 session means)"),
+        "{c1}"
+    );
+    // C5's headline figures (both stacks' server memory) and the reference's throughput and
+    // p99 also get intervals over the session means.
+    let c5 = section(&text, "### C5");
+    assert!(
+        c5.contains("server VmHWM at 500 workers between sessions (n = 2 session means)"),
+        "{c5}"
+    );
+    let reference_tables = section(&text, "## Reference sweep");
+    assert!(
+        reference_tables.contains("| req/s between sessions | p99 (ms) between sessions |")
+            && reference_tables.contains("(n = 2) |"),
+        "{reference_tables}"
+    );
 
     edit_manifest(&root.join("s2/reference"), |m| {
         m["git_commit"] = Value::String("0".repeat(40));
@@ -648,4 +668,57 @@ fn inputs_that_are_not_results_are_refused_with_one_line() {
         assert!(text.contains("notes"), "{text}");
         assert!(!out.join("reproduction.md").exists(), "{text}");
     }
+}
+
+/// The soak (a claim run named `soak-quic-rss`): a server series that grows by a tenth over
+/// its second half is "still rising", a flat client series "levelled off", each with its
+/// per-minute means; without a soak run the C5 section says none was measured.
+#[test]
+fn the_soak_reads_rss_over_time_by_its_stated_rule() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reference = copy_run("results/reference", &tmp.path().join("ref"));
+    let soak = copy_run("results/claims/c5-quic-rss", &tmp.path().join("soak"));
+    same_provenance_as(&soak, &reference);
+    edit_manifest(&soak, |m| {
+        m["experiment"]["name"] = Value::String("soak-quic-rss".into());
+    });
+    let key = csv::Reader::from_path(soak.join("cells.csv"))
+        .unwrap()
+        .deserialize::<std::collections::HashMap<String, String>>()
+        .next()
+        .unwrap()
+        .unwrap()["cell_key"]
+        .clone();
+    // Four minutes, one sample a second: the server grows from 100 to 120 MB linearly, the
+    // client stays at 30 MB.
+    let mut csv = String::from("cell_key,t_s,role,rss_bytes,cpu_pct\n");
+    for t in 1..=240u64 {
+        let server = 100_000_000 + t * 20_000_000 / 240;
+        csv.push_str(&format!("{key},{t}.000,server,{server},90.00\n"));
+        csv.push_str(&format!("{key},{t}.000,client,30000000,80.00\n"));
+    }
+    std::fs::write(soak.join("resources.csv"), csv).unwrap();
+    let out = tmp.path().join("out");
+    let done = paper(&reference, &[&soak], &out, &[]);
+    assert!(done.status.success(), "{}", output_text(&done));
+    let text = std::fs::read_to_string(out.join("reproduction.md")).unwrap();
+    let c5 = section(&text, "### C5");
+    let soak = &c5[c5.find("#### The soak").unwrap_or_else(|| panic!("{c5}"))..];
+    let server = soak
+        .lines()
+        .find(|l| l.contains("| server |"))
+        .unwrap_or_else(|| panic!("{c5}"));
+    // Minute 4's mean (mean of 100 + 20·t/240 MB over t in 181..=240) and the verdict.
+    assert!(server.contains("| 117.5 |"), "{server}");
+    assert!(server.contains("still rising"), "{server}");
+    let client = soak.lines().find(|l| l.contains("| client |")).unwrap();
+    assert!(
+        client.contains("levelled off") && client.contains("| 30.0 |"),
+        "{client}"
+    );
+
+    let done = paper(&reference, &[], &out, &[]);
+    assert!(done.status.success(), "{}", output_text(&done));
+    let text = std::fs::read_to_string(out.join("reproduction.md")).unwrap();
+    assert!(text.contains("No soak run in this paper"), "{text}");
 }

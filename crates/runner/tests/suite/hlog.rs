@@ -3,15 +3,13 @@
 //! python3 or the package is missing, unless TBENCH_REQUIRE_HDRHISTOGRAM=1), and
 //! `runner merge` of two runs checked against histograms added independently here.
 
-mod common;
-
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
+use crate::common::*;
 use base64::Engine as _;
-use common::*;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;

@@ -1,12 +1,10 @@
 //! Thresholds end to end: a tiny loopback run whose experiment file states pass/fail criteria;
 //! the exit status, thresholds.csv and the report's section follow them.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::*;
+use crate::common::*;
 
 /// The tiny run: one h1 reuse cell at c = 2, 50 requests, no baseline.
 const TINY: [&str; 10] = [

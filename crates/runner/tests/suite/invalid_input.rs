@@ -1,8 +1,6 @@
 //! Bad input gets one clear line naming the problem, exit status 2, and no results directory.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 /// Runs the runner with `args` (and `--out` pointing into a fresh directory) and checks the
 /// failure shape; returns the error line.

@@ -1,13 +1,11 @@
 //! The report and the figures, made from the smoke experiment's results as a user would make
 //! them, and checked against the CSVs they come from.
 
-mod common;
-
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use common::*;
+use crate::common::*;
 use scraper::{Html, Selector};
 
 /// One smoke run shared by the tests in this file.

@@ -2,13 +2,11 @@
 //! on every selected stack and explains a refused certificate in one line; a flags-only first
 //! look (`--url`, `--ca`) runs a short sweep and says so.
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Stdio};
 
-use common::*;
+use crate::common::*;
 use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
 
 /// `runner serve` of `stack` with the certificates in `certs`, on `port` (0: any); killed

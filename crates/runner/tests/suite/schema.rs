@@ -2,11 +2,9 @@
 //! and against the guide's schema table (`docs/results-schema.md`): renaming or adding a
 //! column shows up here.
 
-mod common;
-
 use std::sync::OnceLock;
 
-use common::*;
+use crate::common::*;
 use runner::output::rows::{CellRow, Row};
 
 /// The header of a fresh, tiny sweep's `cells.csv` (one stack, one level, 20 requests).

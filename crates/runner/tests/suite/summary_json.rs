@@ -2,9 +2,7 @@
 //! as numbers), the thresholds' outcomes and the verdict, and matches the committed JSON Schema
 //! (`docs/summary.schema.json`).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use runner::output::rows::{CellRow, Row};
 
 #[test]

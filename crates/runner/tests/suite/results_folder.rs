@@ -1,11 +1,9 @@
 //! One results folder per run: two runs started together (same name, same second) each
 //! write a folder of their own, and a folder holding two runs' rows is refused by readers.
 
-mod common;
-
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 
 /// A tiny one-cell run of `stack` named `same`, writing under `out`.
 fn tiny_run(stack: &str, out: &Path, certs: &Path) -> std::process::Child {

@@ -2,9 +2,7 @@
 //! runs both regimes, every request validated, and the report draws it in the style of its
 //! registry position (the fifth), not one of the other four stacks'.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use runner::output::rows::{self, CellRow};
 
 #[test]

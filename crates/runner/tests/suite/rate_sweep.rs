@@ -2,9 +2,7 @@
 //! its keys; its latency–throughput curve in `curve.csv` (knee column), `report.html` (inline
 //! SVG) and `scripts/plot.py`'s figure.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 /// h1, reuse, 2 workers, two rates; 60 requests a point (≈ 0.3–0.6 s each).
 const SWEEP: [&str; 14] = [

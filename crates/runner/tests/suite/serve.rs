@@ -1,13 +1,11 @@
 //! `runner serve` as a user would run it: a ready line, real answers, clean stop on SIGTERM.
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 
+use crate::common::*;
 use bench_core::testkit::client_settings;
 use bench_core::PayloadProfile;
-use common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_stack_serves_as_a_process_and_stops_on_sigterm() {

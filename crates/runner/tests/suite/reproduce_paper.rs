@@ -2,11 +2,9 @@
 //! reference and every claim into its own folder labelled with its index, and a bad count
 //! refused with status 2.
 
-mod common;
-
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 
 fn script(args: &[&str]) -> std::process::Output {
     Command::new(workspace().join("scripts/reproduce-paper"))

@@ -2,12 +2,10 @@
 //! loopback with tiny counts, the second against servers that answer 10 ms late, and runs
 //! that cannot be compared.
 
-mod common;
-
 use std::path::Path;
 use std::process::Output;
 
-use common::{output_text, read_csv, run_ok, runner, Run};
+use crate::common::{output_text, read_csv, run_ok, runner, Run};
 
 /// Five repetitions, not three: a loaded machine can make one base repetition of a 50 ms cell
 /// an outlier, and with three a single outlier leaves Welch's test about two degrees of freedom.

@@ -3,12 +3,10 @@
 //! five real stacks, runs through the smoke sweep, the summary, the report and the figures,
 //! with a style of its own. (`grpc-h3`, the real fifth, has its own test in grpc_h3.rs.)
 
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 use runner::output::rows::{self, CellRow, SummaryRow};
 
 const FIFTH: &str = "h1-copy";

@@ -1,8 +1,6 @@
 //! The smoke experiment end to end through the real binary, checked against the schema.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 const FAILURE_CLASSES: [&str; 13] = [
     "connect_refused",

@@ -5,11 +5,9 @@
 //! no secret reaches any output file. Skipped with a note when a server is missing, unless
 //! TBENCH_REQUIRE_HYPERCORN / TBENCH_REQUIRE_GRPCIO require it (CI).
 
-mod common;
-
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 use test_servers::grpcio::Grpcio;
 use test_servers::hypercorn::Hypercorn;
 use test_servers::rest::Recorder;

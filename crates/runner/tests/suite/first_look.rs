@@ -1,9 +1,7 @@
 //! A newcomer's first look at their own service: a run where every request fails alike stops
 //! at once with one line, and `--keep-going` measures it anyway.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 /// A loopback port nothing listens on.
 fn closed_port() -> u16 {
