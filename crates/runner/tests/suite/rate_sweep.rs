@@ -40,6 +40,11 @@ fn a_rate_sweep_measures_each_rate_and_draws_its_curve() {
         );
     }
 
+    // summary.csv keeps the rates apart: a row per rate.
+    let summary = read_csv(&dir.join("summary.csv"));
+    let rates: Vec<&str> = summary.iter().map(|r| r["rate_rps"].as_str()).collect();
+    assert_eq!(rates, ["100", "200"]);
+
     // The curve: one point per rate, in rate order, means of the cells (one repetition each).
     let curve = read_csv(&dir.join("curve.csv"));
     assert_eq!(curve.len(), 2, "{curve:?}");

@@ -88,6 +88,9 @@ impl CellChange {
         if self.field("mode") != "closed" {
             s = format!("{s} {}", self.field("mode"));
         }
+        if !self.field("rate_rps").is_empty() {
+            s = format!("{s} {} req/s", self.field("rate_rps"));
+        }
         if self.field("variant") != "default" {
             s = format!("{}: {s}", self.field("variant"));
         }
@@ -138,6 +141,8 @@ pub(super) fn natural_order(key: &[String]) -> impl Ord {
         key[3].clone(),
         key[4].parse::<u64>().unwrap_or(u64::MAX),
         key[5].clone(),
+        // Rates ascending (closed loop, empty, first).
+        key[6].parse::<f64>().map_or(0, |r| (r * 1000.0) as u64),
     )
 }
 
@@ -346,7 +351,7 @@ pub fn check_compatible(base: &Results, new: &Results) -> Result<Vec<String>, St
     }
     if common == 0 {
         return Err(
-            "the runs have no cell in common (variant, stage, stack, regime, concurrency, mode): nothing to compare"
+            "the runs have no cell in common (variant, stage, stack, regime, concurrency, mode, rate): nothing to compare"
                 .into(),
         );
     }

@@ -29,8 +29,18 @@ type Row = CellRow;
 /// Welch interval has about one degree of freedom and is too wide to mean anything.
 pub const MIN_REPETITIONS: usize = 3;
 
-/// The `cells.csv` columns a cell is matched on across runs (its repetitions are pooled).
-pub const KEY: [&str; 6] = ["variant", "stage", "stack", "regime", "concurrency", "mode"];
+/// The `cells.csv` columns a cell is matched on across runs (its repetitions are pooled); the
+/// offered rate too, so that a rate sweep's points are compared rate by rate (empty in closed
+/// loop).
+pub const KEY: [&str; 7] = [
+    "variant",
+    "stage",
+    "stack",
+    "regime",
+    "concurrency",
+    "mode",
+    "rate_rps",
+];
 
 /// A compared figure: the `cells.csv` column read (and the one used when the first is empty
 /// in some repetition), which direction is better, and how it is shown.
