@@ -413,6 +413,31 @@ mod tests {
         }
     }
 
+    /// A rate sweep's points are compared rate by rate, never pooled.
+    #[test]
+    fn a_rate_sweeps_points_are_matched_rate_by_rate() {
+        let at = |rate: f64, p50: f64| Row {
+            mode: "open".into(),
+            rate_rps: Some(rate),
+            ..row("h1", 1, rate, p50, None)
+        };
+        let base = [at(100.0, 1000.0), at(200.0, 1000.0)];
+        let new = [at(100.0, 1000.0), at(200.0, 5000.0)];
+        let cells = compare(&base, &new);
+        assert_eq!(cells.len(), 2);
+        let p50 = |rate: &str| {
+            let cell = cells.iter().find(|c| c.field("rate_rps") == rate).unwrap();
+            assert!(cell.label().ends_with(&format!("open {rate} req/s")));
+            cell.changes
+                .iter()
+                .find(|c| c.metric.name == "latency_p50_us")
+                .unwrap()
+                .delta_pct
+        };
+        assert_eq!(p50("100"), Some(0.0));
+        assert_eq!(p50("200"), Some(400.0));
+    }
+
     fn find<'a>(cells: &'a [CellChange], stack: &str, metric: &str) -> &'a Change {
         cells
             .iter()
