@@ -128,6 +128,35 @@ pub fn curves(cells: &[CellRow]) -> Vec<Vec<CurveRow>> {
     out
 }
 
+/// The keys of the cells that are points of a curve (an open-loop group with two rates or
+/// more): the report draws them as the curve, not as one level of a concurrency sweep.
+pub fn swept_keys(cells: &[CellRow]) -> std::collections::HashSet<String> {
+    let curves: std::collections::HashSet<CurveKey> = curves(cells)
+        .iter()
+        .map(|c| {
+            (
+                c[0].variant.clone(),
+                c[0].stack.clone(),
+                c[0].regime.clone(),
+                c[0].concurrency,
+            )
+        })
+        .collect();
+    cells
+        .iter()
+        .filter(|r| r.stage == "stress" && r.mode == "open" && r.rate_rps.is_some())
+        .filter(|r| {
+            curves.contains(&(
+                r.variant.clone(),
+                r.stack.clone(),
+                r.regime.clone(),
+                r.concurrency,
+            ))
+        })
+        .map(|r| r.cell_key.clone())
+        .collect()
+}
+
 /// Writes `curve.csv` in `dir` from its `cells.csv` when it has a curve (else removes a stale
 /// one, so the file always matches the cells).
 pub fn write(dir: &Path) -> anyhow::Result<()> {
