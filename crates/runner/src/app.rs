@@ -389,6 +389,16 @@ fn resumed(args: &cli::RunArgs, dir: &std::path::Path) -> Result<settings::Exper
         return Err("--resume reuses the settings of the run it resumes; give no other run flags (except --certs)".into());
     }
     let manifest = output::Manifest::read(dir).map_err(|e| format!("{e:#}"))?;
+    // A capacity search chose its cells as it went: the experiment alone would plan others.
+    let searched = cli::command()
+        .try_get_matches_from(&manifest.argv)
+        .is_ok_and(|m| m.subcommand_name() == Some("capacity"));
+    if searched {
+        return Err(format!(
+            "--resume: {} is a capacity search's, which is not resumable; run the search again",
+            dir.display()
+        ));
+    }
     manifest.experiment.validate(&registry::names())?;
     if serde_json::to_string(&manifest.experiment.targets).is_ok_and(|t| t.contains("<redacted>")) {
         return Err("this run's targets had a literal credential, which results never record: resume is not possible; give credentials as {{env.NAME}}".into());

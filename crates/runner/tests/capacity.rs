@@ -156,6 +156,13 @@ fn a_spent_budget_stops_the_search_and_says_so() {
     assert_eq!(s["outcome"], "budget_exhausted", "{s:#}");
     assert!(s["requests_spent"].as_u64().unwrap() <= 300, "{s:#}");
     assert_eq!(read_csv(&dir.join("cells.csv")).len(), 1);
+
+    // Its directory cannot be resumed as a plan: the search chose its cells.
+    let o = runner().arg("--resume").arg(&dir).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("not resumable"), "{err}");
+    assert_eq!(read_csv(&dir.join("cells.csv")).len(), 1);
 }
 
 #[test]
