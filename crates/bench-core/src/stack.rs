@@ -227,10 +227,11 @@ pub trait Stack: Send + Sync + 'static {
     fn api(&self) -> Api {
         Api::Rest
     }
-    /// Whether the client can send an experiment's own targets (`[targets.*]`), not only the
-    /// suite's workload; a stack that cannot is left out of a targets run by default and
-    /// refused when named.
-    fn sends_to_targets(&self) -> bool {
+    /// Whether a targets run (`[targets.*]`) without `stacks` measures this stack: false where
+    /// few services of its API serve its transport (gRPC over HTTP/3: most gRPC servers speak
+    /// HTTP/2 only), so a run against such a service does not fail by default; naming the
+    /// stack in `stacks` sends to the target all the same.
+    fn targets_by_default(&self) -> bool {
         true
     }
     /// How the item is encoded on the wire ("JSON", "protobuf"), for reports.

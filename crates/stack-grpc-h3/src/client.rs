@@ -75,7 +75,7 @@ fn call_head(uri: &http::Uri) -> http::Request<()> {
 }
 
 /// The answer's status, from its trailers or, in a trailers-only answer, its head.
-fn answer_status(answer: &Answer) -> Result<(), Failure> {
+pub(crate) fn answer_status(answer: &Answer) -> Result<(), Failure> {
     let field = |name: &str| {
         answer
             .trailers

@@ -3,6 +3,7 @@
 //! transport as the `h3` stack (`h3-transport`). QUIC always carries TLS 1.3.
 
 pub mod client;
+pub mod dynamic;
 pub mod library_client;
 pub mod server;
 
@@ -58,9 +59,9 @@ impl Stack for GrpcH3 {
     fn supports_plaintext(&self) -> bool {
         false
     }
-    /// Its client sends the suite's workload only: calls to a user's gRPC service over HTTP/3
-    /// (descriptors, reflection over HTTP/3) are not built yet.
-    fn sends_to_targets(&self) -> bool {
+    /// Most gRPC services serve HTTP/2 only: `[targets.grpc]` goes over HTTP/3 when
+    /// `stacks` names this stack.
+    fn targets_by_default(&self) -> bool {
         false
     }
     fn server_settings(&self) -> Vec<(&'static str, String)> {
@@ -82,9 +83,12 @@ impl Stack for GrpcH3 {
                 Ok(Arc::new(client::GrpcH3Client::new(settings)?))
             }
             Calls::Item => Ok(Arc::new(library_client::TonicH3Client::new(settings)?)),
-            Calls::Grpc(_) => bail!(
-                "the gRPC-over-HTTP/3 stack does not send [targets.grpc] calls yet; use the grpc stack"
-            ),
+            Calls::Grpc(calls) if implementation == ClientImplementation::Lean => Ok(Arc::new(
+                dynamic::DynamicH3Client::new(settings, calls.clone())?,
+            )),
+            Calls::Grpc(_) => {
+                bail!("the library gRPC client does not send target calls; use client = \"lean\"")
+            }
             Calls::Rest(_) => {
                 bail!("the gRPC-over-HTTP/3 stack sends gRPC calls, not [targets.rest] requests")
             }

@@ -248,7 +248,7 @@ pub fn resolve(file: Option<&Knobs>, flags: &Knobs) -> Experiment {
 
 /// With targets and no `stacks` given: the stacks that can reach a target (the REST stacks for
 /// `[targets.rest]`, gRPC for `[targets.grpc]`; over TLS only where the stack has no plaintext
-/// form), not every stack.
+/// form) and measure it by default (`Stack::targets_by_default`), not every stack.
 pub fn default_stacks_for_targets(settings: &mut Experiment) {
     if settings.targets.is_empty() {
         return;
@@ -256,7 +256,7 @@ pub fn default_stacks_for_targets(settings: &mut Experiment) {
     let targets = settings.targets.clone();
     settings.stacks.retain(|name| {
         crate::registry::find(name).is_some_and(|s| {
-            s.sends_to_targets()
+            s.targets_by_default()
                 && targets.for_api(s.api()).is_some_and(|target| {
                     s.supports_plaintext() || target.endpoint().map_or(true, |e| e.https)
                 })

@@ -430,12 +430,6 @@ impl Experiment {
             let Some(stack) = crate::registry::find(name) else {
                 continue;
             };
-            if !stack.sends_to_targets() {
-                return fail(
-                    "stacks",
-                    format!("stack '{name}' cannot send to your service's targets yet; leave it out of stacks"),
-                );
-            }
             let api = stack.api();
             match self.targets.for_api(api) {
                 None => {

@@ -175,3 +175,17 @@ pub fn valid_against_summary_schema(json: &Path) -> bool {
     );
     true
 }
+
+/// Whether the PNG has a pixel within a few levels of `rgb` (a line drawn in that colour).
+pub fn has_colour(png_path: &Path, rgb: [u8; 3]) -> bool {
+    let decoder = png::Decoder::new(std::io::BufReader::new(
+        std::fs::File::open(png_path).unwrap(),
+    ));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let step = info.color_type.samples();
+    buf[..info.buffer_size()]
+        .chunks(step)
+        .any(|p| p.iter().zip(rgb).all(|(a, b)| a.abs_diff(b) <= 3))
+}

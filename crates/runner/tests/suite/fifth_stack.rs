@@ -3,7 +3,6 @@
 //! five real stacks, runs through the smoke sweep, the summary, the report and the figures,
 //! with a style of its own. (`grpc-h3`, the real fifth, has its own test in grpc_h3.rs.)
 
-use std::path::Path;
 use std::process::Command;
 
 use crate::common::*;
@@ -14,20 +13,6 @@ const FIFTH: &str = "h1-copy";
 fn with_test_stacks(mut c: Command) -> Command {
     c.env(runner::test_stacks::ENV, "1");
     c
-}
-
-/// Whether the PNG has a pixel within a few levels of `rgb` (a line drawn in that colour).
-fn has_colour(png_path: &Path, rgb: [u8; 3]) -> bool {
-    let decoder = png::Decoder::new(std::io::BufReader::new(
-        std::fs::File::open(png_path).unwrap(),
-    ));
-    let mut reader = decoder.read_info().unwrap();
-    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
-    let info = reader.next_frame(&mut buf).unwrap();
-    let step = info.color_type.samples();
-    buf[..info.buffer_size()]
-        .chunks(step)
-        .any(|p| p.iter().zip(rgb).all(|(a, b)| a.abs_diff(b) <= 3))
 }
 
 #[test]

@@ -12,6 +12,7 @@ mod compare;
 mod fifth_stack;
 mod first_look;
 mod grpc_h3;
+mod grpc_h3_targets;
 mod hlog;
 mod invalid_input;
 mod quic_breakdown;

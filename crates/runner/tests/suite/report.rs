@@ -61,19 +61,13 @@ fn close(html: &str, csv_value: f64, what: &str) {
     );
 }
 
-const LABELS: [(&str, &str); 4] = [
-    ("h1", "HTTP/1.1"),
-    ("h2", "HTTP/2"),
-    ("h3", "HTTP/3"),
-    ("grpc", "gRPC"),
-];
-
+/// The stack a report's label names, from the registry (smoke.toml runs every stack).
 fn stack_of(label: &str) -> &'static str {
-    LABELS
-        .iter()
-        .find(|(_, l)| *l == label)
+    runner::registry::stacks()
+        .into_iter()
+        .find(|s| s.label() == label)
         .unwrap_or_else(|| panic!("unknown label {label}"))
-        .0
+        .name()
 }
 
 #[test]
@@ -146,8 +140,9 @@ fn html_report_has_every_section_with_the_csv_numbers() {
     );
 
     // Peak summary: the highest concurrency (8 in smoke).
+    let stacks = runner::registry::names().len();
     let cards: Vec<_> = doc.select(&sel("section#peak .card")).collect();
-    assert_eq!(cards.len(), 8);
+    assert_eq!(cards.len(), 2 * stacks, "one per stack and regime");
     for card in cards {
         let row = find(
             stack_of(card.value().attr("data-stack").unwrap()),
@@ -251,7 +246,7 @@ fn html_report_has_every_section_with_the_csv_numbers() {
     let charts: Vec<_> = doc.select(&sel("section#charts svg")).collect();
     assert_eq!(charts.len(), 6);
     for svg in charts {
-        assert_eq!(svg.select(&sel("polyline")).count(), 4);
+        assert_eq!(svg.select(&sel("polyline")).count(), stacks);
     }
 
     // Notes computed from the data: the protobuf/JSON body-size ratio.

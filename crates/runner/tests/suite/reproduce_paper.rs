@@ -67,3 +67,43 @@ fn a_session_count_that_is_not_a_positive_integer_is_refused() {
         );
     }
 }
+
+/// The soak claim (`experiments/claims/soak-quic-rss.toml`) at test size: its file runs as
+/// committed but for two seconds and four workers, is time-bound (not a request budget) and
+/// samples both processes' RSS once a second for the paper's per-minute reading.
+#[test]
+fn the_soak_claim_runs_time_bound_and_samples_rss_every_second() {
+    let out = tempfile::tempdir().unwrap();
+    let run = runner()
+        .arg("--experiment")
+        .arg(workspace().join("experiments/claims/soak-quic-rss.toml"))
+        .args(["--duration", "2s", "--concurrency", "4", "--out"])
+        .arg(out.path())
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", output_text(&run));
+    let dir = results_dir(out.path());
+    let cells = read_csv(&dir.join("cells.csv"));
+    let stress: Vec<_> = cells.iter().filter(|c| c["stage"] == "stress").collect();
+    assert_eq!(stress.len(), 1, "{cells:?}");
+    assert_eq!(stress[0]["stack"], "h3");
+    assert_eq!(stress[0]["duration_s"], "2");
+    assert!(num(stress[0], "elapsed_s") >= 2.0, "{:?}", stress[0]);
+    assert!(num(stress[0], "ok") > 0.0 && stress[0]["failed"] == "0");
+    let samples = read_csv(&dir.join("resources.csv"));
+    for role in ["server", "client"] {
+        let times: Vec<f64> = samples
+            .iter()
+            .filter(|s| s["role"] == role && s["cell_key"] == stress[0]["cell_key"])
+            .map(|s| num(s, "t_s"))
+            .collect();
+        assert!(times.len() >= 2, "{role}: {samples:?}");
+        // The sampling interval the file sets (1 s), not the default 100 ms; the last sample
+        // is the boundary reading taken when the phase ends, whenever that is.
+        let periodic = &times[..times.len() - 1];
+        assert!(
+            periodic.windows(2).all(|w| w[1] - w[0] > 0.5),
+            "{role}: {times:?}"
+        );
+    }
+}
