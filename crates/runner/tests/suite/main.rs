@@ -18,6 +18,7 @@ mod invalid_input;
 mod quic_breakdown;
 mod report;
 mod reproduce_paper;
+mod request_mix;
 mod results_folder;
 mod schema;
 mod serve;
