@@ -804,7 +804,7 @@ mod tests {
             let spec = spec(regime);
             let result = run(
                 Arc::new(RefusingClient(client.clone())),
-                spec,
+                spec.clone(),
                 Pool::for_spec(&spec),
                 Arc::new(Progress::default()),
             )
@@ -829,7 +829,7 @@ mod tests {
         spec.requests = 1;
         let result = run(
             Arc::new(RefusingClient(client.clone())),
-            spec,
+            spec.clone(),
             Pool::for_spec(&spec),
             Arc::new(Progress::default()),
         )

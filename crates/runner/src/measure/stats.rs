@@ -690,7 +690,7 @@ mod tests {
         a.request_mut(0, &names)
             .record_ok(Duration::from_micros(100));
         a.request_mut(1, &names).record_failure(
-            &Failure::new(FailureClass::BadStatus, "HTTP status 500").with_code("500".into()),
+            &Failure::new(FailureClass::BadStatus, "HTTP status 500").with_code("500"),
         );
         b.request_mut(1, &names)
             .record_ok(Duration::from_micros(900));

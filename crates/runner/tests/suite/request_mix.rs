@@ -172,5 +172,20 @@ path = "/nothing/here"
             quantiles("missing").is_empty(),
             "no successes, no latency rows"
         );
+        let p95 = |request: &str| {
+            latency
+                .iter()
+                .find(|r| {
+                    &r["cell_key"] == key && r["request"] == request && r["quantile"] == "0.95"
+                })
+                .map_or(0.0, |r| num(r, "latency_us"))
+        };
+        // For the closing note: counts per name and p95 per name, as measured.
+        eprintln!(
+            "{key}: sent get/create/missing = {expected:?} (weights 6/3/1 of {REQUESTS}); p95 us: all {}, get {}, create {}",
+            p95(""),
+            p95("get"),
+            p95("create")
+        );
     }
 }
