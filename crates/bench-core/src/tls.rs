@@ -55,10 +55,20 @@ impl CertPaths {
     pub fn server_key(&self) -> PathBuf {
         self.dir.join("server.key")
     }
+    /// A client certificate from the same CA (a mesh's sidecars authenticate each other
+    /// with it: mutual TLS); made with the CA, so absent from directories made before it.
+    pub fn client_cert(&self) -> PathBuf {
+        self.dir.join("client.pem")
+    }
+    pub fn client_key(&self) -> PathBuf {
+        self.dir.join("client.key")
+    }
     fn lock(&self) -> PathBuf {
         self.dir.join(".lock")
     }
     fn complete(&self) -> bool {
+        // Not the client certificate: a directory from before it, or with certificates of the
+        // user's own, stays as it is (a mesh path that needs one says so).
         self.ca_cert().is_file() && self.server_cert().is_file() && self.server_key().is_file()
     }
 }
@@ -130,11 +140,25 @@ fn generate(paths: &CertPaths) -> anyhow::Result<()> {
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     let server_cert = params.signed_by(&server_key, &issuer)?;
 
+    let client_key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)?;
+    let mut params = CertificateParams::new(vec![SERVER_NAME.to_string()])?;
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "transport-bench mesh client");
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let client_cert = params.signed_by(&client_key, &issuer)?;
+
     write_file(&paths.ca_cert(), ca_cert.pem().as_bytes(), 0o644)?;
     write_file(&paths.server_cert(), server_cert.pem().as_bytes(), 0o644)?;
     write_file(
         &paths.server_key(),
         server_key.serialize_pem().as_bytes(),
+        0o600,
+    )?;
+    write_file(&paths.client_cert(), client_cert.pem().as_bytes(), 0o644)?;
+    write_file(
+        &paths.client_key(),
+        client_key.serialize_pem().as_bytes(),
         0o600,
     )?;
     Ok(())
@@ -562,9 +586,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let paths = ensure_certs(dir.path()).unwrap();
         let ca_before = fs::read(paths.ca_cert()).unwrap();
-        let mode = fs::metadata(paths.server_key()).unwrap().permissions();
         use std::os::unix::fs::PermissionsExt;
-        assert_eq!(mode.mode() & 0o777, 0o600);
+        for key in [paths.server_key(), paths.client_key()] {
+            let mode = fs::metadata(&key).unwrap().permissions();
+            assert_eq!(mode.mode() & 0o777, 0o600, "{}", key.display());
+        }
         ensure_certs(dir.path()).unwrap();
         assert_eq!(fs::read(paths.ca_cert()).unwrap(), ca_before);
         let identity = ServerIdentity::load(&paths).unwrap();

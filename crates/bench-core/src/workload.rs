@@ -204,8 +204,8 @@ pub fn validate_json_item(
     validate_item(&view, expected_id, profile)
 }
 
-/// A REST answer judged as the item `id`: HTTP 200 (else `bad_status`, the connection stays
-/// usable) and a valid JSON item; the same rule on every REST stack.
+/// A REST answer judged as the item `id`: HTTP 200 (else `bad_status` with the status as its
+/// code, as a target's REST answers have it; the connection stays usable) and a valid JSON item; the same rule on every REST stack.
 pub fn rest_reply(
     status: u16,
     body: &[u8],
@@ -215,10 +215,10 @@ pub fn rest_reply(
     total: Duration,
 ) -> Result<crate::Reply, Failure> {
     if status != 200 {
-        return Err(Failure::new(
-            FailureClass::BadStatus,
-            format!("HTTP status {status}"),
-        ));
+        return Err(
+            Failure::new(FailureClass::BadStatus, format!("HTTP status {status}"))
+                .with_code(status.to_string()),
+        );
     }
     validate_json_item(body, id, profile)?;
     Ok(crate::Reply {

@@ -146,10 +146,10 @@ pub async fn read_rest_item(
         total,
     } = read_rest_answer(resp, started).await?;
     if status != 200 {
-        return Err(Failure::new(
-            FailureClass::BadStatus,
-            format!("HTTP status {status}"),
-        ));
+        return Err(
+            Failure::new(FailureClass::BadStatus, format!("HTTP status {status}"))
+                .with_code(status.to_string()),
+        );
     }
     validate_json_item(&body, id, payload)?;
     Ok(Reply {

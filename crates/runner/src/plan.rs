@@ -66,6 +66,17 @@ impl Cell {
         self.settings.plaintext
     }
 
+    /// The server speaks plaintext: asked for, or behind a proxy that reaches it on its
+    /// loopback (an edge or sidecar path).
+    pub fn server_plaintext(&self) -> bool {
+        self.settings.plaintext || self.settings.path != crate::settings::MeshPath::Direct
+    }
+
+    /// The load generator speaks plaintext: asked for, or to its own sidecar on loopback.
+    pub fn client_plaintext(&self) -> bool {
+        self.settings.plaintext || self.settings.path == crate::settings::MeshPath::Sidecar
+    }
+
     pub fn handshake(&self) -> HandshakeVariant {
         self.settings.handshake
     }

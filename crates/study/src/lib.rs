@@ -29,6 +29,7 @@ use runner::output::rows::CellRow;
 mod breakdown;
 mod claims;
 mod contrast;
+pub mod mesh;
 mod provenance;
 mod run;
 mod scale;

@@ -75,6 +75,14 @@ pub trait CellServer: Send {
     }
     /// Its exit status if it has died.
     fn exited(&mut self) -> Option<String>;
+    /// The proxies of its path (an edge or sidecar path), sampled like the server.
+    fn proxies(&self) -> Vec<crate::measure::proxies::ProxyGroup> {
+        Vec::new()
+    }
+    /// What those proxies are, for the manifest (versions, configurations).
+    fn proxy_records(&self) -> Vec<crate::measure::proxies::ProxyRecord> {
+        Vec::new()
+    }
     /// Stops it (an external server is left running).
     async fn stop(self: Box<Self>) -> Option<String>;
 }

@@ -16,6 +16,7 @@ use crate::exec::serve::{ServeOptions, ServerHandle, ServerProcess};
 use crate::netem::netns::Netns;
 use crate::output::CellResult;
 use crate::plan::Cell;
+use crate::settings::MeshPath;
 
 pub struct Local {
     certs_dir: PathBuf,
@@ -39,6 +40,7 @@ impl Executor for Local {
             None
         };
         Ok(Arc::new(LocalCell {
+            cell: cell.clone(),
             netns,
             certs_dir: self.certs_dir.clone(),
             agents: self.agents.clone(),
@@ -47,6 +49,8 @@ impl Executor for Local {
 }
 
 struct LocalCell {
+    /// The cell, for its path's proxies.
+    cell: Cell,
     /// The cell's own network namespace (emulation, sysctls): its threads live there.
     netns: Option<Arc<Netns>>,
     certs_dir: PathBuf,
@@ -81,9 +85,22 @@ impl CellSite for LocalCell {
                     listen: "127.0.0.1:0".parse().expect("address"),
                     ..serve
                 };
-                Ok(Box::new(ServerHandle::Child(
-                    ServerProcess::start(&serve).await?,
-                )))
+                let server: Box<dyn CellServer> =
+                    Box::new(ServerHandle::Child(ServerProcess::start(&serve).await?));
+                match self.cell.settings.path {
+                    MeshPath::Direct => Ok(server),
+                    // Beside the server, in the cell's namespace when it has one (this thread's).
+                    MeshPath::Edge => crate::exec::proxy::edge_in_front(
+                        &self.cell,
+                        &self.certs_dir,
+                        server,
+                        std::net::Ipv4Addr::LOCALHOST.into(),
+                        0,
+                    ),
+                    MeshPath::Sidecar => {
+                        anyhow::bail!("path sidecar needs the hosts executor")
+                    }
+                }
             }
         }
     }

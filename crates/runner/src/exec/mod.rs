@@ -9,6 +9,7 @@ pub mod load;
 pub mod load_child;
 pub mod local;
 pub mod pin;
+pub mod proxy;
 pub mod run;
 pub mod serve;
 pub mod shard;

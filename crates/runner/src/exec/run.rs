@@ -16,6 +16,7 @@ use crate::exec::executor::{CellServer, CellSite, Executor};
 use crate::exec::load::LoadSpec;
 use crate::exec::load_child::{Finished, LoadJob, Message};
 use crate::exec::serve::{ServeOptions, ServerHandle};
+use crate::measure::proxies::ProxySampler;
 use crate::measure::sampler::{ResourceSummary, Sample, Sampler};
 use crate::measure::stats::Measurements;
 use crate::output::{self, CellResult, Manifest, ResultsWriter};
@@ -175,6 +176,7 @@ pub async fn run(
             .collect(),
         service: ctx.service.as_ref().map(|s| s.record(&exp)),
         merged_from: Vec::new(),
+        proxies: Vec::new(),
         environment: Some(crate::measure::environment::Environment::read(
             exp.udp_buffer_bytes
                 .unwrap_or(bench_core::stack::DEFAULT_SERVER_UDP_BUFFER_BYTES),
@@ -242,6 +244,7 @@ pub async fn run(
         if let Some(e) = result.environment.and_then(|e| e.emulation) {
             manifest.emulator = Some(e.kind.as_str().to_string());
         }
+        manifest.add_proxies(&result);
         manifest.cells_done += 1;
         manifest.write(&dir)?;
         let hopeless = result.hopeless.clone();
@@ -304,6 +307,7 @@ fn failed_cell(cell: &Cell, error: String) -> (CellResult, Vec<Sample>) {
             emulated_packets: None,
             environment: None,
             per_agent: Vec::new(),
+            proxies: None,
         },
         Vec::new(),
     )
@@ -323,7 +327,7 @@ pub fn serve_options(
     ServeOptions {
         stack: cell.stack.clone(),
         listen,
-        plaintext: cell.plaintext(),
+        plaintext: cell.server_plaintext(),
         payload: cell.payload(),
         fault: exp.server_fault.as_ref().map(|f| *f.value()),
         threads: exp.server_threads,
@@ -407,7 +411,7 @@ async fn run_cell(
         server_name: service.map_or(SERVER_NAME.to_string(), |t| t.server_name.clone()),
         tls: match service {
             Some(target) => target.tls.is_some().then_some(cell.handshake()),
-            None => (!cell.plaintext()).then_some(cell.handshake()),
+            None => (!cell.client_plaintext()).then_some(cell.handshake()),
         },
         service: ctx.service.as_ref().map(|s| s.targets.clone()),
         connect_timeout_ms: exp.connect_timeout_ms,
@@ -430,8 +434,9 @@ async fn run_cell(
     let timed = cell.duration_s().is_some();
     let outcome = supervised(&job, site, &mut *server, interval, bar, timed, stop).await;
     let server_exit = server.exited();
+    let proxy_records = server.proxy_records();
     server.stop().await;
-    let (finished, samples, server_res, client_res, net, per_agent) = match outcome? {
+    let (finished, samples, server_res, client_res, net, per_agent, proxy_usage) = match outcome? {
         Ok(done) => done,
         Err(e) => return Some(failed_cell(cell, format!("{e:#}"))),
     };
@@ -461,6 +466,14 @@ async fn run_cell(
                 ..Default::default()
             }),
             per_agent,
+            proxies: (!proxy_records.is_empty()).then(|| {
+                let (client, server) = proxy_usage;
+                crate::measure::proxies::ProxyReadings {
+                    client,
+                    server,
+                    records: proxy_records,
+                }
+            }),
         },
         samples,
     ))
@@ -476,6 +489,13 @@ type Supervised = (
     ResourceSummary,
     Option<crate::measure::netcounters::CellCounters>,
     Vec<crate::exec::shard::AgentOutcome>,
+    ProxyUsages,
+);
+
+/// The client- and server-side proxies' usage over the phase (`None`: none in that role).
+type ProxyUsages = (
+    Option<crate::measure::proxies::ProxyUsage>,
+    Option<crate::measure::proxies::ProxyUsage>,
 );
 
 /// Runs the cell's load generators while updating the bar (in seconds when `timed`, else in
@@ -561,6 +581,7 @@ async fn supervised(
         }
     };
     let mut sampler: Option<Sampler> = None;
+    let mut proxy_sampler: Option<ProxySampler> = None;
     let mut net_before: Option<crate::measure::netcounters::Before> = None;
     let mut measuring_since = std::time::Instant::now();
     let mut measuring = vec![false; n];
@@ -594,6 +615,10 @@ async fn supervised(
                     // A local generator is sampled here; agents sample their own.
                     let local = pids.iter().flatten().next().copied();
                     sampler = Some(Sampler::start(server_pid, local, interval));
+                    let groups = server.proxies();
+                    if !groups.is_empty() {
+                        proxy_sampler = Some(ProxySampler::start(groups, interval));
+                    }
                     // A server measured where it runs takes its first reading now too.
                     if let Err(e) = server.measuring(interval).await {
                         kill_all(&controls);
@@ -674,6 +699,14 @@ async fn supervised(
         Some(s) => s.finish(phase),
         None => Default::default(),
     };
+    let proxy_usage = match proxy_sampler {
+        Some(p) => {
+            let (proxy_samples, client, server) = p.finish();
+            samples.extend(proxy_samples);
+            (client, server)
+        }
+        None => (None, None),
+    };
     match server.finished(phase).await {
         Ok(Some((res, remote_samples))) => {
             server_res = res;
@@ -711,7 +744,15 @@ async fn supervised(
     } else {
         Vec::new()
     };
-    Some(Ok((finished, samples, server_res, client, net, per_agent)))
+    Some(Ok((
+        finished,
+        samples,
+        server_res,
+        client,
+        net,
+        per_agent,
+        proxy_usage,
+    )))
 }
 
 /// What the supervisor tells a load generator's task.

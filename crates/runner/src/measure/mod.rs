@@ -3,6 +3,7 @@
 
 pub mod environment;
 pub mod netcounters;
+pub mod proxies;
 pub mod sampler;
 pub mod stalls;
 pub mod stats;

@@ -42,7 +42,7 @@ const fn counter(
 }
 
 /// The counters recorded per cell, in column order (docs/results-schema.md).
-pub const COUNTERS: [Counter; 10] = [
+pub const COUNTERS: [Counter; 12] = [
     counter("net_tcp_retrans_segs", ProcFile::Snmp, "Tcp", "RetransSegs"),
     counter(
         "net_tcp_timeouts",
@@ -83,6 +83,15 @@ pub const COUNTERS: [Counter; 10] = [
         "SndbufErrors",
     ),
     counter("net_udp_in_errors", ProcFile::Snmp, "Udp", "InErrors"),
+    // Connections opened and accepted: on a proxied path they count the proxies' upstream
+    // connections (docs/mesh.md).
+    counter("net_tcp_active_opens", ProcFile::Snmp, "Tcp", "ActiveOpens"),
+    counter(
+        "net_tcp_passive_opens",
+        ProcFile::Snmp,
+        "Tcp",
+        "PassiveOpens",
+    ),
 ];
 
 /// The column saying whose counters a row holds.
@@ -270,6 +279,8 @@ IpExt: 0 0
             ("net_udp_rcvbuf_errors", 6600),
             ("net_udp_sndbuf_errors", 61),
             ("net_udp_in_errors", 6661),
+            ("net_tcp_active_opens", 1911017),
+            ("net_tcp_passive_opens", 955571),
         ];
         for (column, value) in expect {
             assert_eq!(c.get(column), Some(value), "{column}");

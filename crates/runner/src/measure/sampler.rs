@@ -27,6 +27,10 @@ const MIN_PHASE_FOR_TICKS: Duration = Duration::from_secs(1);
 pub enum Role {
     Server,
     Client,
+    /// The proxies beside the load generators (a sidecar path), summed.
+    ProxyClient,
+    /// The proxy beside the server (an edge path's, or the server-side sidecar).
+    ProxyServer,
 }
 
 impl Role {
@@ -34,6 +38,8 @@ impl Role {
         match self {
             Role::Server => "server",
             Role::Client => "client",
+            Role::ProxyClient => "proxy-client",
+            Role::ProxyServer => "proxy-server",
         }
     }
 }
@@ -82,16 +88,16 @@ pub struct Sampler {
 
 /// What one reading of `/proc` gives for a process.
 #[derive(Debug, Clone, Copy)]
-struct Reading {
-    rss_bytes: u64,
-    hwm_bytes: u64,
-    cpu_ns: u64,
+pub(crate) struct Reading {
+    pub(crate) rss_bytes: u64,
+    pub(crate) hwm_bytes: u64,
+    pub(crate) cpu_ns: u64,
     /// CPU time came from schedstat (ns) rather than `stat` (clock ticks).
     cpu_precise: bool,
 }
 
 /// Reads RSS, VmHWM and CPU time of `pid`; `None` once it has exited.
-fn read_proc(pid: u32) -> Option<Reading> {
+pub(crate) fn read_proc(pid: u32) -> Option<Reading> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let kb = |key: &str| {
         status
@@ -155,7 +161,7 @@ fn stat_ticks_ns(pid: u32) -> Option<u64> {
 }
 
 /// Resets the process's RSS high-water mark to its current RSS (Linux ≥ 4.0).
-fn reset_hwm(pid: u32) -> bool {
+pub(crate) fn reset_hwm(pid: u32) -> bool {
     std::fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok()
 }
 

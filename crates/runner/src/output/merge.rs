@@ -442,6 +442,7 @@ fn write(
         environment: first.environment.clone(),
         service: first.service.clone(),
         merged_from: inputs.iter().flat_map(Input::runs).collect(),
+        proxies: first.proxies.clone(),
     };
     manifest.write(dir)?;
     Ok(())
@@ -481,6 +482,7 @@ fn merge_cell(inputs: &[Input], key: &str) -> Result<MergedCell, MergeError> {
         emulated_packets: None,
         environment: None,
         per_agent: Vec::new(),
+        proxies: None,
     };
     if let Some((input, row)) = not_run {
         result.error = Some(format!(

@@ -56,6 +56,8 @@ pub struct CellResult {
     pub environment: Option<crate::measure::environment::CellEnvironment>,
     /// With agents: what each measured (their histograms are already merged above).
     pub per_agent: Vec<crate::measure::stats::AgentOutcome>,
+    /// On an edge or sidecar path: what its proxies used and what they were.
+    pub proxies: Option<crate::measure::proxies::ProxyReadings>,
 }
 
 impl CellResult {
@@ -242,7 +244,12 @@ impl ResultsWriter {
                     cell_key: key.clone(),
                     class: c.as_str().to_string(),
                     count: n.count,
-                    example: n.example.clone(),
+                    example: crate::settings::mesh::answered_by_proxy(
+                        &result.cell.settings,
+                        *c,
+                        code,
+                    )
+                    .map_or_else(|| n.example.clone(), |who| format!("{who}: {}", n.example)),
                     code: code.clone(),
                     request: String::new(),
                 });
@@ -432,6 +439,40 @@ pub struct Manifest {
     /// manifest.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub merged_from: Vec<MergedInput>,
+    /// On edge and sidecar paths: each proxy that ran, once per variant, stack and role, with
+    /// its version and the configuration of the first cell it served (paths to keys, never
+    /// keys). Absent when every path was direct.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub proxies: Vec<ManifestProxy>,
+}
+
+/// One proxy of a run as the manifest records it.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct ManifestProxy {
+    pub variant: String,
+    pub stack: String,
+    #[serde(flatten)]
+    pub record: crate::measure::proxies::ProxyRecord,
+}
+
+impl Manifest {
+    /// Records the proxies of a finished cell that the manifest does not have yet.
+    pub fn add_proxies(&mut self, result: &CellResult) {
+        for record in result.proxies.iter().flat_map(|p| &p.records) {
+            let seen = self.proxies.iter().any(|m| {
+                m.variant == result.cell.variant
+                    && m.stack == result.cell.stack
+                    && m.record.role == record.role
+            });
+            if !seen {
+                self.proxies.push(ManifestProxy {
+                    variant: result.cell.variant.clone(),
+                    stack: result.cell.stack.clone(),
+                    record: record.clone(),
+                });
+            }
+        }
+    }
 }
 
 /// One run a `runner merge` added up, as the merged manifest records it.

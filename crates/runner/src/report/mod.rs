@@ -7,6 +7,7 @@ pub mod compare;
 pub mod labels;
 pub mod memory;
 pub mod page;
+pub mod path;
 pub mod service;
 
 use std::path::Path;

@@ -380,6 +380,8 @@ fn notes(results: &Results, stress: &[&CellRow], stats: &Stats) -> Vec<String> {
             results.manifest["cores"], results.manifest["pinning"].as_str().unwrap_or("none")
         ));
     }
+    // With proxied variants, the path is measured, not only warned about.
+    notes.extend(crate::report::path::notes(stress));
     // Body size per wire encoding, from the stacks' own description of their encoding.
     let mut by_encoding: Vec<(&'static str, Vec<String>, Vec<f64>)> = Vec::new();
     for r in stress.iter().filter(|r| r.ok > 0) {

@@ -324,6 +324,24 @@ knobs! {
     /// limit; 1 = the kernel picks (one address), which a port-budget experiment wants.
     #[arg(long, value_name = "N")]
     source_addresses: cell<u32> = 16;
+    /// The path requests take: direct (to the server), edge (through one TLS-terminating
+    /// reverse proxy in front of the server) or sidecar (hosts executor: a plaintext hop to a
+    /// proxy beside the client, mutual TLS to a proxy beside the server, plaintext to the
+    /// server on its loopback) (docs/mesh.md).
+    #[arg(long, value_enum, value_name = "direct|edge|sidecar")]
+    path: cell<super::MeshPath> = super::MeshPath::Direct;
+    /// The proxy program of an edge or sidecar path: haproxy, nginx or caddy (Debian's
+    /// packages); a stack it cannot carry is refused before the run.
+    #[arg(long, value_enum, value_name = "haproxy|nginx|caddy")]
+    proxy: cell<super::ProxyKind> = super::ProxyKind::Haproxy;
+    /// The proxies' upstream connections: keep (pooled and reused, as meshes run) or
+    /// per-request (a new upstream connection for every request).
+    #[arg(long, value_enum, value_name = "keep|per-request")]
+    pool: cell<super::Pool> = super::Pool::Keep;
+    /// Worker threads (HAProxy's nbthread, nginx's worker processes, Caddy's GOMAXPROCS) of
+    /// each proxy of an edge or sidecar path.
+    #[arg(long, value_name = "N")]
+    proxy_threads: cell<u32> = 2;
     /// Conditions to compare: each `[[variants]]` table names itself (`name`) and overrides
     /// some knobs; the whole plan runs once per variant (file only).
     #[arg(skip)]

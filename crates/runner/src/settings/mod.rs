@@ -9,12 +9,14 @@ use serde::{Deserialize, Serialize};
 
 pub mod file;
 mod knobs;
+pub mod mesh;
 mod netem_spec;
 mod parsed;
 mod types;
 mod validate;
 
 pub use knobs::{Experiment, Knobs, KEYS};
+pub use mesh::{MeshPath, Pool, ProxyKind};
 pub use netem_spec::Netem;
 pub use parsed::Parsed;
 pub use types::{Executor, HostNamespaces, Pacing, Threshold, MAX_HOST_AGENTS, MAX_K8S_AGENTS};

@@ -267,6 +267,7 @@ impl Experiment {
         if !self.targets.is_empty() {
             self.check_targets()?;
         }
+        self.check_mesh()?;
         if self.executor == super::Executor::Hosts {
             let why = if !self.agents.is_empty() || self.server_agent.is_some() {
                 Some("the hosts executor starts its own agents; give no `agents` or `server_agent`")

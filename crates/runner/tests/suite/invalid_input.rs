@@ -132,6 +132,12 @@ fn check_validates_shipped_experiments() {
         "claims/c3-h3-success",
         "claims/c4-h3-cap",
         "claims/c5-quic-rss",
+        "claims/soak-quic-rss",
+        "grpc-h3",
+        "scale",
+        "client-impl",
+        "h3-new-conn",
+        "h3-operator",
     ] {
         let output = runner()
             .arg("check")

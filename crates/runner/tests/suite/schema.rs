@@ -35,6 +35,17 @@ const ADDED_SINCE_COMMITTED: &[&str] = &[
     "tcp_time_wait_before",
     "tcp_time_wait_after",
     "tcp_time_wait_peak",
+    "proxy_client_rss_hwm_bytes",
+    "proxy_client_cpu_s",
+    "proxy_server_rss_hwm_bytes",
+    "proxy_server_cpu_s",
+    "proxy_cpu_ms_per_1k_ok",
+    "path",
+    "proxy",
+    "pool",
+    "proxy_threads",
+    "net_tcp_active_opens",
+    "net_tcp_passive_opens",
 ];
 
 #[test]

@@ -25,11 +25,13 @@ use bench_core::tls::{ensure_certs, SERVER_NAME};
 use crate::exec::agent::{AgentLink, Agents};
 use crate::exec::executor::{CellServer, CellSite, Executor, LoadGenerator};
 use crate::exec::load_child::LoadJob;
+use crate::exec::proxy::{MeshServer, ProxyProcess};
 use crate::exec::serve::{ServeOptions, ServerHandle, ServerProcess};
 use crate::netem::links::LinkEmulation;
 use crate::output::CellResult;
 use crate::plan::Cell;
 use crate::settings::HostNamespaces;
+use crate::settings::MeshPath;
 use network::{Hosts, SERVER_IP, SERVER_PORT};
 
 /// The port each agent listens on, inside its own host.
@@ -148,6 +150,7 @@ impl Executor for HostsExecutor {
             None => None,
         };
         Ok(Arc::new(HostsCell {
+            cell: cell.clone(),
             emulation,
             links_before: set.hosts.agent_link_bytes(),
             set,
@@ -157,6 +160,8 @@ impl Executor for HostsExecutor {
 }
 
 struct HostsCell {
+    /// The cell, for its path's proxies.
+    cell: Cell,
     /// The cell's emulation on the agents' links, removed with the cell.
     emulation: Option<LinkEmulation>,
     set: Arc<HostSet>,
@@ -183,13 +188,54 @@ impl CellSite for HostsCell {
         serve: ServeOptions,
         _stop: &AtomicBool,
     ) -> anyhow::Result<Box<dyn CellServer>> {
+        let path = self.cell.settings.path;
+        // Behind a proxy, the server listens on its host's loopback and the proxy on the
+        // host's address.
+        let ip = match path {
+            MeshPath::Direct => SERVER_IP,
+            MeshPath::Edge | MeshPath::Sidecar => std::net::Ipv4Addr::LOCALHOST,
+        };
         let serve = ServeOptions {
-            listen: SocketAddr::from((SERVER_IP, SERVER_PORT)),
+            listen: SocketAddr::from((ip, SERVER_PORT)),
             ..serve
         };
-        Ok(Box::new(ServerHandle::Child(
-            ServerProcess::start(&serve).await?,
-        )))
+        let server: Box<dyn CellServer> =
+            Box::new(ServerHandle::Child(ServerProcess::start(&serve).await?));
+        match path {
+            MeshPath::Direct => Ok(server),
+            MeshPath::Edge => crate::exec::proxy::edge_in_front(
+                &self.cell,
+                &self.certs_dir,
+                server,
+                SERVER_IP.into(),
+                SERVER_PORT,
+            ),
+            MeshPath::Sidecar => {
+                let plan = crate::exec::proxy::PathPlan {
+                    cell: &self.cell,
+                    certs: &self.certs_dir,
+                };
+                let server_side = SocketAddr::from((SERVER_IP, SERVER_PORT));
+                // Dropped (killed) on any error below, with those started before it.
+                let mut proxies = vec![ProxyProcess::start(
+                    &plan.server_sidecar(server_side, server.addr())?,
+                    None,
+                )?];
+                let local = SocketAddr::from((
+                    std::net::Ipv4Addr::LOCALHOST,
+                    crate::exec::proxy::SIDECAR_PORT,
+                ));
+                for (namespace, _) in self.set.hosts.agent_hosts() {
+                    let hop = plan.client_sidecar(local, server_side)?;
+                    proxies.push(ProxyProcess::start(&hop, Some(namespace))?);
+                }
+                Ok(Box::new(MeshServer {
+                    inner: server,
+                    addr: local,
+                    proxies,
+                }))
+            }
+        }
     }
 
     async fn start_loadgens(&self, job: &LoadJob) -> anyhow::Result<Vec<Box<dyn LoadGenerator>>> {

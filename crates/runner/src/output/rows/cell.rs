@@ -168,6 +168,21 @@ row_type! {
         pub client_cpu_s: f64,
         #[serde(serialize_with = "fmt::dec::<3, _>")]
         pub client_cpu_ms_per_1k_ok: f64,
+        /// On an edge or sidecar path: the proxies beside the load generators (`client`, a
+        /// sidecar path's) and the one beside the server (`server`), each role summed over
+        /// its proxies' processes: the kernel's RSS high-water marks over the phase and CPU
+        /// seconds; empty on a direct path.
+        #[serde(default)]
+        pub proxy_client_rss_hwm_bytes: Option<u64>,
+        #[serde(default, serialize_with = "fmt::opt_dec::<3, _>")]
+        pub proxy_client_cpu_s: Option<f64>,
+        #[serde(default)]
+        pub proxy_server_rss_hwm_bytes: Option<u64>,
+        #[serde(default, serialize_with = "fmt::opt_dec::<3, _>")]
+        pub proxy_server_cpu_s: Option<f64>,
+        /// Both roles' proxy CPU per 1,000 successes, in ms.
+        #[serde(default, serialize_with = "fmt::opt_dec::<3, _>")]
+        pub proxy_cpu_ms_per_1k_ok: Option<f64>,
         pub short_phase: bool,
         pub wire_sent_bytes: u64,
         pub wire_received_bytes: u64,
@@ -220,6 +235,17 @@ row_type! {
         /// Absent before the reference run's version: optional for that reason only.
         #[serde(default)]
         pub source_addresses: Option<u32>,
+        /// `direct`, `edge` or `sidecar`; empty in runs from before the knob (direct).
+        #[serde(default)]
+        pub path: Option<String>,
+        /// The proxy program, its upstream pooling and its threads on an edge or sidecar
+        /// path; empty on a direct one.
+        #[serde(default)]
+        pub proxy: Option<String>,
+        #[serde(default)]
+        pub pool: Option<String>,
+        #[serde(default)]
+        pub proxy_threads: Option<u32>,
         pub server_threads: u32,
         #[serde(serialize_with = "fmt::display")]
         pub min_cell_seconds: f64,
@@ -264,6 +290,10 @@ row_type! {
         pub net_udp_sndbuf_errors: Option<u64>,
         #[serde(default)]
         pub net_udp_in_errors: Option<u64>,
+        #[serde(default)]
+        pub net_tcp_active_opens: Option<u64>,
+        #[serde(default)]
+        pub net_tcp_passive_opens: Option<u64>,
         #[serde(default)]
         pub net_counters_scope: Option<String>,
         #[serde(default)]
@@ -311,6 +341,7 @@ impl CellRow {
     pub fn from_cell(cell: &Cell) -> CellRow {
         let e = &cell.settings;
         let open = cell.rate().is_some();
+        let proxied = e.path != crate::settings::MeshPath::Direct;
         // Only exponential draws use the seed.
         let seeded = e
             .service_time
@@ -353,6 +384,10 @@ impl CellRow {
             quic_endpoint: Some(e.quic_endpoint.as_str().to_string()),
             linger_zero: e.linger_zero,
             source_addresses: Some(e.source_addresses),
+            path: Some(e.path.as_str().to_string()),
+            proxy: proxied.then(|| e.proxy.as_str().to_string()),
+            pool: proxied.then(|| e.pool.as_str().to_string()),
+            proxy_threads: proxied.then_some(e.proxy_threads),
             server_threads: e.server_threads,
             min_cell_seconds: e.min_cell_seconds,
             service_time: e.service_time.as_ref().map(|t| t.text().to_string()),
@@ -377,6 +412,8 @@ impl CellRow {
         let net = env.and_then(|e| e.net);
         let counter = |column: &str| net.and_then(|n| n.deltas.get(column));
         let (server, client) = (&r.server, &r.client);
+        let proxy_client = r.proxies.as_ref().and_then(|p| p.client);
+        let proxy_server = r.proxies.as_ref().and_then(|p| p.server);
         CellRow {
             late: m.late,
             pacing_lag_p50_us: lag(lags.p50),
@@ -460,6 +497,15 @@ impl CellRow {
             client_cpu_pct_mean: client.cpu_pct_mean,
             client_cpu_s: client.cpu_s,
             client_cpu_ms_per_1k_ok: cpu_per_1k(client.cpu_s),
+            proxy_client_rss_hwm_bytes: proxy_client.map(|p| p.rss_hwm_bytes),
+            proxy_client_cpu_s: proxy_client.map(|p| p.cpu_s),
+            proxy_server_rss_hwm_bytes: proxy_server.map(|p| p.rss_hwm_bytes),
+            proxy_server_cpu_s: proxy_server.map(|p| p.cpu_s),
+            proxy_cpu_ms_per_1k_ok: r.proxies.as_ref().map(|_| {
+                cpu_per_1k(
+                    proxy_client.map_or(0.0, |p| p.cpu_s) + proxy_server.map_or(0.0, |p| p.cpu_s),
+                )
+            }),
             short_phase: server.short_phase || client.short_phase,
             wire_sent_bytes: m.wire.sent,
             wire_received_bytes: m.wire.received,
@@ -486,6 +532,8 @@ impl CellRow {
             net_udp_rcvbuf_errors: counter("net_udp_rcvbuf_errors"),
             net_udp_sndbuf_errors: counter("net_udp_sndbuf_errors"),
             net_udp_in_errors: counter("net_udp_in_errors"),
+            net_tcp_active_opens: counter("net_tcp_active_opens"),
+            net_tcp_passive_opens: counter("net_tcp_passive_opens"),
             net_counters_scope: net.map(|n| n.scope.as_str().to_string()),
             server_exit: r.server_exit.clone(),
             error: r.error.clone(),

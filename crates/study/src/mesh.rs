@@ -1,0 +1,249 @@
+//! The paper's "Through a mesh" section, from a run whose variants set `path` (docs/mesh.md):
+//! does the C2/C3 contrast (TCP stacks collapse under a new connection per request, HTTP/3
+//! does not) survive a sidecar path, with the proxies pooling their upstream connections and
+//! without? Per variant: each stack's success, throughput and latency at the highest level of
+//! each regime, and the proxies' CPU; which stack wins under reuse, and which collapse under
+//! new connections by C2's own threshold. Stacks no proxy carries (HTTP/3) are named as
+//! absent from the proxied variants, not guessed. Not wired into `study paper` until a mesh
+//! run is committed: [`section_from_dir`] renders it from a results directory.
+
+use std::fmt::Write;
+use std::path::Path;
+
+use runner::output::rows::CellRow;
+use runner::report::label;
+
+use crate::claims::{Check, CLAIMS};
+
+/// Success below this is a collapse: C2's threshold, from the claim table.
+fn collapse_below() -> f64 {
+    CLAIMS
+        .iter()
+        .find_map(|c| match &c.check {
+            Check::Collapse(k) => Some(k.collapse_below),
+            _ => None,
+        })
+        .unwrap_or(0.5)
+}
+
+/// The condition a variant's rows ran under: `direct`, or path, proxy and pooling.
+fn condition(r: &CellRow) -> String {
+    match r.path.as_deref() {
+        None | Some("direct") => "direct".into(),
+        Some(path) => format!(
+            "{path} via {} (pool {})",
+            r.proxy.as_deref().unwrap_or("?"),
+            r.pool.as_deref().unwrap_or("?")
+        ),
+    }
+}
+
+/// Means over repetitions of one variant, stack, regime and level.
+struct Cell {
+    success: f64,
+    throughput_rps: f64,
+    p50_us: f64,
+    p99_us: f64,
+    proxy_cpu_ms_per_1k: Option<f64>,
+}
+
+fn cell(rows: &[&CellRow]) -> Cell {
+    let n = rows.len().max(1) as f64;
+    let mean = |f: &dyn Fn(&CellRow) -> f64| rows.iter().map(|r| f(r)).sum::<f64>() / n;
+    Cell {
+        success: mean(&|r| r.success_rate),
+        throughput_rps: mean(&|r| r.throughput_rps),
+        p50_us: mean(&|r| r.latency_p50_us as f64),
+        p99_us: mean(&|r| r.latency_p99_us as f64),
+        proxy_cpu_ms_per_1k: rows[0]
+            .proxy_cpu_ms_per_1k_ok
+            .map(|_| mean(&|r| r.proxy_cpu_ms_per_1k_ok.unwrap_or(0.0))),
+    }
+}
+
+/// Appends the section for the stress cells of a mesh run (`source` names the run).
+pub fn section(out: &mut String, cells: &[CellRow], source: &str) {
+    let stress: Vec<&CellRow> = cells
+        .iter()
+        .filter(|r| r.stage == "stress" && r.ran())
+        .collect();
+    let _ = writeln!(out, "## Through a mesh\n");
+    if !stress
+        .iter()
+        .any(|r| r.path.as_deref().is_some_and(|p| p != "direct"))
+    {
+        let _ = writeln!(
+            out,
+            "No run with a proxied path (`path = \"edge\"` or `\"sidecar\"`) was given: the question stays open.\n"
+        );
+        return;
+    }
+    let mut variants: Vec<&str> = Vec::new();
+    let mut stacks: Vec<&str> = Vec::new();
+    for r in &stress {
+        if !variants.contains(&r.variant.as_str()) {
+            variants.push(&r.variant);
+        }
+        if !stacks.contains(&r.stack.as_str()) {
+            stacks.push(&r.stack);
+        }
+    }
+    let _ = writeln!(
+        out,
+        "Measured in `{source}`: each variant runs the same stacks through a different path; figures at each regime's highest level, means over repetitions. A collapse is success below {:.0} % (C2's threshold).\n",
+        collapse_below() * 100.0
+    );
+    let _ = writeln!(
+        out,
+        "| variant | condition | stack | regime | workers | success | req/s | p50 ms | p99 ms | proxy CPU ms / 1,000 ok |\n|---|---|---|---|---|---|---|---|---|---|"
+    );
+    let mut answers = Vec::new();
+    for variant in &variants {
+        let rows: Vec<&CellRow> = stress
+            .iter()
+            .copied()
+            .filter(|r| r.variant == *variant)
+            .collect();
+        let cond = condition(rows[0]);
+        let mut regimes: Vec<&str> = Vec::new();
+        for r in &rows {
+            if !regimes.contains(&r.regime.as_str()) {
+                regimes.push(&r.regime);
+            }
+        }
+        let mut collapsed = Vec::new();
+        let mut winner: Option<(&str, f64)> = None;
+        for regime in &regimes {
+            let top = rows
+                .iter()
+                .filter(|r| r.regime == *regime)
+                .map(|r| r.concurrency)
+                .max()
+                .unwrap_or(0);
+            for stack in &stacks {
+                let at: Vec<&CellRow> = rows
+                    .iter()
+                    .copied()
+                    .filter(|r| r.regime == *regime && r.concurrency == top && r.stack == *stack)
+                    .collect();
+                if at.is_empty() {
+                    continue;
+                }
+                let c = cell(&at);
+                let _ = writeln!(
+                    out,
+                    "| {variant} | {cond} | {} | {regime} | {top} | {:.2} % | {:.0} | {:.2} | {:.2} | {} |",
+                    label(stack),
+                    c.success * 100.0,
+                    c.throughput_rps,
+                    c.p50_us / 1000.0,
+                    c.p99_us / 1000.0,
+                    c.proxy_cpu_ms_per_1k
+                        .map_or("—".to_string(), |v| format!("{v:.0}"))
+                );
+                if *regime == "new-conn" && c.success < collapse_below() {
+                    collapsed.push(label(stack));
+                }
+                if *regime == "reuse" && winner.is_none_or(|(_, best)| c.throughput_rps > best) {
+                    winner = Some((stack, c.throughput_rps));
+                }
+            }
+        }
+        let absent: Vec<String> = stacks
+            .iter()
+            .filter(|s| !rows.iter().any(|r| r.stack == **s))
+            .map(|s| label(s))
+            .collect();
+        let mut answer = format!("{cond}: ");
+        match winner {
+            Some((stack, _)) => {
+                let _ = write!(answer, "{} has the highest reuse throughput", label(stack));
+            }
+            None => answer.push_str("no reuse cell"),
+        }
+        if regimes.contains(&"new-conn") {
+            if collapsed.is_empty() {
+                answer.push_str("; no stack collapses under new connections");
+            } else {
+                let _ = write!(
+                    answer,
+                    "; {} collapse under new connections",
+                    collapsed.join(", ")
+                );
+            }
+        }
+        if !absent.is_empty() {
+            let _ = write!(answer, "; not carried: {}", absent.join(", "));
+        }
+        answers.push(answer);
+    }
+    let _ = writeln!(out, "\n{}.\n", answers.join(". "));
+}
+
+/// The section from a results directory.
+pub fn section_from_dir(dir: &Path) -> anyhow::Result<String> {
+    let results = runner::report::Results::load(dir)?;
+    let mut out = String::new();
+    section(&mut out, &results.cells, &dir.display().to_string());
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(
+        variant: &str,
+        path: &str,
+        stack: &str,
+        regime: &str,
+        success: f64,
+        rps: f64,
+    ) -> CellRow {
+        CellRow {
+            variant: variant.into(),
+            stage: "stress".into(),
+            stack: stack.into(),
+            regime: regime.into(),
+            concurrency: 200,
+            path: Some(path.into()),
+            proxy: (path != "direct").then(|| "haproxy".into()),
+            pool: (path != "direct").then(|| "keep".into()),
+            success_rate: success,
+            throughput_rps: rps,
+            proxy_cpu_ms_per_1k_ok: (path != "direct").then_some(50.0),
+            ..CellRow::default()
+        }
+    }
+
+    /// Per variant: the reuse winner, the stacks below C2's threshold under new connections,
+    /// and the stacks the proxied variant did not carry; without a proxied variant, no table.
+    #[test]
+    fn the_answer_names_winner_collapse_and_absent_stacks_per_condition() {
+        let cells = vec![
+            row("direct", "direct", "h1", "reuse", 1.0, 900.0),
+            row("direct", "direct", "grpc", "reuse", 1.0, 1200.0),
+            row("direct", "direct", "h3", "reuse", 1.0, 800.0),
+            row("direct", "direct", "h1", "new-conn", 0.01, 10.0),
+            row("direct", "direct", "h3", "new-conn", 1.0, 40.0),
+            row("sc", "sidecar", "h1", "reuse", 1.0, 1000.0),
+            row("sc", "sidecar", "grpc", "reuse", 1.0, 700.0),
+            row("sc", "sidecar", "h1", "new-conn", 1.0, 300.0),
+        ];
+        let mut out = String::new();
+        section(&mut out, &cells, "results/mesh");
+        assert!(out.contains("## Through a mesh"), "{out}");
+        assert!(
+            out.contains("direct: gRPC has the highest reuse throughput; HTTP/1.1 collapse under new connections"),
+            "{out}"
+        );
+        assert!(
+            out.contains("sidecar via haproxy (pool keep): HTTP/1.1 has the highest reuse throughput; no stack collapses under new connections; not carried: HTTP/3"),
+            "{out}"
+        );
+        assert!(out.contains("| sc | sidecar via haproxy (pool keep) | HTTP/1.1 | reuse | 200 | 100.00 % | 1000 |"), "{out}");
+        let mut none = String::new();
+        section(&mut none, &cells[..5], "x");
+        assert!(none.contains("question stays open") && !none.contains("| variant"));
+    }
+}
