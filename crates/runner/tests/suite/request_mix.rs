@@ -189,3 +189,39 @@ path = "/nothing/here"
         );
     }
 }
+
+#[test]
+fn a_bad_mix_is_one_line_naming_the_entry_and_exit_2() {
+    let head = "stacks = [\"h1\"]\n[targets.rest]\nurl = \"https://127.0.0.1:9\"\n";
+    for (entries, expect) in [
+        (
+            "[[targets.rest.requests]]\nname = \"a\"\npath = \"/a\"\n[[targets.rest.requests]]\nname = \"a\"\npath = \"/b\"\n",
+            "'a' is used twice",
+        ),
+        (
+            "[[targets.rest.requests]]\nname = \"a\"\nweight = 0\npath = \"/a\"\n",
+            "targets.rest.requests.a.weight",
+        ),
+        (
+            "[[targets.rest.requests]]\nname = \"a\"\npath = \"/{{nope}}\"\n",
+            "targets.rest.requests.a.path",
+        ),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("exp.toml");
+        std::fs::write(&file, format!("{head}{entries}")).unwrap();
+        let out = tmp.path().join("results");
+        let output = runner()
+            .arg("--experiment")
+            .arg(&file)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{entries}: {stderr}");
+        assert!(stderr.contains(expect), "{entries}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(!out.exists(), "no results directory for bad input");
+    }
+}
