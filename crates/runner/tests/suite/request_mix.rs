@@ -1,7 +1,7 @@
-//! A weighted request mix (`[[targets.rest.requests]]`) end to end against hypercorn: the
-//! names each request sent are the seeded draw's (so every stack sent the same sequence),
-//! their counts match the weights within sampling error, and latency.csv and failures.csv
-//! break the cell down per name. Skipped with a note when hypercorn is missing, unless
+//! A weighted request mix (`[[targets.rest.requests]]`) end to end against hypercorn over
+//! HTTP/1.1, HTTP/2 and HTTP/3: the names each request sent are the seeded draw's (so every
+//! stack sent the same sequence), their counts match the weights within sampling error, and
+//! latency.csv and failures.csv break the cell down per name. Skipped with a note when hypercorn is missing, unless
 //! TBENCH_REQUIRE_HYPERCORN requires it (CI).
 
 use crate::common::*;
@@ -23,7 +23,7 @@ fn a_three_request_mix_is_sent_by_weight_and_reported_per_name() {
     };
     let exp = format!(
         r#"
-stacks = ["h1", "h2"]
+stacks = ["h1", "h2", "h3"]
 regimes = ["reuse"]
 concurrency = [4]
 requests_reuse = {REQUESTS}
@@ -96,7 +96,7 @@ path = "/nothing/here"
 
     // What the server saw, per stack: exactly those counts, by method and path.
     let seen = rest.seen();
-    for version in ["1.1", "2"] {
+    for version in ["1.1", "2", "3"] {
         let of_version: Vec<_> = seen.iter().filter(|s| s.http_version == version).collect();
         let get = of_version
             .iter()
@@ -122,7 +122,7 @@ path = "/nothing/here"
     }
 
     let cells = read_csv(&dir.join("cells.csv"));
-    assert_eq!(cells.len(), 2);
+    assert_eq!(cells.len(), 3);
     let failures = read_csv(&dir.join("failures.csv"));
     let latency = read_csv(&dir.join("latency.csv"));
     for c in &cells {
