@@ -11,6 +11,9 @@ Writes into RESULTS_DIR/figures (or --out):
   latency_cdf.{png,pdf}  latency CDF per stack at one concurrency, one panel per regime
   new_conn_breakdown.{png,pdf}  new-conn mean latency split into connect, handshake,
                          time to first byte and the rest (only if the run has new-conn cells)
+  latency_throughput.{png,pdf}  a rate sweep's curve (only if the run has curve.csv): p50, p99
+                         and p99.9 latency against achieved throughput, each point labelled with
+                         its offered rate, the knee ringed (the runner marks it in curve.csv)
 Every line has markers as well as colours, so the figures read in black and white. Stacks are
 named, ordered and styled from the run's manifest.json ("stacks": the registry in order), so a
 stack keeps its colour, marker and dash in every figure and a new stack needs no edit here.
@@ -190,6 +193,46 @@ def breakdown_plot(cells, path):
     return True
 
 
+def curve_plot(results, path):
+    """The latency-throughput curve of a rate sweep from curve.csv (the runner's means and its
+    knee rule, docs/capacity.md): a row of panels (p50, p99, p99.9) per variant, regime and
+    level."""
+    curve_path = results / "curve.csv"
+    if not curve_path.is_file():
+        return
+    curve = pd.read_csv(curve_path)
+    panels = curve[["variant", "regime", "concurrency"]].drop_duplicates().values.tolist()
+    columns = [("latency_p50_us", "p50"), ("latency_p99_us", "p99"), ("latency_p999_us", "p99.9")]
+    fig, axes = plt.subplots(len(panels), 3, figsize=(16, 4.2 * len(panels)), squeeze=False)
+    fig.suptitle("Latency vs achieved throughput (open-loop rate sweep)")
+    for row, (variant, regime, concurrency) in enumerate(panels):
+        sub = curve[(curve["variant"] == variant) & (curve["regime"] == regime)
+                    & (curve["concurrency"] == concurrency)]
+        for col, (column, name) in enumerate(columns):
+            ax = axes[row][col]
+            for stack in sorted(sub["stack"].unique(), key=lambda s: STACKS.get(s, (s, 99))[1]):
+                label, marker, dash, colour = style(stack)
+                pts = sub[sub["stack"] == stack].sort_values("offered_rps")
+                ax.plot(pts["achieved_rps"], pts[column] / 1000, marker=marker, linestyle=dash,
+                        color=colour, label=label)
+                for _, p in pts.iterrows():
+                    ax.annotate(f"{p['offered_rps']:g}", (p["achieved_rps"], p[column] / 1000),
+                                textcoords="offset points", xytext=(3, 4), fontsize=6, color=colour)
+                knee = pts[pts["knee"].astype(str).str.lower() == "true"]
+                ax.scatter(knee["achieved_rps"], knee[column] / 1000, s=160, facecolors="none",
+                           edgecolors=colour, linewidths=1.5)
+            title = f"{name} — {regime}, c = {concurrency}"
+            if variant != "default":
+                title += f" ({variant})"
+            ax.set_title(title)
+            ax.set_xlabel("achieved throughput (req/s); labels: offered req/s")
+            ax.set_ylabel(f"{name} latency (ms)")
+            ax.set_yscale("log")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend()
+    save(fig, path)
+
+
 def save(fig, path):
     fig.tight_layout()
     fig.savefig(path.with_suffix(".png"), dpi=120)
@@ -216,6 +259,7 @@ def main():
         fail(f"no cells at concurrency {concurrency}")
     cdf_plot(cells, latency, concurrency, out / "latency_cdf")
     breakdown_plot(cells, out / "new_conn_breakdown")
+    curve_plot(args.results, out / "latency_throughput")
     print(f"figures written to {out}")
 
 

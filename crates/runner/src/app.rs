@@ -109,7 +109,10 @@ pub fn main() -> ExitCode {
             new,
             out,
             fail_on_regression,
-        }) => crate::report::compare::command(&base, &new, out.as_deref(), fail_on_regression),
+            format,
+        }) => {
+            crate::report::compare::command(&base, &new, out.as_deref(), fail_on_regression, format)
+        }
         Some(Command::Merge { dirs, out }) => output::merge::command(&dirs, &out),
         Some(Command::K8s {
             command: cli::K8sCommand::Render { experiment, out },
@@ -129,6 +132,7 @@ pub fn main() -> ExitCode {
                 }
             }
         }
+        Some(Command::Capacity { search, run }) => capacity(&search, &run.or(cli.run)),
         Some(Command::Check { file, run }) => {
             let args = cli::RunArgs {
                 experiment: Some(file.clone()),
@@ -385,6 +389,16 @@ fn resumed(args: &cli::RunArgs, dir: &std::path::Path) -> Result<settings::Exper
         return Err("--resume reuses the settings of the run it resumes; give no other run flags (except --certs)".into());
     }
     let manifest = output::Manifest::read(dir).map_err(|e| format!("{e:#}"))?;
+    // A capacity search chose its cells as it went: the experiment alone would plan others.
+    let searched = cli::command()
+        .try_get_matches_from(&manifest.argv)
+        .is_ok_and(|m| m.subcommand_name() == Some("capacity"));
+    if searched {
+        return Err(format!(
+            "--resume: {} is a capacity search's, which is not resumable; run the search again",
+            dir.display()
+        ));
+    }
     manifest.experiment.validate(&registry::names())?;
     if serde_json::to_string(&manifest.experiment.targets).is_ok_and(|t| t.contains("<redacted>")) {
         return Err("this run's targets had a literal credential, which results never record: resume is not possible; give credentials as {{env.NAME}}".into());
@@ -506,6 +520,117 @@ fn run_sweep(
     args: &cli::RunArgs,
     resume: Option<std::path::PathBuf>,
 ) -> anyhow::Result<ExitCode> {
+    run_cells(exp, service, agents, args, resume, None)
+}
+
+/// `runner capacity`: its flags checked, the experiment validated (open-loop probes are
+/// request-budgeted: no rate, rates or duration), targets resolved and the budget confirmed
+/// before anything is sent, then the searches as the run's cells.
+fn capacity(search: &cli::CapacityArgs, args: &cli::RunArgs) -> ExitCode {
+    // Not a first look's short timed sweep (probes are sized by the probe rule), and without a
+    // file or --concurrency one level, CAPACITY_CONCURRENCY, rather than the study's five.
+    let mut args = cli::RunArgs {
+        full_sweep: true,
+        ..args.clone()
+    };
+    if args.experiment.is_none() && args.knobs.concurrency.is_none() {
+        args.knobs.concurrency = Some(vec![CAPACITY_CONCURRENCY]);
+    }
+    let args = &args;
+    let prepared = (|| -> Result<_, String> {
+        let settings = search.settings()?;
+        if args.resume.is_some() {
+            return Err("--resume: a capacity search is not resumable; run it again".into());
+        }
+        let exp = validated(args)?;
+        if exp.rate.is_some() || exp.rates.is_some() {
+            return Err("--rate/--rates: a capacity search chooses each probe's rate".into());
+        }
+        if exp.duration_seconds.is_some() {
+            return Err("--duration: capacity probes are sized by the probe rule (--tail-samples, --probe-seconds)".into());
+        }
+        let service = match crate::exec::target::ServiceTargets::resolve(&exp)? {
+            Some(service) => {
+                print!("{}", service.describe_addresses(&exp));
+                println!(
+                    "planned: a capacity search of at most {} requests within {} s, open loop up to {} req/s",
+                    settings.budget_requests, settings.budget_seconds, settings.ceiling_rps
+                );
+                service.confirm_load(settings.budget_requests, 0, args.yes)?;
+                bench_core::tls::install_crypto_provider();
+                service.preflight(&exp)?;
+                Some(service)
+            }
+            None => None,
+        };
+        let agents = agents_for(&exp, args)?;
+        Ok((settings, exp, service, agents))
+    })();
+    let (settings, exp, service, agents) = match prepared {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Status::Invalid.into();
+        }
+    };
+    let client_cores = match exp.client_threads {
+        0 => pin::usable_cores(),
+        n => n as usize,
+    };
+    let searches = std::sync::Arc::new(std::sync::Mutex::new(crate::capacity::Capacity::new(
+        &exp,
+        settings,
+        search.slo(),
+        client_cores,
+    )));
+    match run_cells(exp, service, agents, args, None, Some(searches)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            Status::Failed.into()
+        }
+    }
+}
+
+/// `runner capacity`'s workers when neither a file nor --concurrency gives them.
+pub const CAPACITY_CONCURRENCY: u32 = 100;
+
+/// One line per capacity search for the terminal.
+fn capacity_lines(record: &crate::output::capacity::Record) -> String {
+    let mut lines = vec!["capacity:".to_string()];
+    for s in &record.searches {
+        let rate = |r: Option<f64>| r.map_or("—".to_string(), |r| format!("{r}"));
+        lines.push(format!(
+            "  {}{} {} c{}: {} req/s [{}, {}) {:?}, {} probes, {} requests, {:.1} s: {}",
+            if s.variant == "default" {
+                String::new()
+            } else {
+                format!("{}: ", s.variant)
+            },
+            s.stack,
+            s.regime,
+            s.concurrency,
+            rate(s.capacity_rps),
+            rate(s.interval_rps[0]),
+            rate(s.interval_rps[1]),
+            s.outcome,
+            s.probes.len(),
+            s.requests_spent,
+            s.seconds_spent,
+            s.note
+        ));
+    }
+    lines.join("\n")
+}
+
+fn run_cells(
+    exp: settings::Experiment,
+    service: Option<crate::exec::target::ServiceTargets>,
+    agents: Option<crate::exec::agent::Agents>,
+    args: &cli::RunArgs,
+    resume: Option<std::path::PathBuf>,
+    capacity: Option<std::sync::Arc<std::sync::Mutex<crate::capacity::Capacity>>>,
+) -> anyhow::Result<ExitCode> {
     if let Some(n) = exp.client_nofile {
         pin::set_nofile_soft_limit(n)?;
     }
@@ -542,7 +667,10 @@ fn run_sweep(
     bench_core::tls::install_crypto_provider();
     let limits = exp.thresholds.clone();
     let exp_insecure = exp.targets.insecure();
-    let outcome = runtime.block_on(run::run(exp, ctx, resume))?;
+    let source = capacity
+        .clone()
+        .map(|c| Box::new(crate::capacity::Source(c)) as Box<dyn crate::exec::run::CellSource>);
+    let outcome = runtime.block_on(run::run_cells(exp, ctx, resume, source))?;
     // Over every row of cells.csv (a resumed run's earlier cells too), written before the exit.
     let checked = thresholds::write(&outcome.dir, &limits)?;
     println!("\n{}", crate::console::summary_table(&outcome.results));
@@ -555,6 +683,15 @@ fn run_sweep(
         println!("{failures}");
     }
     println!("results: {}", outcome.dir.display());
+    let record = capacity.map(|c| c.lock().expect("not poisoned").record(outcome.interrupted));
+    if let Some(record) = &record {
+        println!("{}", capacity_lines(record));
+    }
+    // The same rows and outcomes, for a pipeline; a run that cannot write it keeps its results.
+    match output::summary_json::write(&outcome.dir, &checked, record) {
+        Ok(path) => println!("summary: {}", path.display()),
+        Err(e) => eprintln!("error: {e:#}"),
+    }
     if exp_insecure {
         eprintln!("warning: insecure run: a target's certificate was not verified (insecure = true); `study paper` refuses it");
     }

@@ -42,6 +42,10 @@ pub enum Command {
         /// everything).
         #[arg(long, value_name = "PCT")]
         fail_on_regression: Option<f64>,
+        /// What stdout gets: the terminal table, or a Markdown table for a pull-request
+        /// comment (alone on stdout; the rest goes to stderr).
+        #[arg(long, value_enum, default_value_t)]
+        format: crate::report::compare::Format,
     },
     /// Add up results directories of one experiment run separately (e.g. one per load-generator
     /// host) into a new results directory: histograms (.hlog) added exactly, counts summed.
@@ -60,6 +64,18 @@ pub enum Command {
         /// The experiment file (TOML) to validate.
         file: PathBuf,
         /// Run flags, accepted after the subcommand as well as before it.
+        #[command(flatten)]
+        run: Box<RunArgs>,
+    },
+    /// Find, per stack and regime (and level), the highest open-loop rate at which an SLO
+    /// holds: a ladder from --start-rps, then bisection, the passing end confirmed, within a
+    /// budget; probes are cells of one results directory and the result is in summary.json
+    /// (docs/capacity.md).
+    Capacity {
+        #[command(flatten)]
+        search: CapacityArgs,
+        /// Run flags (stacks, regime, concurrency, targets, …), accepted after the subcommand
+        /// as well as before it.
         #[command(flatten)]
         run: Box<RunArgs>,
     },
@@ -115,6 +131,111 @@ pub enum Command {
         #[arg(long)]
         stack: Option<String>,
     },
+}
+
+/// The SLO, bounds, probe rule and budget of `runner capacity` (docs/capacity.md).
+#[derive(Args, Debug, Clone, PartialEq)]
+pub struct CapacityArgs {
+    /// SLO: the largest latency p99 in ms (from each request's scheduled start).
+    #[arg(long, value_name = "MS")]
+    pub slo_p99_ms: f64,
+    /// SLO: the smallest share of successful requests, in %.
+    #[arg(long, value_name = "PCT", default_value_t = 99.9)]
+    pub slo_success_pct: f64,
+    /// SLO (optional): the largest pacing-lag p99 in µs, so that a probe the load generator
+    /// could not pace fails as the instrument's (default: not in the SLO; 1000 µs still marks
+    /// the instrument).
+    #[arg(long, value_name = "US")]
+    pub slo_pacing_lag_p99_us: Option<u64>,
+    /// The ladder's first rate, req/s.
+    #[arg(long, value_name = "RPS", default_value_t = 1000.0)]
+    pub start_rps: f64,
+    /// The highest rate probed, req/s.
+    #[arg(long, value_name = "RPS", default_value_t = 200_000.0)]
+    pub ceiling_rps: f64,
+    /// The ladder's step: each rate this many times the last.
+    #[arg(long, default_value_t = 2.0)]
+    pub factor: f64,
+    /// Bisection stops when the failing rate is within this % above the passing one.
+    #[arg(long, value_name = "PCT", default_value_t = 5.0)]
+    pub resolution_pct: f64,
+    /// Probes at the passing end, the first included, that must all meet the SLO.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub confirmations: u32,
+    /// Probe length: at least this many requests above the p99, i.e. N / (1 − 0.99) requests.
+    #[arg(long, value_name = "N", default_value_t = 50)]
+    pub tail_samples: u64,
+    /// Probe length: at least this many seconds of the schedule (rate × seconds requests).
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
+    pub probe_seconds: f64,
+    /// The whole search starts no probe that would take its requests (warm-up included) past
+    /// this.
+    #[arg(long, value_name = "N", default_value_t = 20_000_000)]
+    pub budget_requests: u64,
+    /// The whole search starts no probe after this many seconds, and bounds each probe by what
+    /// is left.
+    #[arg(long, value_name = "SECONDS", default_value_t = 1800.0)]
+    pub budget_seconds: f64,
+}
+
+impl CapacityArgs {
+    /// The settings as recorded, or the first bad flag in one line.
+    pub fn settings(&self) -> Result<crate::output::capacity::Settings, String> {
+        let positive = |flag: &str, v: f64| {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                Err(format!("{flag}: {v} is not a positive number"))
+            }
+        };
+        positive("--slo-p99-ms", self.slo_p99_ms)?;
+        positive("--start-rps", self.start_rps)?;
+        positive("--ceiling-rps", self.ceiling_rps)?;
+        positive("--resolution-pct", self.resolution_pct)?;
+        positive("--budget-seconds", self.budget_seconds)?;
+        if !(0.0..=100.0).contains(&self.slo_success_pct) {
+            return Err(format!(
+                "--slo-success-pct: {} is not a percentage",
+                self.slo_success_pct
+            ));
+        }
+        if self.ceiling_rps < self.start_rps {
+            return Err("--ceiling-rps: below --start-rps".into());
+        }
+        if !(self.factor.is_finite() && self.factor > 1.0) {
+            return Err(format!("--factor: {} is not a number above 1", self.factor));
+        }
+        if self.confirmations == 0 || self.tail_samples == 0 || self.budget_requests == 0 {
+            return Err(
+                "--confirmations, --tail-samples and --budget-requests must be at least 1".into(),
+            );
+        }
+        if !(self.probe_seconds.is_finite() && self.probe_seconds >= 0.0) {
+            return Err(format!(
+                "--probe-seconds: {} is not ≥ 0",
+                self.probe_seconds
+            ));
+        }
+        Ok(crate::output::capacity::Settings {
+            start_rps: self.start_rps,
+            ceiling_rps: self.ceiling_rps,
+            factor: self.factor,
+            resolution_pct: self.resolution_pct,
+            confirmations: self.confirmations,
+            tail_samples: self.tail_samples,
+            probe_seconds: self.probe_seconds,
+            budget_requests: self.budget_requests,
+            budget_seconds: self.budget_seconds,
+        })
+    }
+
+    pub fn slo(&self) -> crate::output::capacity::Slo {
+        crate::output::capacity::Slo {
+            latency_p99_max_ms: self.slo_p99_ms,
+            success_min_pct: self.slo_success_pct,
+            pacing_lag_p99_max_us: self.slo_pacing_lag_p99_us,
+        }
+    }
 }
 
 /// `runner k8s …`.
@@ -530,6 +651,7 @@ pub fn first_look_banner() -> String {
 pub fn command() -> clap::Command {
     let cmd = with_defaults(<Cli as clap::CommandFactory>::command());
     cmd.mut_subcommand("check", with_defaults)
+        .mut_subcommand("capacity", with_defaults)
 }
 
 /// `cmd` with each knob's help followed by its default.

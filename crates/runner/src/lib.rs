@@ -6,6 +6,7 @@
 //! runs through it for the paper). `main.rs` is a thin wrapper around [`app::main`].
 
 pub mod app;
+pub mod capacity;
 pub mod cli;
 pub mod console;
 pub mod exec;

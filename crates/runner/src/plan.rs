@@ -34,6 +34,9 @@ pub struct Cell {
     pub regime: Regime,
     pub concurrency: u32,
     pub repetition: u32,
+    /// A rate sweep's (or a capacity probe's) offered rate for this cell, in requests per
+    /// second; `None` takes the variant's `rate` (closed loop without one).
+    pub swept_rate_rps: Option<f64>,
     /// The variant's resolved settings.
     pub settings: std::sync::Arc<Experiment>,
 }
@@ -46,10 +49,20 @@ impl Cell {
                 "{}/{}/baseline/r{}",
                 self.stack, self.regime, self.repetition
             ),
-            Stage::Stress => format!(
-                "{}/{}/c{}/r{}",
-                self.stack, self.regime, self.concurrency, self.repetition
-            ),
+            Stage::Stress => match self.swept_rate_rps {
+                Some(rate) => format!(
+                    "{}/{}/c{}/q{}/r{}",
+                    self.stack,
+                    self.regime,
+                    self.concurrency,
+                    rate_key(rate),
+                    self.repetition
+                ),
+                None => format!(
+                    "{}/{}/c{}/r{}",
+                    self.stack, self.regime, self.concurrency, self.repetition
+                ),
+            },
         };
         if self.variant == "default" {
             key
@@ -118,9 +131,15 @@ impl Cell {
     pub fn rate(&self) -> Option<f64> {
         match self.stage {
             Stage::Baseline => None,
-            Stage::Stress => self.settings.rate,
+            Stage::Stress => self.swept_rate_rps.or(self.settings.rate),
         }
     }
+}
+
+/// A rate as a cell key writes it: the shortest decimal that reads back as the same number
+/// (`2000`, `1414.25`).
+pub fn rate_key(rate_rps: f64) -> String {
+    rate_rps.to_string()
 }
 
 pub fn plan(base: &Experiment) -> Vec<Cell> {
@@ -147,6 +166,12 @@ fn plan_variant(variant: &str, exp: &std::sync::Arc<Experiment>, repetition: u32
         regime,
         concurrency,
         repetition,
+        swept_rate_rps: None,
+    };
+    // A rate sweep's points, each a cell; without one, one point at the variant's rate.
+    let rates: Vec<Option<f64>> = match &exp.rates {
+        Some(sweep) => sweep.value().rates_rps.iter().copied().map(Some).collect(),
+        None => vec![None],
     };
     let mut cells = Vec::new();
     if exp.baseline_seconds > 0 {
@@ -158,14 +183,13 @@ fn plan_variant(variant: &str, exp: &std::sync::Arc<Experiment>, repetition: u32
     }
     for regime in &exp.regimes {
         for concurrency in &exp.concurrency {
-            for stack in &exp.stacks {
-                cells.push(cell(
-                    Stage::Stress,
-                    stack,
-                    *regime,
-                    *concurrency,
-                    repetition,
-                ));
+            for rate in &rates {
+                for stack in &exp.stacks {
+                    cells.push(Cell {
+                        swept_rate_rps: *rate,
+                        ..cell(Stage::Stress, stack, *regime, *concurrency, repetition)
+                    });
+                }
             }
         }
     }
@@ -307,5 +331,43 @@ mod tests {
         assert_eq!(keys.len(), cells.len());
         let first_group: Vec<_> = cells[..n].iter().map(|c| c.stack.as_str()).collect();
         assert_eq!(first_group, stacks, "stacks interleave in registry order");
+    }
+
+    #[test]
+    fn a_rate_sweep_is_one_open_loop_cell_per_rate_with_its_rate_in_the_key() {
+        let exp = Experiment {
+            stacks: vec!["h1".into(), "h2".into()],
+            regimes: vec![Regime::Reuse],
+            concurrency: vec![10],
+            baseline_seconds: 0,
+            repetitions: 2,
+            rates: Some("100..400x2".into()),
+            ..Experiment::default()
+        };
+        let cells = plan(&exp);
+        assert_eq!(cells.len(), 2 * 3 * 2);
+        let keys: Vec<String> = cells[..6].iter().map(Cell::key).collect();
+        assert_eq!(
+            keys,
+            [
+                "h1/reuse/c10/q100/r1",
+                "h2/reuse/c10/q100/r1",
+                "h1/reuse/c10/q200/r1",
+                "h2/reuse/c10/q200/r1",
+                "h1/reuse/c10/q400/r1",
+                "h2/reuse/c10/q400/r1"
+            ]
+        );
+        assert_eq!(cells[2].rate(), Some(200.0));
+        assert_eq!(cells[11].key(), "h2/reuse/c10/q400/r2");
+        // Without a sweep, keys are as before.
+        let plain = plan(&Experiment {
+            rates: None,
+            rate: Some(50.0),
+            ..exp
+        });
+        assert_eq!(plain[0].key(), "h1/reuse/c10/r1");
+        assert_eq!(plain[0].rate(), Some(50.0));
+        assert_eq!(rate_key(1414.25), "1414.25");
     }
 }

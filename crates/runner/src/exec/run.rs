@@ -83,12 +83,47 @@ async fn stall_probe(pinned: bool) -> crate::measure::stalls::StallProbe {
         .expect("the stall probe does not panic")
 }
 
+/// Where a run's cells come from: the experiment's plan, or a search that picks each next cell
+/// from the results so far (`runner capacity`).
+pub trait CellSource: Send {
+    /// The next cell to run, given every result of this session so far; `None` when done.
+    fn next_cell(&mut self, finished: &[CellResult]) -> Option<Cell>;
+    /// How many cells to expect in all (a search: its bound), for the progress lines.
+    fn expected(&self) -> usize;
+}
+
+/// A fixed list of cells, in order.
+struct Planned {
+    cells: std::vec::IntoIter<Cell>,
+    len: usize,
+}
+
+impl CellSource for Planned {
+    fn next_cell(&mut self, _: &[CellResult]) -> Option<Cell> {
+        self.cells.next()
+    }
+    fn expected(&self) -> usize {
+        self.len
+    }
+}
+
 /// Runs the experiment into a new results directory, or, with `resume`, runs the cells that
 /// directory does not have yet and appends them.
 pub async fn run(
     exp: Experiment,
     ctx: RunContext,
     resume: Option<PathBuf>,
+) -> anyhow::Result<RunOutcome> {
+    run_cells(exp, ctx, resume, None).await
+}
+
+/// [`run`], with the cells from `source` instead of the plan when given (the plan's cells
+/// then only decide what the manifest calls planned: none for a search).
+pub async fn run_cells(
+    exp: Experiment,
+    ctx: RunContext,
+    resume: Option<PathBuf>,
+    source: Option<Box<dyn CellSource>>,
 ) -> anyhow::Result<RunOutcome> {
     let mut ctx = ctx;
     if netns_in_use(&exp) {
@@ -101,7 +136,8 @@ pub async fn run(
         None => executor_for_run(&exp, &ctx.certs_dir, ctx.agents.clone()).await?,
     };
     let ctx = Arc::new(ctx);
-    let planned = plan(&exp);
+    let searching = source.is_some();
+    let planned = if searching { Vec::new() } else { plan(&exp) };
     let (dir, done, started_utc, run_id) = match resume {
         Some(dir) => {
             output::one_run(&dir)?;
@@ -130,6 +166,12 @@ pub async fn run(
         .filter(|c| !done.contains(&c.key()))
         .cloned()
         .collect();
+    let mut source: Box<dyn CellSource> = source.unwrap_or_else(|| {
+        Box::new(Planned {
+            len: cells.len(),
+            cells: cells.into_iter(),
+        })
+    });
     let mut writer = ResultsWriter::open(&dir)?;
     let mut manifest = Manifest {
         run_id: Some(run_id),
@@ -182,7 +224,7 @@ pub async fn run(
                 .unwrap_or(bench_core::stack::DEFAULT_SERVER_UDP_BUFFER_BYTES),
         )),
     };
-    if planned.iter().any(|c| c.rate().is_some()) {
+    if searching || planned.iter().any(|c| c.rate().is_some()) {
         let probe = stall_probe(exp.pin).await;
         eprintln!("open loop: {}", probe.describe());
         if let Some(env) = manifest.environment.as_mut() {
@@ -199,14 +241,17 @@ pub async fn run(
     let interactive = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let mut results = Vec::new();
     let mut stopped = None;
-    for (i, cell) in cells.iter().enumerate() {
+    let mut i = 0;
+    while let Some(cell) = source.next_cell(&results) {
+        let cell = &cell;
         if i > 0 {
             pause(Duration::from_millis(cell.settings.cell_pause_ms), &stop).await;
         }
         if stop.load(Ordering::SeqCst) {
             break;
         }
-        let bar = crate::console::cell_bar(cell, i, cells.len());
+        let expected = source.expected().max(i + 1);
+        let bar = crate::console::cell_bar(cell, i, expected);
         let snapshot = crate::measure::environment::CellSnapshot::take();
         let outcome = run_isolated(cell, &ctx, &*executor, &bar, &stop, i).await;
         let cell_environment = snapshot.finish();
@@ -238,7 +283,7 @@ pub async fn run(
         ));
         if !interactive {
             let line = crate::console::cell_line(&result);
-            eprintln!("[{}/{}] {line}{marks}", i + 1, cells.len());
+            eprintln!("[{}/{}] {line}{marks}", i + 1, expected);
         }
         writer.write_cell(&result, &samples)?;
         if let Some(e) = result.environment.and_then(|e| e.emulation) {
@@ -256,9 +301,14 @@ pub async fn run(
             ));
             break;
         }
+        i += 1;
     }
-    let interrupted =
-        (stop.load(Ordering::SeqCst) || stopped.is_some()) && manifest.cells_done < planned.len();
+    if searching {
+        // A search plans as it goes: what it ran is what it planned.
+        manifest.cells_planned = manifest.cells_done;
+    }
+    let interrupted = (stop.load(Ordering::SeqCst) || stopped.is_some())
+        && (searching || manifest.cells_done < planned.len());
     manifest.status = if interrupted {
         "interrupted"
     } else {

@@ -81,6 +81,11 @@ impl ServiceTargets {
 
     /// What the run will do, printed before it starts.
     pub fn describe(&self, exp: &Experiment) -> String {
+        self.describe_addresses(exp) + &self.describe_load(exp)
+    }
+
+    /// Each target the run sends to, its resolved address and security, one line each.
+    pub fn describe_addresses(&self, exp: &Experiment) -> String {
         let mut out = String::new();
         for r in self.resolved.values() {
             let stacks = stacks_of(exp, r.api);
@@ -97,18 +102,31 @@ impl ServiceTargets {
                 r.security(),
             ));
         }
+        out
+    }
+
+    /// The planned load's line of [`describe`](Self::describe).
+    fn describe_load(&self, exp: &Experiment) -> String {
+        let mut out = String::new();
         let (requests, seconds) = planned_load(exp);
         let load = match (requests, seconds) {
             (r, 0) => format!("{r} requests"),
             (0, s) => format!("{s} s of time-bound cells"),
             (r, s) => format!("{r} requests plus {s} s of time-bound cells"),
         };
-        out.push_str(&format!(
-            "planned: {load}{}\n",
-            exp.rate
-                .map(|r| format!(", open loop at {r} req/s"))
-                .unwrap_or_default()
-        ));
+        let open_loop = match (&exp.rates, exp.rate) {
+            (Some(sweep), _) => {
+                let rates = &sweep.value().rates_rps;
+                format!(
+                    ", open loop at {} rates up to {} req/s",
+                    rates.len(),
+                    rates.last().copied().unwrap_or_default()
+                )
+            }
+            (None, Some(r)) => format!(", open loop at {r} req/s"),
+            (None, None) => String::new(),
+        };
+        out.push_str(&format!("planned: {load}{open_loop}\n"));
         out
     }
 
@@ -159,6 +177,12 @@ impl ServiceTargets {
     /// go to an address that is not on loopback.
     pub fn confirm(&self, exp: &Experiment, yes: bool) -> Result<(), String> {
         let (requests, seconds) = planned_load(exp);
+        self.confirm_load(requests, seconds, yes)
+    }
+
+    /// [`confirm`](Self::confirm) for a load stated by the caller (a capacity search: its
+    /// budget), `requests` plus `seconds` of time-bound cells.
+    pub fn confirm_load(&self, requests: u64, seconds: u64, yes: bool) -> Result<(), String> {
         if yes || !self.leaves_this_host() || (requests <= CONFIRM_ABOVE_REQUESTS && seconds == 0) {
             return Ok(());
         }

@@ -3,10 +3,13 @@
 //! `manifest.json` (all knobs and the environment), and per cell its histograms as an
 //! HdrHistogram interval log (`hlog/`). docs/results-schema.md defines each column.
 
+pub mod capacity;
+pub mod curve;
 pub mod hlog;
 pub mod merge;
 pub mod rows;
 pub mod summary;
+pub mod summary_json;
 pub mod thresholds;
 
 use std::fs::{File, OpenOptions};

@@ -1,4 +1,4 @@
-//! `summary.csv`: every (variant, stage, stack, regime, concurrency, mode) aggregated across its
+//! `summary.csv`: every (variant, stage, stack, regime, concurrency, mode, rate) aggregated across its
 //! repetitions — mean, sample standard deviation and a 95 % Student-t confidence interval of
 //! the mean, per figure ([`stats::interval`]). Read back from `cells.csv`, so a resumed run
 //! aggregates all its cells.
@@ -34,7 +34,16 @@ pub const CI95_HIGH: &str = "ci95_high";
 pub const REPETITIONS: &str = "repetitions";
 
 /// A variant is its own condition: its cells are never pooled with another variant's.
-const GROUP: [&str; 6] = ["variant", "stage", "stack", "regime", "concurrency", "mode"];
+/// A rate sweep's points are groups of their own (`rate_rps`, empty in closed loop).
+const GROUP: [&str; 7] = [
+    "variant",
+    "stage",
+    "stack",
+    "regime",
+    "concurrency",
+    "mode",
+    "rate_rps",
+];
 
 /// The statistics of one figure as `summary.csv` writes them: all empty when no repetition
 /// has a value (e.g. no steady window), sd and interval empty for one repetition.
@@ -78,6 +87,7 @@ pub fn summary_row(rows: &[&CellRow]) -> SummaryRow {
         regime: first.regime.clone(),
         concurrency: first.concurrency,
         mode: first.mode.clone(),
+        rate_rps: first.rate_rps,
         repetitions: rows.len(),
         throughput_rps_mean,
         throughput_rps_sd,
@@ -134,6 +144,8 @@ pub fn write(dir: &Path) -> anyhow::Result<()> {
     let tmp = dir.join("summary.csv.tmp");
     rows::write(&tmp, &summary)?;
     std::fs::rename(&tmp, dir.join("summary.csv")).context("cannot write summary.csv")?;
+    // The latency–throughput curve of a rate sweep is a figure of the same cells too.
+    crate::output::curve::write(dir)?;
     // Memory per connection is a figure of the same cells, so it is refreshed with them.
     crate::report::memory::write(dir)
 }

@@ -93,7 +93,7 @@ pub fn palette_index(stack: &str, shown: &[String]) -> usize {
     })
 }
 
-fn marker(i: usize, x: f64, y: f64, colour: &str) -> String {
+pub(crate) fn marker(i: usize, x: f64, y: f64, colour: &str) -> String {
     match i % 6 {
         0 => format!(r#"<circle cx="{x:.1}" cy="{y:.1}" r="3.5" fill="{colour}"/>"#),
         1 => format!(

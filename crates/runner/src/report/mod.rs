@@ -3,6 +3,7 @@
 //! [`Results`]: typed rows and the manifest; so does the study's paper (crate `study`).
 
 pub mod chart;
+pub mod chart_curve;
 pub mod compare;
 pub mod labels;
 pub mod memory;

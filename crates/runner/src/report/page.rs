@@ -624,12 +624,14 @@ pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
         .iter()
         .filter(|r| r.stage == "baseline")
         .collect();
+    // A rate sweep's points are drawn as its curve (below), not pooled into one level.
+    let swept = crate::output::curve::swept_keys(&results.cells);
     let stress: Vec<&CellRow> = results
         .cells
         .iter()
-        .filter(|r| r.stage == "stress")
+        .filter(|r| r.stage == "stress" && !swept.contains(&r.cell_key))
         .collect();
-    if stress.is_empty() && baseline.is_empty() {
+    if stress.is_empty() && baseline.is_empty() && swept.is_empty() {
         bail!("{} has no measured cells to report", dir.display());
     }
     let stacks = stack_order(&results.cells.iter().collect::<Vec<_>>());
@@ -943,6 +945,7 @@ pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
                 .as_ref()
                 .and_then(|s| crate::report::service::network_path_warning(s, &results.cells)),
             memory => memory_section(&results.cells),
+            curve => crate::report::chart_curve::section(&results.cells),
         })?;
     let path = dir.join("report.html");
     std::fs::write(&path, html).with_context(|| format!("cannot write {}", path.display()))?;

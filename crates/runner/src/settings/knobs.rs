@@ -160,6 +160,11 @@ knobs! {
     /// request's scheduled start (no coordinated omission) (default: closed loop, the study's).
     #[arg(long)]
     rate: cell_opt<f64> = None;
+    /// Rate sweep: the open loop at each of these rates, a list (1000,2000,5000) or a geometric
+    /// ladder START..CEILINGxFACTOR (1000..64000x2); each rate is a cell per stack, regime and
+    /// level, its key ending in `/q<rate>` (default: none).
+    #[arg(long, value_name = "R,...|START..CEILINGxFACTOR")]
+    rates: cell_opt<super::Parsed<super::RateSweep>> = None;
     /// Open loop: how a free worker waits for a due time: spin (timer, then polling for the
     /// last 2 ms; µs precision) or timer (tokio's 1 ms timer alone, for comparison).
     #[arg(long, value_enum)]

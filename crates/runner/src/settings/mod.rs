@@ -12,6 +12,7 @@ mod knobs;
 pub mod mesh;
 mod netem_spec;
 mod parsed;
+mod rate_sweep;
 mod types;
 mod validate;
 
@@ -19,6 +20,7 @@ pub use knobs::{Experiment, Knobs, KEYS};
 pub use mesh::{MeshPath, Pool, ProxyKind};
 pub use netem_spec::Netem;
 pub use parsed::Parsed;
+pub use rate_sweep::{ladder, RateSweep, MAX_RATE_POINTS};
 pub use types::{Executor, HostNamespaces, Pacing, Threshold, MAX_HOST_AGENTS, MAX_K8S_AGENTS};
 
 /// When a worker opens connections.

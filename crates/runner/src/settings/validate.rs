@@ -92,6 +92,17 @@ impl Experiment {
                 );
             }
         }
+        if let Some(rates) = &self.rates {
+            if let Err(e) = rates.parsed() {
+                return fail("rates", e.to_string());
+            }
+            if self.rate.is_some() {
+                return fail(
+                    "rates",
+                    "a rate sweep sets each cell's rate: give rates or rate, not both".into(),
+                );
+            }
+        }
         if let Some(Err(e)) = self.server_fault.as_ref().map(|f| f.parsed()) {
             return fail("server_fault", e.to_string());
         }

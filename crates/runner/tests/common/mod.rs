@@ -138,6 +138,44 @@ pub fn run_toml(toml: &str) -> (tempfile::TempDir, PathBuf) {
     (tmp, dir)
 }
 
+/// Validates the JSON file `json` against `docs/summary.schema.json` with Python's
+/// `jsonschema` (Draft 2020-12; the schema itself checked first). `false` when jsonschema is
+/// missing and not required; with `TBENCH_REQUIRE_JSONSCHEMA=1` a missing one fails.
+pub fn valid_against_summary_schema(json: &Path) -> bool {
+    let schema = workspace().join("docs/summary.schema.json");
+    let script = "import json, sys, jsonschema\n\
+        schema = json.load(open(sys.argv[1]))\n\
+        jsonschema.Draft202012Validator.check_schema(schema)\n\
+        v = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())\n\
+        errors = sorted(v.iter_errors(json.load(open(sys.argv[2]))), key=lambda e: list(e.path))\n\
+        for e in errors[:10]: print('/'.join(map(str, e.path)), e.message)\n\
+        sys.exit(1 if errors else 0)\n";
+    let available = Command::new("python3")
+        .args(["-c", "import jsonschema"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !available {
+        if std::env::var("TBENCH_REQUIRE_JSONSCHEMA").as_deref() == Ok("1") {
+            panic!("Python's jsonschema is required (pip install -r scripts/requirements.txt)");
+        }
+        eprintln!("note: Python's jsonschema not found (pip install -r scripts/requirements.txt); schema validation skipped");
+        return false;
+    }
+    let o = Command::new("python3")
+        .args(["-c", script])
+        .arg(&schema)
+        .arg(json)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{} does not match docs/summary.schema.json:\n{}",
+        json.display(),
+        output_text(&o)
+    );
+    true
+}
+
 /// Whether the PNG has a pixel within a few levels of `rgb` (a line drawn in that colour).
 pub fn has_colour(png_path: &Path, rgb: [u8; 3]) -> bool {
     let decoder = png::Decoder::new(std::io::BufReader::new(

@@ -258,3 +258,54 @@ fn runs_with_different_regimes_or_nothing_in_common_are_refused() {
     let o = compare(&reuse.dir(), Path::new("/nonexistent"), &[]);
     assert_eq!(o.status.code(), Some(2), "{}", output_text(&o));
 }
+
+/// `--format markdown`: stdout is only a Markdown table a pull-request comment renders (every
+/// row as wide as the header), the slowed stack's row first and marked worse, HTTP/1.1's not;
+/// the paths written go to stderr.
+#[test]
+fn markdown_format_prints_a_table_for_a_pull_request_comment() {
+    let out = tempfile::tempdir().unwrap();
+    let o = compare(
+        &fixture("base"),
+        &fixture("slower-h2"),
+        &[
+            "--format",
+            "markdown",
+            "--out",
+            out.path().to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    let md = String::from_utf8(o.stdout.clone()).unwrap();
+    let stderr = String::from_utf8(o.stderr.clone()).unwrap();
+    assert!(stderr.contains("compare.csv"), "{stderr}");
+    assert!(
+        !md.contains("compare.csv"),
+        "stdout is the table alone: {md}"
+    );
+    let table: Vec<&str> = md.lines().filter(|l| l.starts_with('|')).collect();
+    assert!(table.len() >= 4, "header, alignment and two cells: {md}");
+    // Columns: pipes not escaped with a backslash.
+    let columns = |l: &str| l.matches('|').count() - l.matches("\\|").count();
+    assert!(
+        table.iter().all(|l| columns(l) == columns(table[0])),
+        "{md}"
+    );
+    assert!(table[1].starts_with("|:---|"), "{md}");
+    assert!(
+        table[0].contains("p95") && table[0].contains("req/s"),
+        "{md}"
+    );
+    let h2 = table[2];
+    assert!(h2.contains("h2 reuse c2"), "changed cell first: {md}");
+    assert!(h2.contains("**worse**") && h2.contains(" → "), "{md}");
+    let h1 = table
+        .iter()
+        .find(|l| l.contains("h1 reuse c2"))
+        .unwrap_or_else(|| panic!("{md}"));
+    assert!(!h1.contains("**worse**"), "{md}");
+    assert!(md.contains("significantly worse"), "{md}");
+    // The files are written as with the terminal format.
+    assert!(out.path().join("compare.csv").is_file());
+    assert!(out.path().join("compare.html").is_file());
+}

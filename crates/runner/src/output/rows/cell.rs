@@ -11,7 +11,8 @@ use crate::plan::Cell;
 row_type! {
     /// One cell: coordinates, settings, measured figures, environment and outcome.
     pub struct CellRow {
-        /// `stack/regime/c<concurrency>/r<repetition>` (baseline: `…/baseline/r<n>`).
+        /// `stack/regime/c<concurrency>/r<repetition>` (baseline: `…/baseline/r<n>`; a rate
+        /// sweep's point: `…/c<concurrency>/q<rate>/r<n>`).
         pub cell_key: String,
         pub variant: String,
         pub stage: String,

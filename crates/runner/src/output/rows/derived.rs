@@ -4,7 +4,7 @@
 use super::{fmt, row_type};
 
 row_type! {
-    /// `summary.csv`: one (variant, stage, stack, regime, concurrency, mode) group over its
+    /// `summary.csv`: one (variant, stage, stack, regime, concurrency, mode, rate) group over its
     /// repetitions; per figure of [`crate::output::summary::FIGURES`] its mean, sample sd and
     /// 95 % interval of the mean (empty when not computable).
     pub struct SummaryRow {
@@ -14,6 +14,9 @@ row_type! {
         pub regime: String,
         pub concurrency: u32,
         pub mode: String,
+        /// The offered rate (open loop); empty in closed loop, and in runs from before.
+        #[serde(default, serialize_with = "fmt::opt_display")]
+        pub rate_rps: Option<f64>,
         pub repetitions: usize,
         #[serde(default, serialize_with = "fmt::opt_dec::<6, _>")]
         pub throughput_rps_mean: Option<f64>,
@@ -131,6 +134,9 @@ row_type! {
         pub regime: String,
         pub concurrency: String,
         pub mode: String,
+        /// The offered rate (open loop); empty in closed loop.
+        #[serde(default, serialize_with = "fmt::opt_display")]
+        pub rate_rps: Option<f64>,
         pub metric: String,
         pub column: String,
         pub higher_is_better: bool,

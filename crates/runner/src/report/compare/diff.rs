@@ -88,6 +88,9 @@ impl CellChange {
         if self.field("mode") != "closed" {
             s = format!("{s} {}", self.field("mode"));
         }
+        if !self.field("rate_rps").is_empty() {
+            s = format!("{s} {} req/s", self.field("rate_rps"));
+        }
         if self.field("variant") != "default" {
             s = format!("{}: {s}", self.field("variant"));
         }
@@ -138,6 +141,8 @@ pub(super) fn natural_order(key: &[String]) -> impl Ord {
         key[3].clone(),
         key[4].parse::<u64>().unwrap_or(u64::MAX),
         key[5].clone(),
+        // Rates ascending (closed loop, empty, first).
+        key[6].parse::<f64>().map_or(0, |r| (r * 1000.0) as u64),
     )
 }
 
@@ -346,7 +351,7 @@ pub fn check_compatible(base: &Results, new: &Results) -> Result<Vec<String>, St
     }
     if common == 0 {
         return Err(
-            "the runs have no cell in common (variant, stage, stack, regime, concurrency, mode): nothing to compare"
+            "the runs have no cell in common (variant, stage, stack, regime, concurrency, mode, rate): nothing to compare"
                 .into(),
         );
     }
@@ -406,6 +411,31 @@ mod tests {
             server_rss_peak_bytes: Some(20_000_000),
             ..Row::default()
         }
+    }
+
+    /// A rate sweep's points are compared rate by rate, never pooled.
+    #[test]
+    fn a_rate_sweeps_points_are_matched_rate_by_rate() {
+        let at = |rate: f64, p50: f64| Row {
+            mode: "open".into(),
+            rate_rps: Some(rate),
+            ..row("h1", 1, rate, p50, None)
+        };
+        let base = [at(100.0, 1000.0), at(200.0, 1000.0)];
+        let new = [at(100.0, 1000.0), at(200.0, 5000.0)];
+        let cells = compare(&base, &new);
+        assert_eq!(cells.len(), 2);
+        let p50 = |rate: &str| {
+            let cell = cells.iter().find(|c| c.field("rate_rps") == rate).unwrap();
+            assert!(cell.label().ends_with(&format!("open {rate} req/s")));
+            cell.changes
+                .iter()
+                .find(|c| c.metric.name == "latency_p50_us")
+                .unwrap()
+                .delta_pct
+        };
+        assert_eq!(p50("100"), Some(0.0));
+        assert_eq!(p50("200"), Some(400.0));
     }
 
     fn find<'a>(cells: &'a [CellChange], stack: &str, metric: &str) -> &'a Change {

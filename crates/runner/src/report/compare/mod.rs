@@ -16,6 +16,7 @@ use crate::output::rows::CellRow;
 use crate::report::Results;
 
 pub mod diff;
+pub mod markdown;
 pub mod render;
 
 pub use diff::{check_compatible, compare, regressions, CellChange, Change, Verdict};
@@ -28,8 +29,18 @@ type Row = CellRow;
 /// Welch interval has about one degree of freedom and is too wide to mean anything.
 pub const MIN_REPETITIONS: usize = 3;
 
-/// The `cells.csv` columns a cell is matched on across runs (its repetitions are pooled).
-pub const KEY: [&str; 6] = ["variant", "stage", "stack", "regime", "concurrency", "mode"];
+/// The `cells.csv` columns a cell is matched on across runs (its repetitions are pooled); the
+/// offered rate too, so that a rate sweep's points are compared rate by rate (empty in closed
+/// loop).
+pub const KEY: [&str; 7] = [
+    "variant",
+    "stage",
+    "stack",
+    "regime",
+    "concurrency",
+    "mode",
+    "rate_rps",
+];
 
 /// A compared figure: the `cells.csv` column read (and the one used when the first is empty
 /// in some repetition), which direction is better, and how it is shown.
@@ -176,8 +187,25 @@ pub fn run(base_dir: &Path, new_dir: &Path, out: Option<&Path>) -> Result<Outcom
     })
 }
 
+/// What `runner compare` prints on stdout.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// The terminal table, then the paths written.
+    #[default]
+    Terminal,
+    /// A Markdown table for a pull-request comment, alone on stdout (warnings and the paths
+    /// written go to stderr), so that `runner compare … --format markdown > comment.md` works.
+    Markdown,
+}
+
 /// `runner compare`: exit 0, 1 with `--fail-on-regression` exceeded, 2 when refused.
-pub fn command(base: &Path, new: &Path, out: Option<&Path>, fail_pct: Option<f64>) -> ExitCode {
+pub fn command(
+    base: &Path,
+    new: &Path,
+    out: Option<&Path>,
+    fail_pct: Option<f64>,
+    format: Format,
+) -> ExitCode {
     if let Some(p) = fail_pct {
         if !(p.is_finite() && p >= 0.0) {
             eprintln!("error: --fail-on-regression: {p} is not a percentage ≥ 0");
@@ -198,12 +226,28 @@ pub fn command(base: &Path, new: &Path, out: Option<&Path>, fail_pct: Option<f64
     for w in &outcome.warnings {
         eprintln!("warning: {w}");
     }
-    println!("{}", terminal_table(&outcome.cells));
-    println!(
+    let written = format!(
         "compare: {} and {}",
         outcome.out.join("compare.csv").display(),
         outcome.out.join("compare.html").display()
     );
+    match format {
+        Format::Terminal => {
+            println!("{}", terminal_table(&outcome.cells));
+            println!("{written}");
+        }
+        Format::Markdown => {
+            let name = |p: &Path| {
+                p.file_name()
+                    .map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into())
+            };
+            print!(
+                "{}",
+                markdown::table(&name(base), &name(new), &outcome.cells, &outcome.warnings)
+            );
+            eprintln!("{written}");
+        }
+    }
     if let Some(limit) = fail_pct {
         let found = regressions(&outcome.cells, limit);
         if !found.is_empty() {

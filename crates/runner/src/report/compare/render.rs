@@ -30,6 +30,7 @@ pub fn write_csv(path: &Path, cells: &[CellChange]) -> anyhow::Result<()> {
                 regime: cell.field("regime").into(),
                 concurrency: cell.field("concurrency").into(),
                 mode: cell.field("mode").into(),
+                rate_rps: cell.field("rate_rps").parse().ok(),
                 metric: c.metric.name.into(),
                 column: c.column.into(),
                 higher_is_better: c.metric.higher_is_better,
@@ -194,6 +195,9 @@ fn charts(cells: &[CellChange]) -> Vec<String> {
                     let mut series = label(c.field("stack"));
                     if c.field("mode") != "closed" {
                         series = format!("{series} {}", c.field("mode"));
+                    }
+                    if !c.field("rate_rps").is_empty() {
+                        series = format!("{series} {} req/s", c.field("rate_rps"));
                     }
                     Some(Bar {
                         group: c.field("concurrency").to_string(),
