@@ -170,7 +170,7 @@ pub fn target_request(
     host: Option<&str>,
 ) -> Result<hyper::Request<Full<hyper::body::Bytes>>, Failure> {
     let mut builder = hyper::Request::builder()
-        .method(calls.method.as_str())
+        .method(calls.method(rendered))
         .uri(uri);
     if let Some(host) = host {
         builder = builder.header(hyper::header::HOST, host);
@@ -178,7 +178,7 @@ pub fn target_request(
     for (name, value) in calls.headers(rendered) {
         builder = builder.header(name, value);
     }
-    let body = if calls.has_body() {
+    let body = if calls.has_body(rendered) {
         let body = rendered.body();
         builder = builder.header(hyper::header::CONTENT_LENGTH, body.len());
         hyper::body::Bytes::copy_from_slice(body)

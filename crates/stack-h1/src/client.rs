@@ -222,7 +222,7 @@ impl Io {
         }
         let body = &self.buf[read.body];
         let reply = match &conn.calls {
-            Calls::Rest(calls) => calls.judge(read.status, body, read.ttfb, total),
+            Calls::Rest(calls) => calls.judge(&call, read.status, body, read.ttfb, total),
             _ => rest_reply(read.status, body, call.id, conn.payload, read.ttfb, total),
         }
         .map(|reply| Reply { reopened, ..reply });
@@ -269,7 +269,7 @@ impl Io {
             Calls::Rest(calls) => {
                 calls.render(&call, &mut self.rendered);
                 write_target_request(&mut self.request, calls, &self.rendered);
-                calls.method == "HEAD"
+                calls.method(&self.rendered) == "HEAD"
             }
             _ => {
                 write!(
@@ -396,7 +396,7 @@ impl Io {
 /// Writes a target's rendered request: request line, `host`, the target's headers, then
 /// `content-length` and the body when the target sends one.
 fn write_target_request(out: &mut Vec<u8>, calls: &RestCalls, rendered: &RenderedRequest) {
-    out.extend_from_slice(calls.method.as_bytes());
+    out.extend_from_slice(calls.method(rendered).as_bytes());
     out.push(b' ');
     out.extend_from_slice(rendered.path.as_bytes());
     out.extend_from_slice(b" HTTP/1.1\r\nhost: ");
@@ -408,7 +408,7 @@ fn write_target_request(out: &mut Vec<u8>, calls: &RestCalls, rendered: &Rendere
         out.extend_from_slice(value.as_bytes());
         out.extend_from_slice(b"\r\n");
     }
-    if calls.has_body() {
+    if calls.has_body(rendered) {
         let body = rendered.body();
         write!(out, "content-length: {}\r\n\r\n", body.len()).expect("writing to a Vec");
         out.extend_from_slice(body);

@@ -108,7 +108,7 @@ impl H2Connection {
             .unwrap_or_default();
         calls.render(&call, &mut scratch.rendered);
         let rendered = &scratch.rendered;
-        let body = calls.has_body().then(|| {
+        let body = calls.has_body(rendered).then(|| {
             use std::fmt::Write;
             scratch.content_length.clear();
             write!(scratch.content_length, "{}", rendered.body().len()).expect("to a String");
@@ -119,7 +119,7 @@ impl H2Connection {
             fields.push(("content-length", &scratch.content_length));
         }
         let head = RequestHead {
-            method: &calls.method,
+            method: calls.method(rendered),
             path: &rendered.path,
             fields: &fields,
             keep: &[],
@@ -129,7 +129,13 @@ impl H2Connection {
         drop(fields);
         self.scratch.lock().expect("scratch lock").push(scratch);
         let answer = answer?;
-        calls.judge(answer.status, &answer.body, answer.ttfb, answer.total)
+        calls.judge(
+            &call,
+            answer.status,
+            &answer.body,
+            answer.ttfb,
+            answer.total,
+        )
     }
 }
 

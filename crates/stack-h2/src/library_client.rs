@@ -130,7 +130,13 @@ impl Connection for HyperH2Connection {
         match &self.calls {
             Calls::Rest(calls) => {
                 let answer = read_rest_answer(resp, started).await?;
-                calls.judge(answer.status, &answer.body, answer.ttfb, answer.total)
+                calls.judge(
+                    &call,
+                    answer.status,
+                    &answer.body,
+                    answer.ttfb,
+                    answer.total,
+                )
             }
             _ => read_rest_item(resp, started, call.id, self.payload).await,
         }

@@ -87,12 +87,12 @@ impl H3Connection {
         let mut rendered = RenderedRequest::default();
         calls.render(call, &mut rendered);
         let mut builder = http::Request::builder()
-            .method(calls.method.as_str())
+            .method(calls.method(&rendered))
             .uri(format!("{}{}", self.uri_prefix, rendered.path));
         for (name, value) in calls.headers(&rendered) {
             builder = builder.header(name, value);
         }
-        let body = if calls.has_body() {
+        let body = if calls.has_body(&rendered) {
             builder = builder.header(http::header::CONTENT_LENGTH, rendered.body().len());
             Some(Bytes::copy_from_slice(rendered.body()))
         } else {
@@ -124,7 +124,9 @@ impl Connection for H3Connection {
         let answer = self.conn.exchange(outgoing, started).await?;
         let total = started.elapsed();
         match &self.calls {
-            Calls::Rest(calls) => calls.judge(answer.status, &answer.body, answer.ttfb, total),
+            Calls::Rest(calls) => {
+                calls.judge(&call, answer.status, &answer.body, answer.ttfb, total)
+            }
             _ => rest_reply(
                 answer.status,
                 &answer.body,

@@ -5,6 +5,7 @@
 
 pub mod data;
 pub mod grpc;
+pub mod mix;
 pub mod rest;
 pub mod template;
 pub mod value_check;
@@ -18,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 pub use data::DataRows;
 pub use grpc::GrpcCalls;
+pub use mix::RequestMix;
 pub use rest::{RenderedRequest, RestCalls};
 pub use template::{Sources, Template};
 
@@ -102,6 +104,38 @@ pub struct RestTarget {
     pub client_key: Option<PathBuf>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub insecure: bool,
+    /// A mix (`[[targets.rest.requests]]`): each request `seq` sends one of these, drawn
+    /// by weight ([`RequestMix`]); the target's own method, body and expectations are then
+    /// not used. Empty: the short form, one request as above.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<RestRequest>,
+}
+
+/// One named request of a REST mix: the fields of the short form, per request, with a path
+/// in place of the URL (scheme, host, port and TLS are the target's).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestRequest {
+    /// Names its rows in latency.csv and failures.csv.
+    pub name: String,
+    /// Relative share of the requests (default 1).
+    #[serde(default = "default_weight")]
+    pub weight: u32,
+    #[serde(default = "default_method")]
+    pub method: String,
+    /// Path and query, a template starting with `/`.
+    pub path: String,
+    /// Added to (and overriding by name) the target's `headers`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_file: Option<PathBuf>,
+    #[serde(default = "default_statuses")]
+    pub expect_status: Vec<u16>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expect_json: Vec<String>,
 }
 
 /// `[targets.grpc]`: one unary call per request, its messages described by `.proto` files
@@ -147,6 +181,9 @@ pub struct GrpcTarget {
 
 fn default_method() -> String {
     "GET".into()
+}
+fn default_weight() -> u32 {
+    1
 }
 fn default_statuses() -> Vec<u16> {
     vec![200]
@@ -197,14 +234,7 @@ impl IdRange {
             IdOrder::Sequential => self.from + seq % span,
             IdOrder::Random => {
                 // splitmix64 of (seed, seq), mapped onto the span by multiply-shift.
-                let mut z = self
-                    .seed
-                    .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-                    .wrapping_add(seq)
-                    .wrapping_add(0x9E37_79B9_7F4A_7C15);
-                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-                z ^= z >> 31;
+                let z = splitmix64(self.seed, seq);
                 self.from + ((u128::from(z) * u128::from(span)) >> 64) as u64
             }
         }
@@ -219,6 +249,18 @@ impl IdRange {
         }
         Ok(())
     }
+}
+
+/// splitmix64's output for element `seq` of the stream seeded with `seed`: a pure function,
+/// so any process draws the same value for the same request.
+pub(crate) fn splitmix64(seed: u64, seq: u64) -> u64 {
+    let mut z = seed
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .wrapping_add(seq)
+        .wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 /// Where a target is: scheme, host, port and the rest of the URL.
@@ -314,6 +356,19 @@ impl RestTarget {
     pub fn endpoint(&self) -> Result<Endpoint, String> {
         Endpoint::parse(&self.url).map_err(|e| format!("targets.rest.url {e}"))
     }
+
+    /// The weighted choice among `requests`; `None` for the short form.
+    pub fn mix(&self, seed: u64) -> Result<Option<RequestMix>, String> {
+        if self.requests.is_empty() {
+            return Ok(None);
+        }
+        let entries: Vec<(&str, u32)> = self
+            .requests
+            .iter()
+            .map(|r| (r.name.as_str(), r.weight))
+            .collect();
+        RequestMix::new(seed, &entries, "targets.rest.requests").map(Some)
+    }
 }
 
 impl GrpcTarget {
@@ -384,6 +439,9 @@ impl Targets {
         fix_opt(&mut self.data);
         if let Some(r) = &mut self.rest {
             fix_opt(&mut r.body_file);
+            for request in &mut r.requests {
+                fix_opt(&mut request.body_file);
+            }
             fix_opt(&mut r.ca);
             fix_opt(&mut r.client_cert);
             fix_opt(&mut r.client_key);
@@ -402,6 +460,15 @@ impl Targets {
         match api {
             Api::Rest => self.rest.as_ref().map(TargetRef::Rest),
             Api::Grpc => self.grpc.as_ref().map(TargetRef::Grpc),
+        }
+    }
+
+    /// The mix stacks of `api` draw their requests from, if that target has one (the seed
+    /// is `[targets.ids] seed`).
+    pub fn mix(&self, api: Api) -> Result<Option<RequestMix>, String> {
+        match self.for_api(api) {
+            Some(TargetRef::Rest(t)) => t.mix(self.ids.seed),
+            _ => Ok(None),
         }
     }
 
@@ -466,6 +533,9 @@ impl Targets {
         let mut out = self.clone();
         if let Some(rest) = out.rest.as_mut() {
             redact(&mut rest.headers);
+            for request in &mut rest.requests {
+                redact(&mut request.headers);
+            }
         }
         if let Some(grpc) = out.grpc.as_mut() {
             redact(&mut grpc.metadata);

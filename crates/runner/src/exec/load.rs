@@ -12,7 +12,7 @@ use crate::measure::stats::{Measurements, SteadyWindow};
 use crate::settings::Regime;
 
 /// How one load phase runs.
-#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct LoadSpec {
     pub regime: Regime,
     pub concurrency: u32,
@@ -46,6 +46,9 @@ pub struct LoadSpec {
     /// generators continues the cell's sequence where the shard before it ends.
     #[serde(default)]
     pub seq_base: u64,
+    /// A target's request mix: request `seq` is `mix.pick(seq)`, measured under its name too.
+    #[serde(default)]
+    pub mix: Option<bench_core::user_service::RequestMix>,
     /// Stop the phase when its first this-many requests all fail alike (0: never).
     #[serde(default)]
     pub stop_after_identical_failures: u64,
@@ -250,9 +253,21 @@ impl Budget {
 }
 
 impl Ticket {
+    /// This request's place in the phase's sequence (continued across shards).
+    fn seq(&self, spec: &LoadSpec) -> u64 {
+        spec.seq_base + (self.id - spec.first_id)
+    }
+
+    /// With a mix: which of its requests this ticket sends, and the mix's names.
+    fn request<'a>(&self, spec: &'a LoadSpec) -> Option<(usize, &'a [String])> {
+        spec.mix
+            .as_ref()
+            .map(|mix| (mix.pick(self.seq(spec)), mix.names.as_slice()))
+    }
+
     /// The call this ticket makes from `worker`.
     fn call(&self, spec: &LoadSpec, worker: u32) -> Call {
-        let seq = spec.seq_base + (self.id - spec.first_id);
+        let seq = self.seq(spec);
         Call {
             id: spec.ids.map_or(self.id, |ids| ids.id(seq)),
             seq,
@@ -404,6 +419,8 @@ pub async fn run(
     progress: Arc<Progress>,
 ) -> LoadResult {
     pool.begin_phase().await;
+    // Shared by the workers: a mix makes it more than a few words.
+    let spec = Arc::new(spec);
     let started = Instant::now();
     let budget = Arc::new(Budget {
         next: AtomicU64::new(spec.first_id),
@@ -434,6 +451,7 @@ pub async fn run(
         let pool = pool.clone();
         let progress = progress.clone();
         let shards = shards.clone();
+        let spec = spec.clone();
         workers.push(tokio::spawn(async move {
             let shard = &shards[w % shards.len()];
             match spec.regime {
@@ -548,6 +566,7 @@ async fn reuse_worker(
             shard,
             progress,
             (ticket.id - spec.first_id, issued),
+            ticket.request(spec),
             outcome.map(|reply| (reply, answered)),
         );
     }
@@ -651,6 +670,7 @@ async fn new_conn_worker(
             shard,
             progress,
             (ticket.id - spec.first_id, issued),
+            ticket.request(spec),
             outcome,
         );
     }
@@ -662,6 +682,7 @@ fn record_outcome(
     shard: &Shard,
     progress: &Progress,
     (index, issued): (u64, Instant),
+    request: Option<(usize, &[String])>,
     outcome: Result<(bench_core::Reply, Instant), Failure>,
 ) {
     match outcome {
@@ -670,6 +691,9 @@ fn record_outcome(
                 if let Some(timing) = &reply.reopened {
                     m.record_attempt();
                     m.record_connect(timing);
+                }
+                if let Some((i, names)) = request {
+                    m.request_mut(i, names).record_ok(answered - issued);
                 }
                 m.record_ok(answered - issued, &reply)
             });
@@ -680,7 +704,12 @@ fn record_outcome(
             if progress.streak.observe(index, Some(&f)) {
                 progress.stop.store(true, Ordering::Relaxed);
             }
-            record(shard, |m| m.record_failure(f));
+            record(shard, |m| {
+                if let Some((i, names)) = request {
+                    m.request_mut(i, names).record_failure(&f);
+                }
+                m.record_failure(f)
+            });
             count(progress, true);
         }
     }
@@ -760,6 +789,7 @@ mod tests {
             pacing: Pacing::Spin,
             ids: None,
             seq_base: 0,
+            mix: None,
             stop_after_identical_failures: 0,
         }
     }
@@ -774,7 +804,7 @@ mod tests {
             let spec = spec(regime);
             let result = run(
                 Arc::new(RefusingClient(client.clone())),
-                spec,
+                spec.clone(),
                 Pool::for_spec(&spec),
                 Arc::new(Progress::default()),
             )
@@ -799,7 +829,7 @@ mod tests {
         spec.requests = 1;
         let result = run(
             Arc::new(RefusingClient(client.clone())),
-            spec,
+            spec.clone(),
             Pool::for_spec(&spec),
             Arc::new(Progress::default()),
         )

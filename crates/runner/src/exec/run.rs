@@ -449,6 +449,10 @@ async fn run_cell(
         pacing: exp.pacing,
         ids: ctx.service.as_ref().map(|s| s.targets.ids),
         seq_base: 0,
+        mix: match (&ctx.service, service) {
+            (Some(s), Some(r)) => s.targets.mix(r.api).expect("validated before the run"),
+            _ => None,
+        },
         stop_after_identical_failures: exp.stop_after_identical_failures,
     };
     let job = LoadJob {
@@ -472,7 +476,7 @@ async fn run_cell(
             max_duration: Duration::from_secs(exp.max_cell_seconds),
             ends_by_time: false,
             min_duration: Duration::ZERO,
-            ..spec
+            ..spec.clone()
         }),
         measured: spec,
     };

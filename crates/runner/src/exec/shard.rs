@@ -49,7 +49,7 @@ fn shard_spec(spec: &LoadSpec, workers: &[u64], i: usize) -> LoadSpec {
             .map(|r| r * workers[i] as f64 / total_workers as f64),
         first_id: spec.first_id + before,
         seq_base: spec.seq_base + before,
-        ..*spec
+        ..spec.clone()
     }
 }
 
@@ -173,6 +173,7 @@ mod tests {
             pacing: Default::default(),
             ids: None,
             seq_base: 0,
+            mix: None,
             stop_after_identical_failures: 0,
         }
     }

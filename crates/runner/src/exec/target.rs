@@ -410,6 +410,9 @@ pub fn check_files(targets: &Targets) -> Result<(), String> {
                 files.push((k, p));
             }
         }
+        for p in r.requests.iter().filter_map(|q| q.body_file.as_ref()) {
+            files.push(("targets.rest.requests.body_file", p));
+        }
     }
     if let Some(g) = &targets.grpc {
         for p in &g.proto {

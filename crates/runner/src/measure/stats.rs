@@ -93,6 +93,89 @@ pub struct Measurements {
     /// REFUSED_STREAM) that were sent again on a new connection, each time: not failures.
     #[serde(default)]
     pub moved: u64,
+    /// A request mix's requests, each measured apart, in the mix's order (empty without a
+    /// mix); the figures above hold all of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by_request: Vec<RequestMeasurements>,
+}
+
+/// What the requests of one name of a mix measured: their count, success latency and
+/// failures. Constant memory, as the cell's.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct RequestMeasurements {
+    pub name: String,
+    pub sent: u64,
+    pub ok: u64,
+    #[serde(with = "buckets")]
+    pub latency: Histogram<u64>,
+    /// class → code (empty when the failure named none) → count and first example; at most
+    /// [`MAX_CODES_PER_CLASS`] codes per class, as the cell's.
+    pub failures: BTreeMap<String, BTreeMap<String, CodeCount>>,
+}
+
+impl RequestMeasurements {
+    fn new(name: &str) -> Self {
+        RequestMeasurements {
+            name: name.to_string(),
+            sent: 0,
+            ok: 0,
+            latency: histogram(),
+            failures: BTreeMap::new(),
+        }
+    }
+
+    pub fn record_ok(&mut self, latency: Duration) {
+        self.sent += 1;
+        self.ok += 1;
+        record(&mut self.latency, latency);
+    }
+
+    pub fn record_failure(&mut self, failure: &Failure) {
+        self.sent += 1;
+        let code = failure.code.clone().unwrap_or_default();
+        count_code(
+            &mut self.failures,
+            failure.class.as_str(),
+            code,
+            1,
+            &failure.detail,
+        );
+    }
+
+    fn merge(&mut self, other: &RequestMeasurements) {
+        self.sent += other.sent;
+        self.ok += other.ok;
+        self.latency
+            .add(&other.latency)
+            .expect("auto-resizing histogram");
+        for (class, codes) in &other.failures {
+            for (code, c) in codes {
+                count_code(&mut self.failures, class, code.clone(), c.count, &c.example);
+            }
+        }
+    }
+}
+
+/// Adds `n` failures of `class` with `code` to `codes`, past [`MAX_CODES_PER_CLASS`]
+/// distinct codes under [`OTHER_CODES`].
+fn count_code(
+    codes: &mut BTreeMap<String, BTreeMap<String, CodeCount>>,
+    class: &str,
+    code: String,
+    n: u64,
+    example: &str,
+) {
+    let codes = codes.entry(class.to_string()).or_default();
+    let code = if codes.contains_key(&code) || codes.len() < MAX_CODES_PER_CLASS {
+        code
+    } else {
+        OTHER_CODES.to_string()
+    };
+    let entry = codes.entry(code).or_insert_with(|| CodeCount {
+        count: 0,
+        example: example.to_string(),
+    });
+    entry.count += n;
 }
 
 impl Default for Measurements {
@@ -115,6 +198,7 @@ impl Default for Measurements {
             wire: WireBytes::default(),
             body_bytes: 0,
             moved: 0,
+            by_request: Vec::new(),
         }
     }
 }
@@ -165,17 +249,16 @@ impl Measurements {
     }
 
     fn count_code(&mut self, class: &str, code: String, n: u64, example: &str) {
-        let codes = self.failure_codes.entry(class.to_string()).or_default();
-        let code = if codes.contains_key(&code) || codes.len() < MAX_CODES_PER_CLASS {
-            code
-        } else {
-            OTHER_CODES.to_string()
-        };
-        let entry = codes.entry(code).or_insert_with(|| CodeCount {
-            count: 0,
-            example: example.to_string(),
-        });
-        entry.count += n;
+        count_code(&mut self.failure_codes, class, code, n, example);
+    }
+
+    /// The measurements of request `i` of a mix named `names` (created for every name on
+    /// first use, so all workers hold them in the mix's order).
+    pub fn request_mut(&mut self, i: usize, names: &[String]) -> &mut RequestMeasurements {
+        if self.by_request.is_empty() {
+            self.by_request = names.iter().map(|n| RequestMeasurements::new(n)).collect();
+        }
+        &mut self.by_request[i]
     }
 
     /// Adds the bytes one connection moved over its lifetime.
@@ -236,6 +319,12 @@ impl Measurements {
         self.add_wire(other.wire);
         self.body_bytes += other.body_bytes;
         self.moved += other.moved;
+        for theirs in &other.by_request {
+            match self.by_request.iter_mut().find(|r| r.name == theirs.name) {
+                Some(ours) => ours.merge(theirs),
+                None => self.by_request.push(theirs.clone()),
+            }
+        }
     }
 }
 
@@ -591,5 +680,39 @@ mod tests {
         m.record_ok(Duration::from_secs(3600), &reply);
         assert_eq!(m.latency.len(), 1);
         assert!(m.latency.max() >= MAX_TRACKABLE_US - MAX_TRACKABLE_US / 1000);
+    }
+
+    #[test]
+    fn a_mix_is_measured_per_name_and_merges_by_name() {
+        let names = ["get".to_string(), "create".to_string()];
+        let mut a = Measurements::default();
+        let mut b = Measurements::default();
+        a.request_mut(0, &names)
+            .record_ok(Duration::from_micros(100));
+        a.request_mut(1, &names).record_failure(
+            &Failure::new(FailureClass::BadStatus, "HTTP status 500").with_code("500"),
+        );
+        b.request_mut(1, &names)
+            .record_ok(Duration::from_micros(900));
+        b.request_mut(1, &names)
+            .record_failure(&Failure::new(FailureClass::RequestTimeout, "no answer"));
+        let b: Measurements = serde_json::from_str(&serde_json::to_string(&b).unwrap()).unwrap();
+        a.merge(&b);
+        let [get, create] = &a.by_request[..] else {
+            panic!("{:?}", a.by_request)
+        };
+        assert_eq!((get.name.as_str(), get.sent, get.ok), ("get", 1, 1));
+        assert_eq!(
+            (create.name.as_str(), create.sent, create.ok),
+            ("create", 3, 1)
+        );
+        assert_eq!(create.latency.len(), 1);
+        assert_eq!(create.latency.max(), 900);
+        assert_eq!(create.failures["bad_status"]["500"].count, 1);
+        assert_eq!(create.failures["request_timeout"][""].count, 1);
+        // A cell without a mix has none, and says nothing about them when serialised.
+        assert!(!serde_json::to_string(&Measurements::default())
+            .unwrap()
+            .contains("by_request"));
     }
 }

@@ -70,7 +70,12 @@ impl Input {
         let failures_table = rows::read_if_present::<FailureRow>(&dir.join("failures.csv"))
             .map_err(|e| MergeError::Refused(format!("{e:#}")))?;
         let mut failures: HashMap<String, Vec<FailureRow>> = HashMap::new();
-        for f in failures_table.rows {
+        // Per-name rows of a request mix repeat the cell's failures: the cell's are enough.
+        for f in failures_table
+            .rows
+            .into_iter()
+            .filter(|f| f.request.is_empty())
+        {
             failures.entry(f.cell_key.clone()).or_default().push(f);
         }
         let mut cells = HashMap::new();

@@ -239,6 +239,7 @@ impl ResultsWriter {
                     count: total - coded,
                     example: m.failure_examples[c.index()].clone().unwrap_or_default(),
                     code: String::new(),
+                    request: String::new(),
                 });
             }
             for (code, n) in codes.into_iter().flatten() {
@@ -253,20 +254,41 @@ impl ResultsWriter {
                     )
                     .map_or_else(|| n.example.clone(), |who| format!("{who}: {}", n.example)),
                     code: code.clone(),
+                    request: String::new(),
                 });
             }
         }
+        for r in &m.by_request {
+            for (class, codes) in &r.failures {
+                for (code, n) in codes {
+                    failures.push(FailureRow {
+                        cell_key: key.clone(),
+                        class: class.clone(),
+                        count: n.count,
+                        example: n.example.clone(),
+                        code: code.clone(),
+                        request: r.name.clone(),
+                    });
+                }
+            }
+        }
         self.failures.append(&failures)?;
-        let h = &m.latency;
-        let latency: Vec<LatencyRow> = CDF_QUANTILES
-            .iter()
-            .filter(|_| !h.is_empty())
-            .map(|q| LatencyRow {
-                cell_key: key.clone(),
-                quantile: *q,
-                latency_us: h.value_at_quantile(*q),
-            })
-            .collect();
+        let quantiles = |h: &hdrhistogram::Histogram<u64>, request: &str| {
+            CDF_QUANTILES
+                .iter()
+                .filter(|_| !h.is_empty())
+                .map(|q| LatencyRow {
+                    cell_key: key.clone(),
+                    quantile: *q,
+                    latency_us: h.value_at_quantile(*q),
+                    request: request.to_string(),
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut latency = quantiles(&m.latency, "");
+        for r in &m.by_request {
+            latency.extend(quantiles(&r.latency, &r.name));
+        }
         self.latency.append(&latency)?;
         if let (Some(start), None) = (result.measured_start_unix_s, &result.error) {
             let window = hlog::Window {

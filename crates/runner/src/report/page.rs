@@ -847,7 +847,7 @@ pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
             let examples: Vec<String> = results
                 .failures
                 .iter()
-                .filter(|f| f.cell_key == r.cell_key)
+                .filter(|f| f.cell_key == r.cell_key && f.request.is_empty())
                 .map(|f| match f.code.as_str() {
                     "" => format!("{}: {}", f.class, f.example),
                     code => format!("{} [{code}] × {}: {}", f.class, f.count, f.example),

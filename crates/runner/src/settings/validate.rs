@@ -4,6 +4,7 @@
 use bench_core::{HandshakeVariant, PayloadProfile};
 
 use super::{Experiment, Invalid, Regime};
+use bench_core::user_service::Api;
 
 impl Experiment {
     /// Checks every knob against what the runner can do; one clear line per problem, naming
@@ -464,6 +465,11 @@ impl Experiment {
         }
         if let Err(e) = self.targets.ids.validate() {
             return fail("targets", e);
+        }
+        for api in [Api::Rest, Api::Grpc] {
+            if let Err(e) = self.targets.mix(api) {
+                return fail("targets", e);
+            }
         }
         let ours_only: [(&str, bool); 6] = [
             ("server_fault", self.server_fault.is_some()),

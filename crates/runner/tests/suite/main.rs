@@ -19,6 +19,7 @@ mod quic_breakdown;
 mod rate_sweep;
 mod report;
 mod reproduce_paper;
+mod request_mix;
 mod results_folder;
 mod schema;
 mod serve;

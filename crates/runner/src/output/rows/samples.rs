@@ -21,7 +21,7 @@ row_type! {
 row_type! {
     /// `failures.csv`: how often one failure class (and, when the answer named one, one
     /// code within it: HTTP status, gRPC status name, missing field) occurred in a cell, with
-    /// one example. A class's rows add up to its count in cells.csv.
+    /// one example. A class's rows with an empty `request` add up to its count in cells.csv.
     pub struct FailureRow {
         pub cell_key: String,
         pub class: String,
@@ -30,16 +30,24 @@ row_type! {
         /// Empty for failures that named no code.
         #[serde(default)]
         pub code: String,
+        /// Empty: the cell's requests, all of them; a name of a request mix: that name's
+        /// requests only (the same failures again, broken down).
+        #[serde(default)]
+        pub request: String,
     }
 }
 
 row_type! {
-    /// `latency.csv`: one point of a cell's latency distribution.
+    /// `latency.csv`: one point of a cell's latency distribution, or of one request name's
+    /// within a mix.
     pub struct LatencyRow {
         pub cell_key: String,
         #[serde(serialize_with = "fmt::display")]
         pub quantile: f64,
         pub latency_us: u64,
+        /// Empty: all the cell's successes; a name of a request mix: that name's only.
+        #[serde(default)]
+        pub request: String,
     }
 }
 

@@ -1,0 +1,227 @@
+//! A weighted request mix (`[[targets.rest.requests]]`) end to end against hypercorn over
+//! HTTP/1.1, HTTP/2 and HTTP/3: the names each request sent are the seeded draw's (so every
+//! stack sent the same sequence), their counts match the weights within sampling error, and
+//! latency.csv and failures.csv break the cell down per name. Skipped with a note when hypercorn is missing, unless
+//! TBENCH_REQUIRE_HYPERCORN requires it (CI).
+
+use crate::common::*;
+use bench_core::user_service::RequestMix;
+use test_servers::hypercorn::Hypercorn;
+use test_servers::rest::Recorder;
+
+const REQUESTS: u64 = 600;
+const SEED: u64 = 5;
+/// (name, weight) as in the experiment file below.
+const MIX: [(&str, u32); 3] = [("get", 6), ("create", 3), ("missing", 1)];
+
+#[test]
+fn a_three_request_mix_is_sent_by_weight_and_reported_per_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let certs = bench_core::tls::ensure_certs(tmp.path()).expect("certificates");
+    let Some(rest) = Hypercorn::start(tmp.path()) else {
+        return;
+    };
+    let exp = format!(
+        r#"
+stacks = ["h1", "h2", "h3"]
+regimes = ["reuse"]
+concurrency = [4]
+requests_reuse = {REQUESTS}
+warmup_fraction = 0.0
+baseline_seconds = 0
+
+[targets.ids]
+from = 1
+to = 50
+seed = {SEED}
+
+[targets.rest]
+url = "https://localhost:{port}"
+ca = "{ca}"
+headers = {{ accept = "application/json" }}
+
+[[targets.rest.requests]]
+name = "get"
+weight = 6
+path = "/items/{{{{id}}}}"
+expect_json = ["/id", "/name"]
+
+[[targets.rest.requests]]
+name = "create"
+weight = 3
+method = "POST"
+path = "/items/{{{{id}}}}"
+headers = {{ "content-type" = "application/json" }}
+body = '{{"id": {{{{id}}}}, "name": "n{{{{seq}}}}"}}'
+expect_json = ["/path_id"]
+
+# The service has no such path: every one of these fails, as bad_status 404.
+[[targets.rest.requests]]
+name = "missing"
+weight = 1
+path = "/nothing/here"
+"#,
+        port = rest.addr().port(),
+        ca = certs.ca_cert().display(),
+    );
+    let file = tmp.path().join("exp.toml");
+    std::fs::write(&file, exp).unwrap();
+    let out = tmp.path().join("results");
+    let output = runner()
+        .arg("--experiment")
+        .arg(&file)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("runner runs");
+    assert!(output.status.success(), "{}", output_text(&output));
+    let dir = results_dir(&out);
+
+    // The draw the runner made is the pure function of (seed, seq): compute it here.
+    let mix = RequestMix::new(SEED, &MIX, "test").unwrap();
+    let mut expected = [0u64; 3];
+    for seq in 0..REQUESTS {
+        expected[mix.pick(seq)] += 1;
+    }
+    // And those counts are the weights' within sampling error (5 binomial sd).
+    for (i, &n) in expected.iter().enumerate() {
+        let p = mix.share(i);
+        let sd = (REQUESTS as f64 * p * (1.0 - p)).sqrt();
+        assert!(
+            (n as f64 - p * REQUESTS as f64).abs() < 5.0 * sd,
+            "{}: {n} of {REQUESTS}",
+            MIX[i].0
+        );
+    }
+
+    // What the server saw, per stack: exactly those counts, by method and path.
+    let seen = rest.seen();
+    for version in ["1.1", "2", "3"] {
+        let of_version: Vec<_> = seen.iter().filter(|s| s.http_version == version).collect();
+        let get = of_version
+            .iter()
+            .filter(|s| s.method == "GET" && s.path.starts_with("/items/"))
+            .count() as u64;
+        let create = of_version
+            .iter()
+            .filter(|s| s.method == "POST" && s.path.starts_with("/items/"))
+            .count() as u64;
+        let missing = of_version
+            .iter()
+            .filter(|s| s.path == "/nothing/here")
+            .count() as u64;
+        assert_eq!(
+            [get, create, missing],
+            expected,
+            "HTTP/{version}: requests per name"
+        );
+        assert!(of_version.iter().filter(|s| s.method == "POST").all(|s| s
+            .body
+            .as_deref()
+            .is_some_and(|b| b.contains("\"name\": \"n"))));
+    }
+
+    let cells = read_csv(&dir.join("cells.csv"));
+    assert_eq!(cells.len(), 3);
+    let failures = read_csv(&dir.join("failures.csv"));
+    let latency = read_csv(&dir.join("latency.csv"));
+    for c in &cells {
+        let key = &c["cell_key"];
+        assert_eq!(num(c, "ok"), (expected[0] + expected[1]) as f64, "{key}");
+        assert_eq!(num(c, "fail_bad_status"), expected[2] as f64, "{key}");
+        // failures.csv: the cell's row (request empty) and the same failures under the
+        // name that caused them; no other name failed.
+        let rows: Vec<_> = failures.iter().filter(|f| &f["cell_key"] == key).collect();
+        let named: Vec<_> = rows.iter().filter(|f| !f["request"].is_empty()).collect();
+        assert_eq!(named.len(), 1, "{key}: {rows:?}");
+        assert_eq!(
+            (
+                named[0]["request"].as_str(),
+                named[0]["class"].as_str(),
+                named[0]["code"].as_str(),
+                num(named[0], "count")
+            ),
+            ("missing", "bad_status", "404", expected[2] as f64),
+            "{key}"
+        );
+        let cell_total: f64 = rows
+            .iter()
+            .filter(|f| f["request"].is_empty())
+            .map(|f| num(f, "count"))
+            .sum();
+        assert_eq!(cell_total, expected[2] as f64, "{key}");
+        // latency.csv: the cell's distribution and one per name that had successes, the
+        // same quantiles each.
+        let quantiles = |request: &str| -> Vec<f64> {
+            latency
+                .iter()
+                .filter(|r| &r["cell_key"] == key && r["request"] == request)
+                .map(|r| num(r, "latency_us"))
+                .collect()
+        };
+        let all = quantiles("");
+        assert!(all.len() >= 10, "{key}: {all:?}");
+        for name in ["get", "create"] {
+            let points = quantiles(name);
+            assert_eq!(points.len(), all.len(), "{key} {name}");
+            assert!(points.windows(2).all(|w| w[0] <= w[1]), "{key} {name}");
+            // A name's slowest success is one of the cell's.
+            assert!(points.last() <= all.last(), "{key} {name}");
+        }
+        assert!(
+            quantiles("missing").is_empty(),
+            "no successes, no latency rows"
+        );
+        let p95 = |request: &str| {
+            latency
+                .iter()
+                .find(|r| {
+                    &r["cell_key"] == key && r["request"] == request && r["quantile"] == "0.95"
+                })
+                .map_or(0.0, |r| num(r, "latency_us"))
+        };
+        // For the closing note: counts per name and p95 per name, as measured.
+        eprintln!(
+            "{key}: sent get/create/missing = {expected:?} (weights 6/3/1 of {REQUESTS}); p95 us: all {}, get {}, create {}",
+            p95(""),
+            p95("get"),
+            p95("create")
+        );
+    }
+}
+
+#[test]
+fn a_bad_mix_is_one_line_naming_the_entry_and_exit_2() {
+    let head = "stacks = [\"h1\"]\n[targets.rest]\nurl = \"https://127.0.0.1:9\"\n";
+    for (entries, expect) in [
+        (
+            "[[targets.rest.requests]]\nname = \"a\"\npath = \"/a\"\n[[targets.rest.requests]]\nname = \"a\"\npath = \"/b\"\n",
+            "'a' is used twice",
+        ),
+        (
+            "[[targets.rest.requests]]\nname = \"a\"\nweight = 0\npath = \"/a\"\n",
+            "targets.rest.requests.a.weight",
+        ),
+        (
+            "[[targets.rest.requests]]\nname = \"a\"\npath = \"/{{nope}}\"\n",
+            "targets.rest.requests.a.path",
+        ),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("exp.toml");
+        std::fs::write(&file, format!("{head}{entries}")).unwrap();
+        let out = tmp.path().join("results");
+        let output = runner()
+            .arg("--experiment")
+            .arg(&file)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{entries}: {stderr}");
+        assert!(stderr.contains(expect), "{entries}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(!out.exists(), "no results directory for bad input");
+    }
+}
