@@ -4,7 +4,9 @@
 //! latency.csv and failures.csv break the cell down per name. Skipped with a note when hypercorn is missing, unless
 //! TBENCH_REQUIRE_HYPERCORN requires it (CI).
 
-use crate::common::*;
+mod common;
+
+use common::*;
 use bench_core::user_service::RequestMix;
 use test_servers::hypercorn::Hypercorn;
 use test_servers::rest::Recorder;

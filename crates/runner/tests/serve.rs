@@ -3,7 +3,9 @@
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 
-use crate::common::*;
+mod common;
+
+use common::*;
 use bench_core::testkit::client_settings;
 use bench_core::PayloadProfile;
 
