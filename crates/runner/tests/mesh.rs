@@ -495,7 +495,14 @@ fn sigkill_mid_cell_leaves_no_proxy_and_no_server() {
     )
     .unwrap();
     let _ = child.wait();
-    let alive = |p: &u32| std::path::Path::new(&format!("/proc/{p}")).exists();
+    // Gone or a zombie (reparented to a PID 1 that may never reap it).
+    let alive = |p: &u32| {
+        std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|stat| {
+            stat.rfind(')')
+                .and_then(|i| stat[i + 1..].split_whitespace().next())
+                .is_some_and(|state| state != "Z")
+        })
+    };
     let until = std::time::Instant::now() + Duration::from_secs(10);
     loop {
         let proxies = proxies_left_by(pid);

@@ -448,7 +448,7 @@ pub fn guard_main(dir: &Path, command: &[String]) -> Status {
         if let Ok(Some(status)) = proxy.try_wait() {
             // Its workers go with it; the runner reads why from DIR.
             let _ = killpg(pgid, Signal::SIGKILL);
-            eprintln!("proxy-guard: {program} ended by itself: {status}");
+            eprintln!("proxy-guard: {program} ended: {status}");
             return Status::Failed;
         }
         match end_of_input.recv_timeout(Duration::from_millis(100)) {
