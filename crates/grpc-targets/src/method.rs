@@ -8,8 +8,8 @@ use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 
 use anyhow::{anyhow, bail};
-use bench_core::user_service::value_check::{FieldValue, Literal, ValueCheck};
 use bench_core::user_service::grpc::GrpcMethod;
+use bench_core::user_service::value_check::{FieldValue, Literal, ValueCheck};
 use bench_core::user_service::GrpcCalls;
 use bench_core::{Call, Failure, FailureClass};
 use bytes::{Bytes, BytesMut};
@@ -585,7 +585,11 @@ mod tests {
         let mut scratch = Scratch::default();
         let mut seen = [false, false];
         for seq in 0..64 {
-            let call = Call { id: 300, seq, worker: 0 };
+            let call = Call {
+                id: 300,
+                seq,
+                worker: 0,
+            };
             let method = methods.for_call(&call);
             assert_eq!(method.index(), methods.calls().method_index(seq));
             seen[method.index()] = true;

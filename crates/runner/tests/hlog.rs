@@ -10,8 +10,8 @@ use std::sync::OnceLock;
 
 mod common;
 
-use common::*;
 use base64::Engine as _;
+use common::*;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;

@@ -6,8 +6,8 @@
 
 mod common;
 
-use common::*;
 use bench_core::user_service::RequestMix;
+use common::*;
 use test_servers::hypercorn::Hypercorn;
 use test_servers::rest::Recorder;
 
@@ -303,7 +303,10 @@ expect_values = {{ note = "!= ''" }}
     assert_eq!(num(c, "ok"), expected[0] as f64, "{c:?}");
     assert_eq!(num(c, "fail_missing_data"), expected[1] as f64, "{c:?}");
     let failures = read_csv(&dir.join("failures.csv"));
-    let named: Vec<_> = failures.iter().filter(|f| !f["request"].is_empty()).collect();
+    let named: Vec<_> = failures
+        .iter()
+        .filter(|f| !f["request"].is_empty())
+        .collect();
     assert_eq!(named.len(), 1, "{failures:?}");
     assert_eq!(
         (
@@ -316,6 +319,9 @@ expect_values = {{ note = "!= ''" }}
     );
     let latency = read_csv(&dir.join("latency.csv"));
     let points = |request: &str| latency.iter().filter(|r| r["request"] == request).count();
-    assert!(points("") >= 10 && points("get") == points(""), "{latency:?}");
+    assert!(
+        points("") >= 10 && points("get") == points(""),
+        "{latency:?}"
+    );
     assert_eq!(points("noted"), 0, "no successes, no latency rows");
 }

@@ -5,9 +5,9 @@ use std::process::Stdio;
 
 mod common;
 
-use common::*;
 use bench_core::testkit::client_settings;
 use bench_core::PayloadProfile;
+use common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_stack_serves_as_a_process_and_stops_on_sigterm() {

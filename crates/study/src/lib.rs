@@ -215,11 +215,7 @@ pub fn write_with_scale(
     verdicts::section(&mut out, &reference, &claim_runs, sessions.as_ref())?;
     contrast::section(&mut out, &claim_runs);
     if let Some(run) = &mesh_run {
-        mesh::section(
-            &mut out,
-            &run.results.cells,
-            &run.dir.display().to_string(),
-        );
+        mesh::section(&mut out, &run.results.cells, &run.dir.display().to_string());
     }
     if let Some(run) = &scale_run {
         scale::section(&mut out, run, &reference)?;

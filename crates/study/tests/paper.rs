@@ -485,7 +485,14 @@ fn fabricate_mesh(dir: &Path, reference: &Path) {
         ("direct", "direct", None, "h1", 0.30, 9000.0),
         ("direct", "direct", None, "h3", 1.0, 5000.0),
         ("sidecar-pooled", "sidecar", Some("keep"), "h1", 1.0, 4000.0),
-        ("sidecar-per-request", "sidecar", Some("per-request"), "h1", 0.2, 3000.0),
+        (
+            "sidecar-per-request",
+            "sidecar",
+            Some("per-request"),
+            "h1",
+            0.2,
+            3000.0,
+        ),
     ] {
         for regime in ["reuse", "new-conn"] {
             let reuse = regime == "reuse";
@@ -498,7 +505,11 @@ fn fabricate_mesh(dir: &Path, reference: &Path) {
                 concurrency: 500,
                 repetition: 1,
                 sent: 1000,
-                ok: if reuse { 1000 } else { (1000.0 * success) as u64 },
+                ok: if reuse {
+                    1000
+                } else {
+                    (1000.0 * success) as u64
+                },
                 success_rate: if reuse { 1.0 } else { success },
                 throughput_rps: if reuse { rps } else { 100.0 },
                 latency_p50_us: 2_000,
@@ -554,7 +565,10 @@ fn a_mesh_run_adds_through_a_mesh_and_joins_the_provenance() {
     );
     let text = output_text(&refused);
     assert_eq!(refused.status.code(), Some(2), "{text}");
-    assert!(text.contains("differ in commit") && text.contains("mesh"), "{text}");
+    assert!(
+        text.contains("differ in commit") && text.contains("mesh"),
+        "{text}"
+    );
 }
 
 /// The committed paper is what this code writes from the committed runs, with the arguments

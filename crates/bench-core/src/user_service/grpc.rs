@@ -8,9 +8,7 @@ use std::sync::Arc;
 
 use crate::call::Call;
 use crate::user_service::value_check::ValueCheck;
-use crate::user_service::{
-    DataRows, Endpoint, GrpcTarget, IdRange, RequestMix, Sources, Template,
-};
+use crate::user_service::{DataRows, Endpoint, GrpcTarget, IdRange, RequestMix, Sources, Template};
 
 /// Where the method's message descriptors come from.
 #[derive(Debug, Clone, PartialEq)]
@@ -155,9 +153,7 @@ impl GrpcCalls {
                     metadata: target
                         .metadata
                         .iter()
-                        .filter(|(k, _)| {
-                            !c.metadata.keys().any(|own| own.eq_ignore_ascii_case(k))
-                        })
+                        .filter(|(k, _)| !c.metadata.keys().any(|own| own.eq_ignore_ascii_case(k)))
                         .chain(c.metadata.iter())
                         .collect(),
                     expect_fields: &c.expect_fields,
@@ -411,7 +407,9 @@ mod tests {
         let mut values = Vec::new();
         get.render_metadata(&call, &mut values);
         assert_eq!(
-            get.metadata_keys().zip(values.iter().map(String::as_str)).collect::<Vec<_>>(),
+            get.metadata_keys()
+                .zip(values.iter().map(String::as_str))
+                .collect::<Vec<_>>(),
             [("x-tenant", "t1"), ("x-trace", "all")]
         );
         // The call's own entry replaces the target's of the same key, whatever its case.
@@ -429,16 +427,18 @@ mod tests {
         let gets = (0..4000).filter(|&s| c.method_index(s) == 0).count();
         assert!((2900..3100).contains(&gets), "{gets}");
         let seq = 17;
-        let picked = c.method_for(&Call { id: 1, seq, worker: 0 });
+        let picked = c.method_for(&Call {
+            id: 1,
+            seq,
+            worker: 0,
+        });
         assert_eq!(picked.path, c.methods[c.method_index(seq)].path);
     }
 
     #[test]
     fn a_mix_names_the_call_at_fault() {
         let mix = |extra: &str, calls_text: &str| {
-            format!(
-                "[grpc]\naddress = \"https://h:1\"\nreflection = true\n{extra}\n{calls_text}"
-            )
+            format!("[grpc]\naddress = \"https://h:1\"\nreflection = true\n{extra}\n{calls_text}")
         };
         let two = "[[grpc.calls]]\nname = \"a\"\nmethod = \"p.S/A\"\n[[grpc.calls]]\nname = \"b\"\nmethod = \"p.S/B\"";
         for (text, want) in [

@@ -383,7 +383,11 @@ fn guard_exe() -> anyhow::Result<PathBuf> {
         return Ok(exe);
     }
     // target/<profile>/deps/<test>-<hash> → target/<profile>/runner
-    match exe.parent().and_then(Path::parent).map(|d| d.join("runner")) {
+    match exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|d| d.join("runner"))
+    {
         Some(runner) if runner.is_file() => Ok(runner),
         _ => bail!(
             "cannot find the runner executable, which guards each proxy (looked beside {})",
