@@ -110,7 +110,8 @@ where
     Fut: Future<Output = anyhow::Result<C>>,
 {
     let authority = calls.endpoint.authority.clone();
-    let service = calls.service.clone();
+    // Every service the calls go to: a mix may call several.
+    let services: Vec<String> = calls.services().into_iter().map(String::from).collect();
     // An answer of the reflection service is as quick as a handshake on a sane server.
     let answer_timeout = settings.handshake_timeout.max(settings.connect_timeout);
     std::thread::Builder::new()
@@ -127,7 +128,7 @@ where
                     authority: &authority,
                     answer_timeout,
                 };
-                let result = session.run(&service).await;
+                let result = session.run(&services).await;
                 conn.close().await;
                 result
             })
@@ -144,11 +145,15 @@ struct Session<'a, C> {
 }
 
 impl<C: Unary> Session<'_, C> {
-    async fn run(&self, service: &str) -> anyhow::Result<DescriptorPool> {
-        let ask_symbol = ReflectionRequest {
+    async fn run(&self, services: &[String]) -> anyhow::Result<DescriptorPool> {
+        let symbol = |service: &str| ReflectionRequest {
             file_containing_symbol: Some(service.to_string()),
             ..Default::default()
         };
+        let first = services
+            .first()
+            .ok_or_else(|| anyhow!("reflection: the target names no service"))?;
+        let ask_symbol = symbol(first);
         // The first version the server answers on is used for the rest.
         let mut refused = Vec::new();
         let mut found = None;
@@ -175,22 +180,31 @@ impl<C: Unary> Session<'_, C> {
             );
         };
         let mut files = BTreeMap::new();
-        let added = match answer {
-            Ok(answer) => add_files(&mut files, answer),
-            Err(failure) => Err(anyhow!("{}", failure.detail)),
-        };
-        if let Err(e) = added {
-            // Most often a misspelt package or service: say which ones there are.
-            let offered = match self.offered(path).await {
-                Some(names) if !names.is_empty() => {
-                    format!("; the server offers {}", names.join(", "))
-                }
-                _ => String::new(),
+        let mut first_answer = Some(answer);
+        for service in services {
+            // The first service's answer is the one that found the version; the others
+            // are asked on that version.
+            let answer = match first_answer.take() {
+                Some(answer) => answer,
+                None => self.ask(path, &symbol(service)).await?,
             };
-            bail!(
-                "reflection ({}): no descriptors for service {service}: {e}{offered}",
-                version(path)
-            );
+            let added = match answer {
+                Ok(answer) => add_files(&mut files, answer),
+                Err(failure) => Err(anyhow!("{}", failure.detail)),
+            };
+            if let Err(e) = added {
+                // Most often a misspelt package or service: say which ones there are.
+                let offered = match self.offered(path).await {
+                    Some(names) if !names.is_empty() => {
+                        format!("; the server offers {}", names.join(", "))
+                    }
+                    _ => String::new(),
+                };
+                bail!(
+                    "reflection ({}): no descriptors for service {service}: {e}{offered}",
+                    version(path)
+                );
+            }
         }
         // Imports the answers left out, asked by file name; the well-known types are built in
         // should a server not give them.
@@ -208,7 +222,10 @@ impl<C: Unary> Session<'_, C> {
                 break;
             };
             if files.len() >= MAX_FILES {
-                bail!("reflection: more than {MAX_FILES} files for service {service}");
+                bail!(
+                    "reflection: more than {MAX_FILES} files for {}",
+                    services.join(", ")
+                );
             }
             let ask_file = ReflectionRequest {
                 file_by_filename: Some(name.clone()),

@@ -1,13 +1,14 @@
-//! A target method prepared for sending, whatever the transport: each request message
-//! rendered from the target's JSON template and encoded with the method's descriptors, and
+//! A target's methods prepared for sending, whatever the transport: each request message
+//! rendered from its call's JSON template and encoded with the method's descriptors, and
 //! each answer decoded and checked for the expected fields, so that every gRPC stack
 //! validates a user's service alike. Everything that can be wrong with the target is found
-//! in [`Method::prepare`], before measuring.
+//! in [`Methods::prepare`], before measuring.
 
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 
 use anyhow::{anyhow, bail};
+use bench_core::user_service::grpc::GrpcMethod;
 use bench_core::user_service::value_check::{FieldValue, Literal, ValueCheck};
 use bench_core::user_service::GrpcCalls;
 use bench_core::{Call, Failure, FailureClass};
@@ -16,9 +17,53 @@ use prost_reflect::{
     DescriptorPool, DynamicMessage, FieldDescriptor, Kind, MessageDescriptor, Value,
 };
 
-/// The method, its message types and the checks on its answers, prepared once.
+/// Every method of a target (one for the short form, one per call of a mix), prepared once.
+pub struct Methods {
+    calls: Arc<GrpcCalls>,
+    /// In the order of [`GrpcCalls::methods`].
+    methods: Vec<Method>,
+}
+
+impl Methods {
+    /// Each method `calls` names, found in `pool`, with its answer checks and its request
+    /// template checked; an error names the setting at fault (`targets.grpc.…`, or
+    /// `targets.grpc.calls.NAME.…` in a mix).
+    pub fn prepare(calls: Arc<GrpcCalls>, pool: &DescriptorPool) -> anyhow::Result<Methods> {
+        let methods = (0..calls.methods.len())
+            .map(|index| Method::prepare(calls.clone(), index, pool))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok(Methods { calls, methods })
+    }
+
+    /// The target's calls.
+    pub fn calls(&self) -> &GrpcCalls {
+        &self.calls
+    }
+
+    /// The method request `call` makes (the mix's draw for its `seq`).
+    pub fn for_call(&self, call: &Call) -> &Method {
+        &self.methods[self.calls.method_index(call.seq)]
+    }
+
+    /// The methods, in the file's order.
+    pub fn all(&self) -> &[Method] {
+        &self.methods
+    }
+
+    /// What the user is told before the run, one line each, for every method.
+    pub fn notes(&self) -> Vec<String> {
+        self.methods
+            .iter()
+            .flat_map(|m| m.notes.iter().cloned())
+            .collect()
+    }
+}
+
+/// One method, its message types and the checks on its answers, prepared once.
 pub struct Method {
     calls: Arc<GrpcCalls>,
+    /// Which of the target's methods this is.
+    index: usize,
     input: MessageDescriptor,
     output: MessageDescriptor,
     expect: Vec<Expectation>,
@@ -60,24 +105,30 @@ struct ValueExpectation {
 }
 
 impl Method {
-    /// The method `calls` names in `pool`, its answer checks and its request template, each
-    /// checked; an error names the setting at fault.
-    pub fn prepare(calls: Arc<GrpcCalls>, pool: &DescriptorPool) -> anyhow::Result<Method> {
-        let service = pool.get_service_by_name(&calls.service).ok_or_else(|| {
+    /// Method `index` of `calls`, found in `pool`, its answer checks and its request
+    /// template, each checked; an error names the setting at fault.
+    fn prepare(
+        calls: Arc<GrpcCalls>,
+        index: usize,
+        pool: &DescriptorPool,
+    ) -> anyhow::Result<Method> {
+        let spec = &calls.methods[index];
+        let key = spec.key.as_str();
+        let service = pool.get_service_by_name(&spec.service).ok_or_else(|| {
             anyhow!(
-                "targets.grpc.method: the descriptors have no service {} (they have: {})",
-                calls.service,
+                "{key}.method: the descriptors have no service {} (they have: {})",
+                spec.service,
                 names(pool.services().map(|s| s.full_name().to_string()))
             )
         })?;
         let method = service
             .methods()
-            .find(|m| m.name() == calls.method)
+            .find(|m| m.name() == spec.method)
             .ok_or_else(|| {
                 anyhow!(
-                    "targets.grpc.method: service {} has no method {} (it has: {})",
-                    calls.service,
-                    calls.method,
+                    "{key}.method: service {} has no method {} (it has: {})",
+                    spec.service,
+                    spec.method,
                     names(service.methods().map(|m| m.name().to_string()))
                 )
             })?;
@@ -89,21 +140,21 @@ impl Method {
         };
         if let Some(kind) = streaming {
             bail!(
-                "targets.grpc.method: {} is a {kind} method; only unary methods can be measured",
-                calls.path
+                "{key}.method: {} is a {kind} method; only unary methods can be measured",
+                spec.path
             );
         }
         let input = method.input();
         let output = method.output();
-        let expect: Vec<Expectation> = calls
+        let expect: Vec<Expectation> = spec
             .expect_fields
             .iter()
-            .map(|path| Expectation::resolve(&output, path, "expect_fields"))
+            .map(|path| Expectation::resolve(&output, path, key, "expect_fields"))
             .collect::<anyhow::Result<_>>()?;
-        let values: Vec<ValueExpectation> = calls
+        let values: Vec<ValueExpectation> = spec
             .expect_values
             .iter()
-            .map(|(path, check)| ValueExpectation::resolve(&output, path, check))
+            .map(|(path, check)| ValueExpectation::resolve(&output, path, key, check))
             .collect::<anyhow::Result<_>>()?;
         // Warn and check what can be checked: refusing would stop configurations that ran
         // before, and counting every legitimate 0 as missing_data is the false failure this
@@ -111,11 +162,13 @@ impl Method {
         let notes = expect
             .iter()
             .filter(|e| !e.observable)
-            .filter(|e| !calls.expect_values.iter().any(|(p, _)| *p == e.path))
-            .map(Expectation::presence_note)
+            .filter(|e| !spec.expect_values.iter().any(|(p, _)| *p == e.path))
+            .map(|e| e.presence_note(key))
             .collect();
+        let constant_request = spec.request_is_constant();
         let mut method = Method {
             calls,
+            index,
             input,
             output,
             expect,
@@ -131,15 +184,16 @@ impl Method {
             worker: 0,
         };
         let mut json = String::new();
-        method.calls.render_request(&first, &mut json);
+        method.spec().render_request(&first, &mut json);
         let message = json_message(&method.input, &json).map_err(|e| {
             anyhow!(
-                "targets.grpc.request: not a {} in protobuf's JSON mapping (rendered for id {}): {e}",
+                "{}.request: not a {} in protobuf's JSON mapping (rendered for id {}): {e}",
+                method.spec().key,
                 method.input.full_name(),
                 first.id
             )
         })?;
-        if method.calls.request_is_constant() {
+        if constant_request {
             method.constant = Some(grpc_wire::frame(&message));
         }
         Ok(method)
@@ -148,6 +202,16 @@ impl Method {
     /// The target's calls.
     pub fn calls(&self) -> &GrpcCalls {
         &self.calls
+    }
+
+    /// This method's calls: its path, templates and expectations.
+    pub fn spec(&self) -> &GrpcMethod {
+        &self.calls.methods[self.index]
+    }
+
+    /// Which of the target's methods this is ([`GrpcCalls::methods`]).
+    pub fn index(&self) -> usize {
+        self.index
     }
 
     /// What the user should know before the run, one line each: the `expect_fields` paths
@@ -162,12 +226,13 @@ impl Method {
             return Ok(constant.clone());
         }
         scratch.json.clear();
-        self.calls.render_request(call, &mut scratch.json);
+        self.spec().render_request(call, &mut scratch.json);
         let message = json_message(&self.input, &scratch.json).map_err(|e| {
             Failure::new(
                 FailureClass::Other,
                 format!(
-                    "targets.grpc.request rendered for id {} is not a {}: {e}",
+                    "{}.request rendered for id {} is not a {}: {e}",
+                    self.spec().key,
                     call.id,
                     self.input.full_name()
                 ),
@@ -219,9 +284,10 @@ impl Expectation {
     fn resolve(
         output: &MessageDescriptor,
         path: &str,
+        key: &str,
         setting: &str,
     ) -> anyhow::Result<Expectation> {
-        let bad = |why: String| anyhow!("targets.grpc.{setting}: '{path}': {why}");
+        let bad = |why: String| anyhow!("{key}.{setting}: '{path}': {why}");
         let mut message = output.clone();
         let mut fields = Vec::new();
         let parts: Vec<&str> = path.split('.').collect();
@@ -264,7 +330,7 @@ impl Expectation {
 
     /// The note for a path whose presence the wire does not show, with the value check to
     /// write instead.
-    fn presence_note(&self) -> String {
+    fn presence_note(&self, key: &str) -> String {
         let last = self.fields.last().expect("a path has a field");
         let (default, suggestion) = match last.kind() {
             Kind::String => ("\"\"", "!= ''"),
@@ -274,7 +340,7 @@ impl Expectation {
             _ => ("0", ">= 0"),
         };
         format!(
-            "targets.grpc.expect_fields: '{path}' is a proto3 {kind} without presence: the wire              leaves it out when it is {default}, so only the message around it is checked; to              check its value, write expect_values = {{ \"{path}\" = \"{suggestion}\" }}",
+            "{key}.expect_fields: '{path}' is a proto3 {kind} without presence: the wire              leaves it out when it is {default}, so only the message around it is checked; to              check its value, write expect_values = {{ \"{path}\" = \"{suggestion}\" }}",
             path = self.path,
             kind = kind_name(last),
         )
@@ -321,11 +387,12 @@ impl ValueExpectation {
     fn resolve(
         output: &MessageDescriptor,
         path: &str,
+        key: &str,
         check: &ValueCheck,
     ) -> anyhow::Result<ValueExpectation> {
-        let expectation = Expectation::resolve(output, path, "expect_values")?;
+        let expectation = Expectation::resolve(output, path, key, "expect_values")?;
         let last = expectation.fields.last().expect("a path has a field");
-        let bad = |why: String| anyhow!("targets.grpc.expect_values.{path}: {why}");
+        let bad = |why: String| anyhow!("{key}.expect_values.{path}: {why}");
         if last.is_list() || last.is_map() {
             return Err(bad(
                 "a repeated field or map has no single value to compare".into(),
@@ -477,7 +544,82 @@ mod tests {
     }
 
     fn prepare(extra: &str) -> anyhow::Result<Method> {
-        Method::prepare(calls(extra), &pool().1)
+        Methods::prepare(calls(extra), &pool().1).map(|mut m| m.methods.remove(0))
+    }
+
+    fn mix(calls_text: &str) -> Arc<GrpcCalls> {
+        let text = format!(
+            "[grpc]\naddress = \"http://127.0.0.1:1\"\nproto = [\"shop.proto\"]\n{calls_text}"
+        );
+        let targets: Targets = toml::from_str(&text).unwrap();
+        match targets.calls(Api::Grpc, &|_| None).unwrap() {
+            Some(Calls::Grpc(c)) => c,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn a_mix_prepares_each_call_and_each_request_goes_to_its_draw() {
+        let methods = Methods::prepare(
+            mix(r#"
+                [[grpc.calls]]
+                name = "by-id"
+                weight = 2
+                method = "shop.v1.Catalog/GetItem"
+                request = '{"id": {{id}}}'
+                expect_fields = ["owner"]
+                [[grpc.calls]]
+                name = "first"
+                method = "shop.v1.Catalog/GetItem"
+                request = '{"id": "1"}'
+                expect_fields = ["name"]
+            "#),
+            &pool().1,
+        )
+        .unwrap();
+        assert_eq!(methods.all().len(), 2);
+        // Each call's own expectations: only "first" has a field without presence.
+        let notes = methods.notes();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].starts_with("targets.grpc.calls.first.expect_fields: 'name'"));
+        let mut scratch = Scratch::default();
+        let mut seen = [false, false];
+        for seq in 0..64 {
+            let call = Call {
+                id: 300,
+                seq,
+                worker: 0,
+            };
+            let method = methods.for_call(&call);
+            assert_eq!(method.index(), methods.calls().method_index(seq));
+            seen[method.index()] = true;
+            let framed = method.encode(&call, &mut scratch).unwrap();
+            let want: &[u8] = if method.index() == 0 {
+                &[0, 0, 0, 0, 3, 0x08, 0xac, 0x02]
+            } else {
+                &[0, 0, 0, 0, 2, 0x08, 1]
+            };
+            assert_eq!(&framed[..], want, "seq {seq}");
+        }
+        assert_eq!(seen, [true, true], "64 draws at 2:1 reach both calls");
+        let e = Methods::prepare(
+            mix(r#"
+                [[grpc.calls]]
+                name = "get"
+                method = "shop.v1.Catalog/GetItem"
+                [[grpc.calls]]
+                name = "watch"
+                method = "shop.v1.Catalog/Watch"
+            "#),
+            &pool().1,
+        )
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(
+            e.starts_with("targets.grpc.calls.watch.method:") && e.contains("server-streaming"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -511,7 +653,7 @@ mod tests {
             ("expect_fields = [\"owner.\"]", "empty field name"),
         ];
         for (extra, want) in cases {
-            let e = Method::prepare(calls(extra), &pool)
+            let e = Methods::prepare(calls(extra), &pool)
                 .err()
                 .unwrap_or_else(|| panic!("{extra} accepted"))
                 .to_string();
@@ -525,7 +667,7 @@ mod tests {
             let Some(Calls::Grpc(c)) = targets.calls(Api::Grpc, &|_| None).unwrap() else {
                 unreachable!()
             };
-            Method::prepare(c, &pool).err().unwrap().to_string()
+            Methods::prepare(c, &pool).err().unwrap().to_string()
         };
         let e = other("shop.v1.Catalog/Watch");
         assert!(e.contains("server-streaming") && e.contains("unary"), "{e}");
@@ -652,7 +794,7 @@ mod tests {
             ),
             ("expect_values = { nope = \">= 0\" }", "has no field 'nope'"),
         ] {
-            let e = Method::prepare(calls(extra), &pool().1)
+            let e = Methods::prepare(calls(extra), &pool().1)
                 .err()
                 .unwrap_or_else(|| panic!("{extra} accepted"))
                 .to_string();

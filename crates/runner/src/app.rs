@@ -67,6 +67,9 @@ pub fn main() -> ExitCode {
                 Status::Failed.into()
             }
         },
+        Some(Command::ProxyGuard { dir, command }) => {
+            crate::exec::proxy::guard_main(&dir, &command).into()
+        }
         Some(Command::Stacks { .. }) => match serde_json::to_string(&output::registered_stacks()) {
             Ok(json) => {
                 println!("{json}");

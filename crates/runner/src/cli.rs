@@ -122,6 +122,17 @@ pub enum Command {
         #[command(subcommand)]
         command: K8sCommand,
     },
+    /// Internal: starts a proxy of a mesh path and stops it when the runner's end of stdin
+    /// closes, however the runner ended (docs/mesh.md).
+    #[command(hide = true)]
+    ProxyGuard {
+        /// The proxy's private directory, removed with it.
+        #[arg(long)]
+        dir: PathBuf,
+        /// The proxy's command line.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
     /// Internal: one cell's load generator, started by the runner (job on stdin).
     #[command(hide = true)]
     Load {

@@ -442,6 +442,101 @@ fn sigint_mid_cell_leaves_no_proxy() {
     );
 }
 
+/// The pids of `pid`'s child processes (`/proc/*/stat`: the field after the state is the
+/// parent's pid).
+fn children_of(pid: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let child: u32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            let after_name = &stat[stat.rfind(')')? + 1..];
+            let ppid: u32 = after_name.split_whitespace().nth(1)?.parse().ok()?;
+            (ppid == pid).then_some(child)
+        })
+        .collect()
+}
+
+/// SIGKILL while a cell runs through an edge proxy: the runner runs no cleanup at all, yet
+/// its proxy (through the guard holding the other end of the runner's pipe) and its server
+/// (which watches its parent) are gone within seconds.
+#[test]
+fn sigkill_mid_cell_leaves_no_proxy_and_no_server() {
+    let Some(kind) = installed_proxies().into_iter().next() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = runner()
+        .args(["--path", "edge", "--proxy", kind.as_str()])
+        .args(["--stacks", "h1", "--regime", "reuse", "--concurrency", "2"])
+        .args(["--requests", "100000000", "--max-cell-seconds", "30"])
+        .args(["--baseline-seconds", "0", "--out"])
+        .arg(tmp.path().join("results"))
+        .arg("--certs")
+        .arg(tmp.path().join("certs"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    while proxies_left_by(pid).is_empty() {
+        assert!(std::time::Instant::now() < until, "the proxy did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    // The server, the proxy's guard and the load generator: everything the runner started.
+    let started = children_of(pid);
+    assert!(started.len() >= 2, "server and guard at least: {started:?}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let _ = child.wait();
+    // Gone or a zombie (reparented to a PID 1 that may never reap it).
+    let alive = |p: &u32| {
+        std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|stat| {
+            stat.rfind(')')
+                .and_then(|i| stat[i + 1..].split_whitespace().next())
+                .is_some_and(|state| state != "Z")
+        })
+    };
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let proxies = proxies_left_by(pid);
+        // A load generator ends by its own bound (count and time), not by this rule.
+        let others: Vec<u32> = started
+            .iter()
+            .copied()
+            .filter(alive)
+            .filter(|p| {
+                !std::fs::read(format!("/proc/{p}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains("\0load\0"))
+            })
+            .collect();
+        if proxies.is_empty() && others.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "10 s after SIGKILL: proxies {proxies:?}, processes {others:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        !std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .flatten()
+            .any(|e| e
+                .file_name()
+                .to_string_lossy()
+                .starts_with(&format!("tbench-proxy-{pid}-"))),
+        "the guard removes the proxy's directory"
+    );
+}
+
 /// An edge proxy on the hosts executor fronts the server host's address, and the server's
 /// host counts both hops: every new client connection arrives across the bridge, and the proxy
 /// opens one connection to the server per request with `per-request`, a handful with `keep`.

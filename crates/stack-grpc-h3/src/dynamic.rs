@@ -1,5 +1,5 @@
-//! Calls to a user's own gRPC service (`Calls::Grpc`) over HTTP/3: the method prepared by
-//! `grpc-targets` as the `grpc` stack prepares it (descriptors from `.proto` files or from the
+//! Calls to a user's own gRPC service (`Calls::Grpc`) over HTTP/3: the methods prepared by
+//! `grpc-targets` as the `grpc` stack prepares them (one, or a mix's) (descriptors from `.proto` files or from the
 //! server's reflection service, asked here over HTTP/3; request encoded from the JSON
 //! template; answer checked for the expected fields), sent as a unary call on the suite's
 //! HTTP/3 transport like the item client's.
@@ -9,10 +9,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use async_trait::async_trait;
+use bench_core::user_service::grpc::GrpcMethod;
 use bench_core::user_service::GrpcCalls;
 use bench_core::{Call, Client, ClientSettings, Connected, Connection, Failure, Reply, WireBytes};
 use bytes::Bytes;
-use grpc_targets::Method;
+use grpc_targets::Methods;
 use grpc_wire::{unframe, GRPC_FIELDS};
 use h3_transport::{H3Connection, H3Transport};
 use prost_reflect::DescriptorPool;
@@ -21,11 +22,12 @@ use bench_core::limits::{grpc_max_receive_message_bytes, BodyLimit};
 
 use crate::client::answer_status;
 
-/// A client of one target method over HTTP/3; its connections share the prepared method.
+/// A client of a target's methods over HTTP/3; its connections share the prepared methods.
 pub struct DynamicH3Client {
     transport: H3Transport,
-    method: Arc<Method>,
-    uri: http::Uri,
+    methods: Arc<Methods>,
+    /// Each method's URI, in the order of [`GrpcCalls::methods`].
+    uris: Arc<Vec<http::Uri>>,
     /// Each answer's one message, bounded (`grpc_max_receive_message_bytes`).
     answer_limit: BodyLimit,
 }
@@ -49,8 +51,14 @@ impl DynamicH3Client {
         Ok(DynamicH3Client {
             transport: H3Transport::new(settings, crate::ALPN)
                 .map_err(|e| anyhow!("targets.grpc: {e:#}"))?,
-            uri: method_uri(&calls)?,
-            method: Arc::new(Method::prepare(calls, pool)?),
+            uris: Arc::new(
+                calls
+                    .methods
+                    .iter()
+                    .map(|m| method_uri(&calls, m))
+                    .collect::<anyhow::Result<_>>()?,
+            ),
+            methods: Arc::new(Methods::prepare(calls, pool)?),
             answer_limit: BodyLimit::GrpcUnary {
                 max_message_bytes: grpc_max_receive_message_bytes(&settings.tuning),
             },
@@ -125,15 +133,16 @@ impl grpc_targets::Unary for Reflection {
     }
 }
 
-/// The method's URI, `https://{authority}/{package.Service}/{Method}`.
-fn method_uri(calls: &GrpcCalls) -> anyhow::Result<http::Uri> {
-    format!("https://{}{}", calls.endpoint.authority, calls.path)
+/// A method's URI, `https://{authority}/{package.Service}/{Method}`.
+fn method_uri(calls: &GrpcCalls, method: &GrpcMethod) -> anyhow::Result<http::Uri> {
+    format!("https://{}{}", calls.endpoint.authority, method.path)
         .parse()
         .map_err(|e| {
             anyhow!(
-                "targets.grpc: '{}{}' is not a URI: {e}",
+                "{}: '{}{}' is not a URI: {e}",
+                method.key,
                 calls.endpoint.authority,
-                calls.path
+                method.path
             )
         })
 }
@@ -156,7 +165,7 @@ fn request_head(uri: &http::Uri, metadata: &[(&str, &str)]) -> Result<http::Requ
 #[async_trait]
 impl Client for DynamicH3Client {
     fn notes(&self) -> Vec<String> {
-        self.method.notes().to_vec()
+        self.methods.notes()
     }
 
     async fn connect(&self) -> Result<Connected, Failure> {
@@ -164,8 +173,8 @@ impl Client for DynamicH3Client {
         Ok(Connected {
             conn: Arc::new(DynamicH3Connection {
                 conn,
-                method: self.method.clone(),
-                uri: self.uri.clone(),
+                methods: self.methods.clone(),
+                uris: self.uris.clone(),
                 answer_limit: self.answer_limit,
             }),
             timing,
@@ -179,16 +188,16 @@ impl Client for DynamicH3Client {
 
 struct DynamicH3Connection {
     conn: H3Connection,
-    method: Arc<Method>,
-    uri: http::Uri,
+    methods: Arc<Methods>,
+    uris: Arc<Vec<http::Uri>>,
     answer_limit: BodyLimit,
 }
 
 #[async_trait]
 impl Connection for DynamicH3Connection {
     async fn request(&self, call: Call) -> Result<Reply, Failure> {
-        let method = &*self.method;
-        let calls = method.calls();
+        let method = self.methods.for_call(&call);
+        let spec = method.spec();
         let mut scratch = method.take_scratch();
         let body = match method.encode(&call, &mut scratch) {
             Ok(body) => body,
@@ -197,12 +206,12 @@ impl Connection for DynamicH3Connection {
                 return Err(f);
             }
         };
-        calls.render_metadata(&call, &mut scratch.metadata);
-        let metadata: Vec<(&str, &str)> = calls
+        spec.render_metadata(&call, &mut scratch.metadata);
+        let metadata: Vec<(&str, &str)> = spec
             .metadata_keys()
             .zip(scratch.metadata.iter().map(String::as_str))
             .collect();
-        let head = request_head(&self.uri, &metadata);
+        let head = request_head(&self.uris[method.index()], &metadata);
         drop(metadata);
         method.put_scratch(scratch);
         let started = Instant::now();

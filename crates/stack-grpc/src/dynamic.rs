@@ -1,5 +1,5 @@
-//! Calls to a user's own gRPC service (`Calls::Grpc`) over HTTP/2: the method prepared by
-//! `grpc-targets` (request encoded from the JSON template, answer checked for the expected
+//! Calls to a user's own gRPC service (`Calls::Grpc`) over HTTP/2: the methods prepared by
+//! `grpc-targets` (one, or a mix's, each request making the call its `seq` draws) (request encoded from the JSON template, answer checked for the expected
 //! fields), sent as a unary call on our HTTP/2 client like the item client's. Everything that
 //! can be wrong with the target is found before measuring.
 
@@ -12,16 +12,16 @@ use bench_core::limits::{grpc_max_receive_message_bytes, BodyLimit};
 use bench_core::net::{TcpConnector, WireCounters};
 use bench_core::user_service::GrpcCalls;
 use bench_core::{Call, Client, ClientSettings, Connected, Connection, Failure, Reply, WireBytes};
-use grpc_targets::Method;
+use grpc_targets::Methods;
 use http2_client::{H2Conn, RequestHead};
 use prost_reflect::DescriptorPool;
 
 use crate::wire::{self, check_status, unframe, GRPC_FIELDS, KEEP};
 
-/// A client of one target method; its connections share the prepared method.
+/// A client of a target's methods; its connections share the prepared methods.
 pub struct DynamicClient {
     connector: TcpConnector,
-    method: Arc<Method>,
+    methods: Arc<Methods>,
     /// Each answer's one message, bounded (`grpc_max_receive_message_bytes`).
     answer_limit: BodyLimit,
 }
@@ -45,7 +45,7 @@ impl DynamicClient {
         Ok(DynamicClient {
             connector: TcpConnector::new(settings, crate::ALPN)
                 .map_err(|e| anyhow!("targets.grpc: {e:#}"))?,
-            method: Arc::new(Method::prepare(calls, pool)?),
+            methods: Arc::new(Methods::prepare(calls, pool)?),
             answer_limit: BodyLimit::GrpcUnary {
                 max_message_bytes: grpc_max_receive_message_bytes(&settings.tuning),
             },
@@ -70,18 +70,18 @@ fn check_scheme(settings: &ClientSettings, calls: &GrpcCalls) -> anyhow::Result<
 #[async_trait]
 impl Client for DynamicClient {
     fn notes(&self) -> Vec<String> {
-        self.method.notes().to_vec()
+        self.methods.notes()
     }
 
     async fn connect(&self) -> Result<Connected, Failure> {
-        let endpoint = &self.method.calls().endpoint;
+        let endpoint = &self.methods.calls().endpoint;
         let (conn, counters, timing) =
             wire::open(&self.connector, &endpoint.authority, endpoint.https).await?;
         Ok(Connected {
             conn: Arc::new(DynamicConnection {
                 conn,
                 counters,
-                method: self.method.clone(),
+                methods: self.methods.clone(),
                 answer_limit: self.answer_limit,
             }),
             timing,
@@ -92,14 +92,14 @@ impl Client for DynamicClient {
 struct DynamicConnection {
     conn: H2Conn,
     counters: Arc<WireCounters>,
-    method: Arc<Method>,
+    methods: Arc<Methods>,
     answer_limit: BodyLimit,
 }
 
 #[async_trait]
 impl Connection for DynamicConnection {
     async fn request(&self, call: Call) -> Result<Reply, Failure> {
-        let method = &*self.method;
+        let method = self.methods.for_call(&call);
         let mut scratch = method.take_scratch();
         let body = match method.encode(&call, &mut scratch) {
             Ok(body) => body,
@@ -108,7 +108,7 @@ impl Connection for DynamicConnection {
                 return Err(f);
             }
         };
-        method.calls().render_metadata(&call, &mut scratch.metadata);
+        method.spec().render_metadata(&call, &mut scratch.metadata);
         let answer = {
             // Borrowed from the scratch buffers, so they live for this exchange only.
             let mut with_metadata = Vec::new();
@@ -117,14 +117,14 @@ impl Connection for DynamicConnection {
                 with_metadata.extend_from_slice(&GRPC_FIELDS);
                 with_metadata.extend(
                     method
-                        .calls()
+                        .spec()
                         .metadata_keys()
                         .zip(scratch.metadata.iter().map(String::as_str)),
                 );
             }
             let head = RequestHead {
                 method: "POST",
-                path: &method.calls().path,
+                path: &method.spec().path,
                 fields: if with_metadata.is_empty() {
                     &GRPC_FIELDS
                 } else {

@@ -126,24 +126,28 @@ pub fn write(
     out_dir: &Path,
     allow_mixed: bool,
 ) -> anyhow::Result<Written> {
-    write_with_scale(reference, claims, None, None, out_dir, allow_mixed)
+    write_with_scale(reference, claims, None, None, None, out_dir, allow_mixed)
 }
 
 /// [`write`], plus the "Beyond 500" section from a run of `experiments/scale.toml`; that run
 /// joins the provenance table and the mixed-provenance check like any claim run. With
 /// `breakdown` (a `breakdown.csv` of `scripts/quic-breakdown`), the instruction breakdown
 /// section too: its counts are deterministic, so it is not part of the timing provenance
-/// check, and the section names the commit it was measured at.
+/// check, and the section names the commit it was measured at. With `mesh` (a run of
+/// `experiments/mesh.toml`), the "Through a mesh" section; that run joins the provenance
+/// table and check as well.
 pub fn write_with_scale(
     reference: &Path,
     claims: &[PathBuf],
     scale: Option<&Path>,
     breakdown: Option<&Path>,
+    mesh: Option<&Path>,
     out_dir: &Path,
     allow_mixed: bool,
 ) -> anyhow::Result<Written> {
     let reference = Run::load(reference)?;
     let scale_run = scale.map(Run::load).transpose()?;
+    let mesh_run = mesh.map(Run::load).transpose()?;
     let breakdown_data = breakdown
         .map(|p| breakdown::Breakdown::load(p).map(|b| (b, p)))
         .transpose()?;
@@ -154,6 +158,7 @@ pub fn write_with_scale(
     let runs: Vec<&Run> = std::iter::once(&reference)
         .chain(claim_runs.iter())
         .chain(scale_run.iter())
+        .chain(mesh_run.iter())
         .collect();
     // The paper reproduces a study on our own servers; a run whose target's certificate
     // was not verified did not provably measure what it names.
@@ -209,6 +214,9 @@ pub fn write_with_scale(
     }
     verdicts::section(&mut out, &reference, &claim_runs, sessions.as_ref())?;
     contrast::section(&mut out, &claim_runs);
+    if let Some(run) = &mesh_run {
+        mesh::section(&mut out, &run.results.cells, &run.dir.display().to_string());
+    }
     if let Some(run) = &scale_run {
         scale::section(&mut out, run, &reference)?;
     }

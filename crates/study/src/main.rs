@@ -38,6 +38,11 @@ enum Command {
         /// instructions go (per request, by group, both sides, both regimes).
         #[arg(long)]
         breakdown: Option<PathBuf>,
+        /// Results directory of experiments/mesh.toml: adds the "Through a mesh" section
+        /// (does the C2/C3 contrast survive a sidecar path, with the proxies pooling their
+        /// upstream connections and without).
+        #[arg(long)]
+        mesh: Option<PathBuf>,
         /// Directory that receives reproduction.md.
         #[arg(long, default_value = "paper")]
         out: PathBuf,
@@ -70,6 +75,7 @@ fn main() -> ExitCode {
         claims,
         scale,
         breakdown,
+        mesh,
         out,
         allow_mixed,
         allow_code_drift,
@@ -113,6 +119,7 @@ fn main() -> ExitCode {
         &claims,
         scale.as_deref(),
         breakdown.as_deref(),
+        mesh.as_deref(),
         &out,
         allow_mixed,
     ) {

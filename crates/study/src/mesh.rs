@@ -4,8 +4,8 @@
 //! without? Per variant: each stack's success, throughput and latency at the highest level of
 //! each regime, and the proxies' CPU; which stack wins under reuse, and which collapse under
 //! new connections by C2's own threshold. Stacks no proxy carries (HTTP/3) are named as
-//! absent from the proxied variants, not guessed. Not wired into `study paper` until a mesh
-//! run is committed: [`section_from_dir`] renders it from a results directory.
+//! absent from the proxied variants, not guessed. `study paper --mesh DIR` adds it from a run of
+//! `experiments/mesh.toml`; [`section_from_dir`] renders it alone.
 
 use std::fmt::Write;
 use std::path::Path;

@@ -472,6 +472,105 @@ fn a_scale_run_from_another_commit_is_mixed_provenance() {
     );
 }
 
+/// A mesh run as `experiments/mesh.toml` makes one: HTTP/1.1 and HTTP/3 direct, HTTP/1.1
+/// through pooling and non-pooling sidecars; HTTP/1.1 collapses under new connections only
+/// when every request is a new connection on every hop.
+fn fabricate_mesh(dir: &Path, reference: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::copy(reference.join("manifest.json"), dir.join("manifest.json")).unwrap();
+    edit_manifest(dir, |m| m["experiment"]["name"] = "mesh".into());
+    let mut rows = Vec::new();
+    // (variant, path, pool, stack, new-conn success, reuse req/s)
+    for (variant, path, pool, stack, success, rps) in [
+        ("direct", "direct", None, "h1", 0.30, 9000.0),
+        ("direct", "direct", None, "h3", 1.0, 5000.0),
+        ("sidecar-pooled", "sidecar", Some("keep"), "h1", 1.0, 4000.0),
+        (
+            "sidecar-per-request",
+            "sidecar",
+            Some("per-request"),
+            "h1",
+            0.2,
+            3000.0,
+        ),
+    ] {
+        for regime in ["reuse", "new-conn"] {
+            let reuse = regime == "reuse";
+            rows.push(CellRow {
+                cell_key: format!("{variant}/{stack}/{regime}/c500/r1"),
+                variant: variant.into(),
+                stage: "stress".into(),
+                stack: stack.into(),
+                regime: regime.into(),
+                concurrency: 500,
+                repetition: 1,
+                sent: 1000,
+                ok: if reuse {
+                    1000
+                } else {
+                    (1000.0 * success) as u64
+                },
+                success_rate: if reuse { 1.0 } else { success },
+                throughput_rps: if reuse { rps } else { 100.0 },
+                latency_p50_us: 2_000,
+                latency_p99_us: 9_000,
+                path: Some(path.into()),
+                proxy: pool.map(|_| "haproxy".into()),
+                pool: pool.map(String::from),
+                proxy_cpu_ms_per_1k_ok: pool.map(|_| 40.0),
+                ..CellRow::default()
+            });
+        }
+    }
+    rows::write(&dir.join("cells.csv"), &rows).unwrap();
+}
+
+#[test]
+fn a_mesh_run_adds_through_a_mesh_and_joins_the_provenance() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reference = copy_run("results/reference", &tmp.path().join("ref"));
+    let mesh = tmp.path().join("mesh");
+    fabricate_mesh(&mesh, &reference);
+    let out = tmp.path().join("paper");
+    let done = paper(&reference, &[], &out, &["--mesh", mesh.to_str().unwrap()]);
+    assert!(done.status.success(), "{}", output_text(&done));
+    let md = std::fs::read_to_string(out.join("reproduction.md")).unwrap();
+    assert!(section(&md, "### Provenance").contains("mesh (`"), "{md}");
+    let through = section(&md, "## Through a mesh");
+    assert!(
+        through.contains("direct: HTTP/1.1 has the highest reuse throughput; HTTP/1.1 collapse under new connections"),
+        "{through}"
+    );
+    assert!(
+        through.contains("sidecar via haproxy (pool keep): HTTP/1.1 has the highest reuse throughput; no stack collapses under new connections; not carried: HTTP/3"),
+        "{through}"
+    );
+    assert!(
+        through.contains("sidecar via haproxy (pool per-request): HTTP/1.1 has the highest reuse throughput; HTTP/1.1 collapse under new connections"),
+        "{through}"
+    );
+    // Without --mesh there is no such section; from another commit the run is refused.
+    let plain = paper(&reference, &[], &tmp.path().join("plain"), &[]);
+    assert!(plain.status.success(), "{}", output_text(&plain));
+    let md = std::fs::read_to_string(tmp.path().join("plain/reproduction.md")).unwrap();
+    assert!(!md.contains("## Through a mesh"));
+    edit_manifest(&mesh, |m| {
+        m["git_commit"] = "0123456789abcdef0123456789abcdef01234567".into()
+    });
+    let refused = paper(
+        &reference,
+        &[],
+        &tmp.path().join("refused"),
+        &["--mesh", mesh.to_str().unwrap()],
+    );
+    let text = output_text(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("differ in commit") && text.contains("mesh"),
+        "{text}"
+    );
+}
+
 /// The committed paper is what this code writes from the committed runs, with the arguments
 /// `scripts/reproduce-paper` gives (relative paths, run from the checkout's root, since the
 /// paper names them): every claim experiment that has a committed run (a new experiment has

@@ -2,12 +2,13 @@
 //! path, the request and metadata templates, where the descriptors come from and the fields
 //! an answer must have. The stack resolves the descriptors and encodes the messages.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::call::Call;
 use crate::user_service::value_check::ValueCheck;
-use crate::user_service::{DataRows, Endpoint, GrpcTarget, IdRange, Sources, Template};
+use crate::user_service::{DataRows, Endpoint, GrpcTarget, IdRange, RequestMix, Sources, Template};
 
 /// Where the method's message descriptors come from.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,23 +22,35 @@ pub enum Descriptors {
     Reflection,
 }
 
-/// A gRPC target compiled for sending.
+/// A gRPC target compiled for sending: one call (the short form) or a weighted mix of calls.
 #[derive(Debug)]
 pub struct GrpcCalls {
     pub endpoint: Endpoint,
+    pub descriptors: Descriptors,
+    /// One for the short form; a mix's calls in the file's order.
+    pub methods: Vec<GrpcMethod>,
+    /// With `[[targets.grpc.calls]]`: which call request `seq` makes.
+    mix: Option<RequestMix>,
+    pub ids: IdRange,
+}
+
+/// One method's calls: its path, request and metadata templates and the answer's checks.
+#[derive(Debug)]
+pub struct GrpcMethod {
+    /// Where its settings are in the file, the prefix of every message about them:
+    /// `targets.grpc` for the short form, `targets.grpc.calls.NAME` in a mix.
+    pub key: String,
     /// `package.Service`.
     pub service: String,
     pub method: String,
     /// `/package.Service/Method`.
     pub path: String,
-    pub descriptors: Descriptors,
     request: Template,
     metadata: Vec<(String, Template)>,
     pub expect_fields: Vec<String>,
     /// `expect_values`: each path with its comparison, in path order.
     pub expect_values: Vec<(String, ValueCheck)>,
     rows: Option<Arc<DataRows>>,
-    pub ids: IdRange,
 }
 
 /// Metadata a client sets itself.
@@ -50,6 +63,18 @@ const RESERVED: [&str; 6] = [
     "user-agent",
 ];
 
+/// The per-call settings one method is compiled from, borrowed from the short form or a
+/// mix entry.
+struct MethodFields<'a> {
+    key: String,
+    method: &'a str,
+    request: &'a str,
+    /// The target's metadata, then the call's (which overrides by key).
+    metadata: Vec<(&'a String, &'a String)>,
+    expect_fields: &'a [String],
+    expect_values: &'a BTreeMap<String, String>,
+}
+
 impl GrpcCalls {
     pub fn compile(
         target: &GrpcTarget,
@@ -58,17 +83,6 @@ impl GrpcCalls {
         ids: IdRange,
     ) -> Result<GrpcCalls, String> {
         let endpoint = target.endpoint()?;
-        let (service, method) = target
-            .method
-            .trim_start_matches('/')
-            .split_once('/')
-            .filter(|(s, m)| !s.is_empty() && !m.is_empty() && !m.contains('/'))
-            .ok_or_else(|| {
-                format!(
-                    "targets.grpc.method '{}': expected package.Service/Method",
-                    target.method
-                )
-            })?;
         let descriptors = match (target.proto.is_empty(), target.reflection) {
             (false, false) => {
                 let mut import_paths = target.import_paths.clone();
@@ -100,60 +114,157 @@ impl GrpcCalls {
                 )
             }
         };
-        let field = |what: &str, text: &str| {
-            Template::parse(text, sources).map_err(|e| format!("targets.grpc.{what}: {e}"))
+        let mix = target.mix(ids.seed)?;
+        let fields: Vec<MethodFields<'_>> = if target.calls.is_empty() {
+            if target.method.is_empty() {
+                return Err(
+                    "targets.grpc: give the method (package.Service/Method), or several calls as [[targets.grpc.calls]]"
+                        .into(),
+                );
+            }
+            vec![MethodFields {
+                key: "targets.grpc".into(),
+                method: &target.method,
+                request: &target.request,
+                metadata: target.metadata.iter().collect(),
+                expect_fields: &target.expect_fields,
+                expect_values: &target.expect_values,
+            }]
+        } else {
+            // One place per setting: what each call gives is not also given on the target.
+            let on_target = [
+                ("method", !target.method.is_empty()),
+                ("request", target.request != super::default_request()),
+                ("expect_fields", !target.expect_fields.is_empty()),
+                ("expect_values", !target.expect_values.is_empty()),
+            ];
+            if let Some((name, _)) = on_target.iter().find(|(_, given)| *given) {
+                return Err(format!(
+                    "targets.grpc: with [[targets.grpc.calls]] give {name} per call, not on the target"
+                ));
+            }
+            target
+                .calls
+                .iter()
+                .map(|c| MethodFields {
+                    key: format!("targets.grpc.calls.{}", c.name),
+                    method: &c.method,
+                    request: &c.request,
+                    metadata: target
+                        .metadata
+                        .iter()
+                        .filter(|(k, _)| !c.metadata.keys().any(|own| own.eq_ignore_ascii_case(k)))
+                        .chain(c.metadata.iter())
+                        .collect(),
+                    expect_fields: &c.expect_fields,
+                    expect_values: &c.expect_values,
+                })
+                .collect()
         };
-        let request = field("request", &target.request)?;
+        let methods = fields
+            .into_iter()
+            .map(|f| GrpcMethod::compile(f, sources, rows.clone()))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(GrpcCalls {
+            endpoint,
+            descriptors,
+            methods,
+            mix,
+            ids,
+        })
+    }
+
+    /// Which of [`GrpcCalls::methods`] request `seq` calls (always 0 for the short form).
+    pub fn method_index(&self, seq: u64) -> usize {
+        self.mix.as_ref().map_or(0, |m| m.pick(seq))
+    }
+
+    /// The method request `call` makes.
+    pub fn method_for(&self, call: &Call) -> &GrpcMethod {
+        &self.methods[self.method_index(call.seq)]
+    }
+
+    /// The services the calls go to, each once, in the file's order (what reflection asks
+    /// for).
+    pub fn services(&self) -> Vec<&str> {
+        let mut services: Vec<&str> = Vec::new();
+        for m in &self.methods {
+            if !services.contains(&m.service.as_str()) {
+                services.push(&m.service);
+            }
+        }
+        services
+    }
+}
+
+impl GrpcMethod {
+    fn compile(
+        fields: MethodFields<'_>,
+        sources: &Sources<'_>,
+        rows: Option<Arc<DataRows>>,
+    ) -> Result<GrpcMethod, String> {
+        let key = fields.key;
+        let (service, method) = fields
+            .method
+            .trim_start_matches('/')
+            .split_once('/')
+            .filter(|(s, m)| !s.is_empty() && !m.is_empty() && !m.contains('/'))
+            .ok_or_else(|| {
+                format!(
+                    "{key}.method '{}': expected package.Service/Method",
+                    fields.method
+                )
+            })?;
+        let field = |what: &str, text: &str| {
+            Template::parse(text, sources).map_err(|e| format!("{key}.{what}: {e}"))
+        };
+        let request = field("request", fields.request)?;
         let mut metadata = Vec::new();
-        for (name, value) in &target.metadata {
+        for (name, value) in fields.metadata {
             let lower = name.to_ascii_lowercase();
             let valid = !lower.is_empty()
                 && lower
                     .bytes()
                     .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_.".contains(&b));
             if !valid {
-                return Err(format!(
-                    "targets.grpc.metadata: '{name}' is not a metadata key"
-                ));
+                return Err(format!("{key}.metadata: '{name}' is not a metadata key"));
             }
             if RESERVED.contains(&lower.as_str()) || lower.starts_with("grpc-") {
                 return Err(format!(
-                    "targets.grpc.metadata: '{name}' is set by the client itself"
+                    "{key}.metadata: '{name}' is set by the client itself"
                 ));
             }
             if lower.ends_with("-bin") {
                 return Err(format!(
-                    "targets.grpc.metadata: '{name}': binary metadata is not supported"
+                    "{key}.metadata: '{name}': binary metadata is not supported"
                 ));
             }
             if value.contains(['\r', '\n']) {
                 return Err(format!(
-                    "targets.grpc.metadata.{name}: a value may not contain a line break"
+                    "{key}.metadata.{name}: a value may not contain a line break"
                 ));
             }
             metadata.push((lower, field(&format!("metadata.{name}"), value)?));
         }
-        let expect_values = target
+        let expect_values = fields
             .expect_values
             .iter()
             .map(|(path, text)| {
                 ValueCheck::parse(text)
                     .map(|check| (path.clone(), check))
-                    .map_err(|e| format!("targets.grpc.expect_values.{path}: {e}"))
+                    .map_err(|e| format!("{key}.expect_values.{path}: {e}"))
             })
             .collect::<Result<_, _>>()?;
-        Ok(GrpcCalls {
+        Ok(GrpcMethod {
             path: format!("/{service}/{method}"),
             service: service.to_string(),
             method: method.to_string(),
-            endpoint,
-            descriptors,
+            key,
             request,
             metadata,
-            expect_fields: target.expect_fields.clone(),
+            expect_fields: fields.expect_fields.to_vec(),
             expect_values,
             rows,
-            ids,
         })
     }
 
@@ -176,7 +287,7 @@ impl GrpcCalls {
         }
     }
 
-    /// The metadata keys, in the order [`GrpcCalls::render_metadata`] fills values.
+    /// The metadata keys, in the order [`GrpcMethod::render_metadata`] fills values.
     pub fn metadata_keys(&self) -> impl Iterator<Item = &str> {
         self.metadata.iter().map(|(k, _)| k.as_str())
     }
@@ -232,7 +343,8 @@ mod tests {
             "#,
         )
         .unwrap();
-        assert_eq!(c.path, "/shop.v1.Catalog/GetItem");
+        let m = &c.methods[0];
+        assert_eq!(m.path, "/shop.v1.Catalog/GetItem");
         assert!(!c.endpoint.https);
         assert_eq!(
             c.descriptors,
@@ -247,11 +359,118 @@ mod tests {
             worker: 4,
         };
         let mut json = String::new();
-        c.render_request(&call, &mut json);
+        m.render_request(&call, &mut json);
         assert_eq!(json, r#"{"id": 9}"#);
         let mut values = Vec::new();
-        c.render_metadata(&call, &mut values);
+        m.render_metadata(&call, &mut values);
         assert_eq!(values, ["w4"]);
+        assert_eq!(c.method_index(123), 0, "the short form is one call");
+    }
+
+    #[test]
+    fn a_mix_compiles_each_call_with_its_own_method_request_and_metadata() {
+        let c = calls(
+            r#"
+            [grpc]
+            address = "https://127.0.0.1:9000"
+            reflection = true
+            metadata = { "x-tenant" = "t1", "x-trace" = "all" }
+            [[grpc.calls]]
+            name = "get"
+            weight = 3
+            method = "shop.v1.Catalog/GetItem"
+            request = '{"id": {{id}}}'
+            expect_fields = ["name"]
+            [[grpc.calls]]
+            name = "search"
+            method = "shop.v1.Search/Find"
+            metadata = { "X-Tenant" = "t2" }
+            expect_values = { total = ">= 0" }
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.methods.len(), 2);
+        let (get, search) = (&c.methods[0], &c.methods[1]);
+        assert_eq!(
+            (get.key.as_str(), get.path.as_str()),
+            ("targets.grpc.calls.get", "/shop.v1.Catalog/GetItem")
+        );
+        assert_eq!(search.path, "/shop.v1.Search/Find");
+        assert_eq!(c.services(), ["shop.v1.Catalog", "shop.v1.Search"]);
+        assert_eq!(get.expect_fields, ["name"]);
+        assert_eq!(search.expect_values.len(), 1);
+        let call = Call {
+            id: 5,
+            seq: 0,
+            worker: 0,
+        };
+        let mut values = Vec::new();
+        get.render_metadata(&call, &mut values);
+        assert_eq!(
+            get.metadata_keys()
+                .zip(values.iter().map(String::as_str))
+                .collect::<Vec<_>>(),
+            [("x-tenant", "t1"), ("x-trace", "all")]
+        );
+        // The call's own entry replaces the target's of the same key, whatever its case.
+        search.render_metadata(&call, &mut values);
+        let mut pairs: Vec<(&str, &str)> = search
+            .metadata_keys()
+            .zip(values.iter().map(String::as_str))
+            .collect();
+        pairs.sort();
+        assert_eq!(pairs, [("x-tenant", "t2"), ("x-trace", "all")]);
+        let mut json = String::new();
+        search.render_request(&call, &mut json);
+        assert_eq!(json, "{}", "a call's request defaults to the empty message");
+        // Weights 3:1 over 4,000 draws (binomial sd ≈ 27), and the draw is the mix's.
+        let gets = (0..4000).filter(|&s| c.method_index(s) == 0).count();
+        assert!((2900..3100).contains(&gets), "{gets}");
+        let seq = 17;
+        let picked = c.method_for(&Call {
+            id: 1,
+            seq,
+            worker: 0,
+        });
+        assert_eq!(picked.path, c.methods[c.method_index(seq)].path);
+    }
+
+    #[test]
+    fn a_mix_names_the_call_at_fault() {
+        let mix = |extra: &str, calls_text: &str| {
+            format!("[grpc]\naddress = \"https://h:1\"\nreflection = true\n{extra}\n{calls_text}")
+        };
+        let two = "[[grpc.calls]]\nname = \"a\"\nmethod = \"p.S/A\"\n[[grpc.calls]]\nname = \"b\"\nmethod = \"p.S/B\"";
+        for (text, want) in [
+            (
+                mix("method = \"p.S/A\"", two),
+                "with [[targets.grpc.calls]] give method per call",
+            ),
+            (
+                mix("expect_fields = [\"x\"]", two),
+                "give expect_fields per call",
+            ),
+            (
+                mix("", "[[grpc.calls]]\nname = \"a\"\nmethod = \"NoSlash\""),
+                "targets.grpc.calls.a.method 'NoSlash'",
+            ),
+            (
+                mix("", "[[grpc.calls]]\nname = \"a\"\nmethod = \"p.S/A\"\nmetadata = { te = \"x\" }"),
+                "targets.grpc.calls.a.metadata: 'te'",
+            ),
+            (
+                mix("", "[[grpc.calls]]\nname = \"a\"\nmethod = \"p.S/A\"\nweight = 0"),
+                "targets.grpc.calls.a.weight",
+            ),
+            (
+                mix("", "[[grpc.calls]]\nname = \"a\"\nmethod = \"p.S/A\"\n[[grpc.calls]]\nname = \"a\"\nmethod = \"p.S/B\""),
+                "'a' is used twice",
+            ),
+            (mix("", ""), "give the method"),
+        ] {
+            let e = calls(&text).unwrap_err();
+            assert!(e.contains(want), "{text}: {e}");
+        }
     }
 
     #[test]

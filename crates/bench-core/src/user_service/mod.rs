@@ -145,7 +145,8 @@ pub struct RestRequest {
 pub struct GrpcTarget {
     /// `https://host:port` (TLS) or `http://host:port` (h2c).
     pub address: String,
-    /// `package.Service/Method`.
+    /// `package.Service/Method` (the short form; empty with `calls`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub method: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub proto: Vec<PathBuf>,
@@ -177,6 +178,34 @@ pub struct GrpcTarget {
     pub client_key: Option<PathBuf>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub insecure: bool,
+    /// A mix (`[[targets.grpc.calls]]`): each request `seq` makes one of these calls, drawn
+    /// by weight ([`RequestMix`]); the target's own method, request and expectations are
+    /// then not used (its metadata is, under each call's). Empty: the short form.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<GrpcCall>,
+}
+
+/// One named call of a gRPC mix: the per-call fields of the short form. Address, TLS and
+/// the descriptors' source are the target's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrpcCall {
+    /// Names its rows in latency.csv and failures.csv.
+    pub name: String,
+    /// Relative share of the requests (default 1).
+    #[serde(default = "default_weight")]
+    pub weight: u32,
+    /// `package.Service/Method`.
+    pub method: String,
+    #[serde(default = "default_request")]
+    pub request: String,
+    /// Added to (and overriding by key) the target's `metadata`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub metadata: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expect_fields: Vec<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub expect_values: BTreeMap<String, String>,
 }
 
 fn default_method() -> String {
@@ -387,6 +416,19 @@ impl GrpcTarget {
             insecure: self.insecure,
         }
     }
+    /// The weighted choice among `calls`; `None` for the short form.
+    pub fn mix(&self, seed: u64) -> Result<Option<RequestMix>, String> {
+        if self.calls.is_empty() {
+            return Ok(None);
+        }
+        let entries: Vec<(&str, u32)> = self
+            .calls
+            .iter()
+            .map(|c| (c.name.as_str(), c.weight))
+            .collect();
+        RequestMix::new(seed, &entries, "targets.grpc.calls").map(Some)
+    }
+
     pub fn endpoint(&self) -> Result<Endpoint, String> {
         let endpoint =
             Endpoint::parse(&self.address).map_err(|e| format!("targets.grpc.address {e}"))?;
@@ -468,7 +510,8 @@ impl Targets {
     pub fn mix(&self, api: Api) -> Result<Option<RequestMix>, String> {
         match self.for_api(api) {
             Some(TargetRef::Rest(t)) => t.mix(self.ids.seed),
-            _ => Ok(None),
+            Some(TargetRef::Grpc(t)) => t.mix(self.ids.seed),
+            None => Ok(None),
         }
     }
 
@@ -539,6 +582,9 @@ impl Targets {
         }
         if let Some(grpc) = out.grpc.as_mut() {
             redact(&mut grpc.metadata);
+            for call in &mut grpc.calls {
+                redact(&mut call.metadata);
+            }
         }
         out
     }

@@ -416,7 +416,7 @@ knobs! {
     #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
     k8s_agents_off_server_node: run<bool> = true;
     /// The user's own service, measured instead of our servers: `[targets.rest]` (the REST
-    /// stacks; `[[targets.rest.requests]]` make it a weighted mix), `[targets.grpc]` (the gRPC stacks; grpc-h3 only when named), `[targets.ids]` and `data` for the
+    /// stacks; `[[targets.rest.requests]]` make it a weighted mix), `[targets.grpc]` (the gRPC stacks; grpc-h3 only when named; `[[targets.grpc.calls]]` make it a mix), `[targets.ids]` and `data` for the
     /// templates (file; `--url` and `--grpc-*` set the common parts).
     #[arg(skip)]
     targets: run<bench_core::user_service::Targets> = Default::default();

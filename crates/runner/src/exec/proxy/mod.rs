@@ -1,12 +1,13 @@
 //! The proxies of an edge or sidecar path (docs/mesh.md): each hop's configuration written
 //! from the cell ([`config`]), the proxy started in its own process group (in a host's
-//! namespace when it has one), awaited until it listens, and killed with its whole group when
-//! dropped, so that no proxy outlives its cell, also after an error or an interruption.
+//! namespace when it has one) under a guard process ([`guard_main`]), awaited until it
+//! listens, and killed with its whole group when dropped, so that no proxy outlives its cell,
+//! also after an error or an interruption; the guard stops it when the runner is killed.
 //! [`MeshServer`] puts a cell's proxies in front of its server for the cell loop.
 
 pub mod config;
 
-use std::io::Read as _;
+use std::io::{BufRead as _, Read as _, Write as _};
 use std::net::SocketAddr;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::os::unix::process::CommandExt;
@@ -19,6 +20,7 @@ use anyhow::{anyhow, bail, Context};
 use async_trait::async_trait;
 
 use crate::exec::executor::{CellServer, ServerReadings};
+use crate::exit::Status;
 use crate::measure::proxies::{ProxyGroup, ProxyRecord};
 use crate::measure::sampler::Role;
 use crate::plan::Cell;
@@ -191,7 +193,11 @@ fn private_dir() -> anyhow::Result<PathBuf> {
 
 /// A running proxy: its process group is killed, and its directory removed, when dropped.
 pub struct ProxyProcess {
-    child: Child,
+    /// `runner proxy-guard`, the proxy's parent; its stdin is our end of a pipe whose
+    /// closing (drop, or this process's death however it dies) makes it stop the proxy.
+    guard: Child,
+    /// The proxy's pid, which is its process group's id.
+    pid: u32,
     dir: PathBuf,
     /// [`Role::ProxyClient`] or [`Role::ProxyServer`].
     pub role: Role,
@@ -238,34 +244,45 @@ impl ProxyProcess {
             }
         }
         let program = program_path(rendered.program);
-        let mut cmd = match netns {
-            Some(ns) => {
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", ns]).arg(&program);
-                c
-            }
-            None => Command::new(&program),
-        };
+        let mut cmd = Command::new(guard_exe()?);
+        cmd.arg("proxy-guard").arg("--dir").arg(&dir).arg("--");
+        if let Some(ns) = netns {
+            cmd.args(["ip", "netns", "exec", ns]);
+        }
         let stderr = std::fs::File::create(dir.join("stderr.log"))?;
-        cmd.args(&rendered.args)
+        cmd.arg(&program)
+            .args(&rendered.args)
             .envs(rendered.env.iter().map(|(k, v)| (k, v)))
             .current_dir(&dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
             .stderr(stderr)
-            // Its own group: a terminal's Ctrl-C reaches the runner alone, which stops it, and
-            // the whole group (nginx's workers) goes at once.
+            // Its own group (and the proxy gets another): a terminal's Ctrl-C reaches the
+            // runner alone, which stops the proxy, and the proxy's whole group (nginx's
+            // workers) goes at once.
             .process_group(0);
-        let child = cmd
+        let mut guard = cmd
             .spawn()
-            .with_context(|| format!("cannot start {}", program.display()))?;
+            .with_context(|| format!("cannot start the guard of {}", program.display()))?;
+        // The guard's first line is the proxy's pid; none means it could not start it.
+        let mut line = String::new();
+        if let Some(out) = guard.stdout.take() {
+            let _ = std::io::BufReader::new(out).read_line(&mut line);
+        }
+        let Ok(pid) = line.trim().parse::<u32>() else {
+            let status = guard.wait()?;
+            let tail = stderr_tail(&dir);
+            let _ = std::fs::remove_dir_all(&dir);
+            bail!("cannot start {} ({status}): {tail}", program.display());
+        };
         let role = if hop.role == "client-sidecar" {
             Role::ProxyClient
         } else {
             Role::ProxyServer
         };
         let mut proxy = ProxyProcess {
-            child,
+            guard,
+            pid,
             dir,
             role,
             record: ProxyRecord {
@@ -284,26 +301,22 @@ impl ProxyProcess {
     pub fn group(&self) -> ProxyGroup {
         ProxyGroup {
             role: self.role,
-            pgid: self.child.id(),
+            pgid: self.pid,
         }
     }
 
     /// What the proxy wrote on stderr (its last lines), for an error message.
     fn stderr_tail(&self) -> String {
-        let mut text = String::new();
-        if let Ok(mut f) = std::fs::File::open(self.dir.join("stderr.log")) {
-            let _ = f.read_to_string(&mut text);
-        }
-        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-        lines[lines.len().saturating_sub(3)..].join(" | ")
+        stderr_tail(&self.dir)
     }
 
     /// Waits until the proxy's listening socket shows in its network namespace.
     fn wait_listening(&mut self) -> anyhow::Result<()> {
         let started = Instant::now();
-        let pid = self.child.id();
+        let pid = self.pid;
         loop {
-            if let Some(status) = self.child.try_wait()? {
+            // The guard ends when the proxy does, with its status.
+            if let Some(status) = self.guard.try_wait()? {
                 bail!(
                     "{} ({}) exited before it listened ({status}): {}",
                     self.record.proxy,
@@ -329,7 +342,7 @@ impl ProxyProcess {
 
     /// Its exit status if it has died.
     pub fn exited(&mut self) -> Option<String> {
-        match self.child.try_wait() {
+        match self.guard.try_wait() {
             Ok(Some(status)) => Some(format!(
                 "{} ({}) exited: {status}: {}",
                 self.record.proxy,
@@ -343,10 +356,113 @@ impl ProxyProcess {
 
 impl Drop for ProxyProcess {
     fn drop(&mut self) {
-        let pgid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let pgid = nix::unistd::Pid::from_raw(self.pid as i32);
         let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
-        let _ = self.child.wait();
+        // End of input: the guard reaps the proxy and exits.
+        drop(self.guard.stdin.take());
+        let _ = self.guard.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The last lines a proxy wrote on stderr (`stderr.log` in its directory), for a message.
+fn stderr_tail(dir: &Path) -> String {
+    let mut text = String::new();
+    if let Ok(mut f) = std::fs::File::open(dir.join("stderr.log")) {
+        let _ = f.read_to_string(&mut text);
+    }
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(3)..].join(" | ")
+}
+
+/// The runner binary that runs the guard: this process when it is the runner; a test
+/// binary that starts proxies itself finds `runner` in cargo's folder above its own.
+fn guard_exe() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe().context("cannot find the runner executable")?;
+    if exe.file_stem().is_some_and(|n| n == "runner") {
+        return Ok(exe);
+    }
+    // target/<profile>/deps/<test>-<hash> → target/<profile>/runner
+    match exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|d| d.join("runner"))
+    {
+        Some(runner) if runner.is_file() => Ok(runner),
+        _ => bail!(
+            "cannot find the runner executable, which guards each proxy (looked beside {})",
+            exe.display()
+        ),
+    }
+}
+
+/// `runner proxy-guard --dir DIR -- PROGRAM ARGS…`: starts the proxy in a process group of
+/// its own, prints its pid, and stops that group and removes DIR when its stdin reaches its
+/// end: the runner holds the other end, which the kernel closes however the runner ends
+/// (SIGKILL included), so no proxy outlives it. When the proxy ends by itself, the guard
+/// says how on stderr (the proxy's `stderr.log`) and fails, leaving DIR for the runner to read.
+pub fn guard_main(dir: &Path, command: &[String]) -> Status {
+    use nix::sys::signal::{killpg, Signal};
+    use std::sync::mpsc::RecvTimeoutError;
+
+    let Some((program, args)) = command.split_first() else {
+        eprintln!("proxy-guard: no command to run");
+        return Status::Invalid;
+    };
+    let mut proxy = match Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .process_group(0)
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(e) => {
+            eprintln!("proxy-guard: cannot start {program}: {e}");
+            return Status::Failed;
+        }
+    };
+    let pgid = nix::unistd::Pid::from_raw(proxy.id() as i32);
+    let stop = |proxy: &mut Child| {
+        let _ = killpg(pgid, Signal::SIGKILL);
+        let _ = proxy.wait();
+    };
+    let told = {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{}", proxy.id()).and_then(|()| out.flush())
+    };
+    if told.is_err() {
+        stop(&mut proxy);
+        return Status::Failed;
+    }
+    let (ended, end_of_input) = std::sync::mpsc::channel::<()>();
+    let watcher = std::thread::Builder::new()
+        .name("stdin-watch".into())
+        .spawn(move || {
+            let mut sink = [0u8; 64];
+            let mut stdin = std::io::stdin().lock();
+            while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
+            let _ = ended.send(());
+        });
+    if watcher.is_err() {
+        stop(&mut proxy);
+        return Status::Failed;
+    }
+    loop {
+        if let Ok(Some(status)) = proxy.try_wait() {
+            // Its workers go with it; the runner reads why from DIR.
+            let _ = killpg(pgid, Signal::SIGKILL);
+            eprintln!("proxy-guard: {program} ended: {status}");
+            return Status::Failed;
+        }
+        match end_of_input.recv_timeout(Duration::from_millis(100)) {
+            Err(RecvTimeoutError::Timeout) => {}
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => {
+                stop(&mut proxy);
+                let _ = std::fs::remove_dir_all(dir);
+                return Status::Success;
+            }
+        }
     }
 }
 

@@ -1,6 +1,8 @@
 //! Bad input gets one clear line naming the problem, exit status 2, and no results directory.
 
-use crate::common::*;
+mod common;
+
+use common::*;
 
 /// Runs the runner with `args` (and `--out` pointing into a fresh directory) and checks the
 /// failure shape; returns the error line.

@@ -4,7 +4,9 @@
 
 use std::process::Command;
 
-use crate::common::*;
+mod common;
+
+use common::*;
 
 fn script(args: &[&str]) -> std::process::Output {
     Command::new(workspace().join("scripts/reproduce-paper"))

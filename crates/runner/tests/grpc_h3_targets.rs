@@ -9,7 +9,9 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Stdio};
 
-use crate::common::*;
+mod common;
+
+use common::*;
 use runner::output::rows::{self, CellRow};
 
 /// `runner serve` of `stack` on `port` of 127.0.0.1 (0: any); killed when dropped.

@@ -3,9 +3,11 @@
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 
-use crate::common::*;
+mod common;
+
 use bench_core::testkit::client_settings;
 use bench_core::PayloadProfile;
+use common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_stack_serves_as_a_process_and_stops_on_sigterm() {

@@ -6,7 +6,9 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Stdio};
 
-use crate::common::*;
+mod common;
+
+use common::*;
 use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
 
 /// `runner serve` of `stack` with the certificates in `certs`, on `port` (0: any); killed

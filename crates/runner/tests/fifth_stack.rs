@@ -5,7 +5,9 @@
 
 use std::process::Command;
 
-use crate::common::*;
+mod common;
+
+use common::*;
 use runner::output::rows::{self, CellRow, SummaryRow};
 
 const FIFTH: &str = "h1-copy";

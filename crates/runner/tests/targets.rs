@@ -7,7 +7,9 @@
 
 use std::path::Path;
 
-use crate::common::*;
+mod common;
+
+use common::*;
 use test_servers::grpcio::Grpcio;
 use test_servers::hypercorn::Hypercorn;
 use test_servers::rest::Recorder;

@@ -1,6 +1,8 @@
 //! The smoke experiment end to end through the real binary, checked against the schema.
 
-use crate::common::*;
+mod common;
+
+use common::*;
 
 const FAILURE_CLASSES: [&str; 13] = [
     "connect_refused",

@@ -5,7 +5,9 @@
 use std::path::Path;
 use std::process::Output;
 
-use crate::common::{output_text, read_csv, run_ok, runner, Run};
+mod common;
+
+use common::{output_text, read_csv, run_ok, runner, Run};
 
 /// Five repetitions, not three: a loaded machine can make one base repetition of a 50 ms cell
 /// an outlier, and with three a single outlier leaves Welch's test about two degrees of freedom.

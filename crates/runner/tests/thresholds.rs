@@ -4,7 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use crate::common::*;
+mod common;
+
+use common::*;
 
 /// The tiny run: one h1 reuse cell at c = 2, 50 requests, no baseline.
 const TINY: [&str; 10] = [

@@ -4,7 +4,9 @@
 
 use std::sync::OnceLock;
 
-use crate::common::*;
+mod common;
+
+use common::*;
 use runner::output::rows::{CellRow, Row};
 
 /// The header of a fresh, tiny sweep's `cells.csv` (one stack, one level, 20 requests).

@@ -3,7 +3,9 @@
 
 use std::path::Path;
 
-use crate::common::*;
+mod common;
+
+use common::*;
 
 /// A tiny one-cell run of `stack` named `same`, writing under `out`.
 fn tiny_run(stack: &str, out: &Path, certs: &Path) -> std::process::Child {

@@ -5,7 +5,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use crate::common::*;
+mod common;
+
+use common::*;
 use scraper::{Html, Selector};
 
 /// One smoke run shared by the tests in this file.

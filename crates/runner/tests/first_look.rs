@@ -1,7 +1,9 @@
 //! A newcomer's first look at their own service: a run where every request fails alike stops
 //! at once with one line, and `--keep-going` measures it anyway.
 
-use crate::common::*;
+mod common;
+
+use common::*;
 
 /// A loopback port nothing listens on.
 fn closed_port() -> u16 {

@@ -5,7 +5,9 @@
 //! Kubernetes executor renders its cells with the server's UDP port. (The hosts executor runs
 //! it in tests/hosts.rs, `[targets.grpc]` over HTTP/3 is tests/grpc_h3_targets.rs.)
 
-use crate::common::*;
+mod common;
+
+use common::*;
 use runner::output::rows::{self, CellRow};
 
 #[test]

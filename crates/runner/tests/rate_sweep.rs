@@ -2,7 +2,9 @@
 //! its keys; its latency–throughput curve in `curve.csv` (knee column), `report.html` (inline
 //! SVG) and `scripts/plot.py`'s figure.
 
-use crate::common::*;
+mod common;
+
+use common::*;
 
 /// h1, reuse, 2 workers, two rates; 60 requests a point (≈ 0.3–0.6 s each).
 const SWEEP: [&str; 14] = [

@@ -2,7 +2,9 @@
 //! as numbers), the thresholds' outcomes and the verdict, and matches the committed JSON Schema
 //! (`docs/summary.schema.json`).
 
-use crate::common::*;
+mod common;
+
+use common::*;
 use runner::output::rows::{CellRow, Row};
 
 #[test]

@@ -4,8 +4,10 @@
 //! latency.csv and failures.csv break the cell down per name. Skipped with a note when hypercorn is missing, unless
 //! TBENCH_REQUIRE_HYPERCORN requires it (CI).
 
-use crate::common::*;
+mod common;
+
 use bench_core::user_service::RequestMix;
+use common::*;
 use test_servers::hypercorn::Hypercorn;
 use test_servers::rest::Recorder;
 
@@ -224,4 +226,102 @@ fn a_bad_mix_is_one_line_naming_the_entry_and_exit_2() {
         assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
         assert!(!out.exists(), "no results directory for bad input");
     }
+}
+
+/// A two-call gRPC mix (`[[targets.grpc.calls]]`) against grpcio: every request makes the
+/// call the seeded draw gives its seq, so the cell's successes are exactly the draws of the
+/// call whose expectation holds and its failures exactly those of the call whose expectation
+/// cannot (grpcio never sets `note`), each failure under that call's name. Skipped with a
+/// note when grpcio is missing, unless TBENCH_REQUIRE_GRPCIO requires it (CI).
+#[test]
+fn a_grpc_mix_makes_each_call_by_weight_and_reports_it_by_name() {
+    const CALLS: u64 = 400;
+    const GRPC_MIX: [(&str, u32); 2] = [("get", 3), ("noted", 1)];
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(grpc) = test_servers::grpcio::Grpcio::start(None, false) else {
+        return;
+    };
+    let proto = test_servers::grpcio::fixtures().join("catalog.proto");
+    let exp = format!(
+        r#"
+stacks = ["grpc"]
+regimes = ["reuse"]
+concurrency = [4]
+requests_reuse = {CALLS}
+warmup_fraction = 0.0
+baseline_seconds = 0
+
+[targets.ids]
+from = 1
+to = 50
+seed = {SEED}
+
+[targets.grpc]
+address = "http://127.0.0.1:{port}"
+proto = ["{proto}"]
+metadata = {{ "x-suite" = "mix" }}
+
+[[targets.grpc.calls]]
+name = "get"
+weight = 3
+method = "shop.v1.Catalog/GetItem"
+request = '{{"id": {{{{id}}}}}}'
+expect_fields = ["owner"]
+
+# grpcio's Item never has a note: every one of these fails, as missing_data on `note`.
+[[targets.grpc.calls]]
+name = "noted"
+method = "shop.v1.Catalog/GetItem"
+request = '{{"id": {{{{id}}}}}}'
+expect_values = {{ note = "!= ''" }}
+"#,
+        port = grpc.port,
+        proto = proto.display(),
+    );
+    let file = tmp.path().join("exp.toml");
+    std::fs::write(&file, exp).unwrap();
+    let out = tmp.path().join("results");
+    let output = runner()
+        .arg("--experiment")
+        .arg(&file)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("runner runs");
+    assert!(output.status.success(), "{}", output_text(&output));
+    let dir = results_dir(&out);
+
+    let mix = RequestMix::new(SEED, &GRPC_MIX, "test").unwrap();
+    let mut expected = [0u64; 2];
+    for seq in 0..CALLS {
+        expected[mix.pick(seq)] += 1;
+    }
+    assert!(expected.iter().all(|&n| n > 0), "{expected:?}");
+    let cells = read_csv(&dir.join("cells.csv"));
+    assert_eq!(cells.len(), 1);
+    let c = &cells[0];
+    assert_eq!(num(c, "ok"), expected[0] as f64, "{c:?}");
+    assert_eq!(num(c, "fail_missing_data"), expected[1] as f64, "{c:?}");
+    let failures = read_csv(&dir.join("failures.csv"));
+    let named: Vec<_> = failures
+        .iter()
+        .filter(|f| !f["request"].is_empty())
+        .collect();
+    assert_eq!(named.len(), 1, "{failures:?}");
+    assert_eq!(
+        (
+            named[0]["request"].as_str(),
+            named[0]["class"].as_str(),
+            named[0]["code"].as_str(),
+            num(named[0], "count")
+        ),
+        ("noted", "missing_data", "note", expected[1] as f64)
+    );
+    let latency = read_csv(&dir.join("latency.csv"));
+    let points = |request: &str| latency.iter().filter(|r| r["request"] == request).count();
+    assert!(
+        points("") >= 10 && points("get") == points(""),
+        "{latency:?}"
+    );
+    assert_eq!(points("noted"), 0, "no successes, no latency rows");
 }

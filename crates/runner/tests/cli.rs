@@ -1,6 +1,8 @@
 //! The command line a newcomer meets: help text, flags for file keys, completions, man page.
 
-use crate::common::{output_text, runner, workspace};
+mod common;
+
+use common::{output_text, runner, workspace};
 
 /// Flags in `help` (clap's long format) that have no text: a `--flag` line with nothing after
 /// the flag and its value, and no description on the next line.
