@@ -4,24 +4,73 @@
 
 /// P(X ≤ k) for X ~ Binomial(n, p), summed in log space so that large n does not underflow.
 pub fn binomial_cdf(k: u64, n: u64, p: f64) -> f64 {
-    if p <= 0.0 {
-        return 1.0;
-    }
-    if p >= 1.0 {
-        return if k >= n { 1.0 } else { 0.0 };
-    }
-    let (ln_p, ln_q) = (p.ln(), (-p).ln_1p());
-    let mut ln_choose = 0.0;
-    let mut terms = Vec::with_capacity(k.min(n) as usize + 1);
-    for i in 0..=k.min(n) {
-        if i > 0 {
-            ln_choose += ((n - i + 1) as f64).ln() - (i as f64).ln();
+    Cdf::new(k, n).at(p)
+}
+
+/// Terms more than this far below the largest (in natural log) are exactly 0 once
+/// exponentiated (`exp` underflows to 0 below ≈ −745), so leaving them out changes no bit.
+const NEGLIGIBLE_LN: f64 = -800.0;
+
+/// P(X ≤ k) for one k and n at many p (a bound's bisection asks 100): the log binomial
+/// coefficients are computed once, and each p sums only the terms that are not exactly 0
+/// after `exp`, which lie around the distribution's mode (the log terms are concave in i).
+/// Bit for bit the full sum in index order, in O(√n) per p instead of O(k) logarithms.
+struct Cdf {
+    n: u64,
+    /// ln C(n, i) for i = 0 ..= min(k, n), accumulated as the full sum accumulates them.
+    ln_choose: Vec<f64>,
+}
+
+impl Cdf {
+    fn new(k: u64, n: u64) -> Cdf {
+        let last = k.min(n);
+        let mut ln_choose = Vec::with_capacity(last as usize + 1);
+        let mut acc = 0.0;
+        for i in 0..=last {
+            if i > 0 {
+                acc += ((n - i + 1) as f64).ln() - (i as f64).ln();
+            }
+            ln_choose.push(acc);
         }
-        terms.push(ln_choose + i as f64 * ln_p + (n - i) as f64 * ln_q);
+        Cdf { n, ln_choose }
     }
-    let max = terms.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-    let sum: f64 = terms.iter().map(|t| (t - max).exp()).sum();
-    (max + sum.ln()).exp().min(1.0)
+
+    fn at(&self, p: f64) -> f64 {
+        let n = self.n;
+        let last = self.ln_choose.len() - 1;
+        if p <= 0.0 {
+            return 1.0;
+        }
+        if p >= 1.0 {
+            return if last as u64 >= n { 1.0 } else { 0.0 };
+        }
+        let (ln_p, ln_q) = (p.ln(), (-p).ln_1p());
+        let term = |i: usize| self.ln_choose[i] + i as f64 * ln_p + (n - i as u64) as f64 * ln_q;
+        // Out from the mode (or from the last term, when the mode lies beyond it) while the
+        // terms are not negligible against the largest seen.
+        let mode = (((n + 1) as f64 * p).floor() as usize).min(last);
+        let mut max = term(mode);
+        let mut lo = mode;
+        while lo > 0 {
+            let t = term(lo - 1);
+            max = max.max(t);
+            if t - max < NEGLIGIBLE_LN {
+                break;
+            }
+            lo -= 1;
+        }
+        let mut hi = mode;
+        while hi < last {
+            let t = term(hi + 1);
+            max = max.max(t);
+            if t - max < NEGLIGIBLE_LN {
+                break;
+            }
+            hi += 1;
+        }
+        let sum: f64 = (lo..=hi).map(|i| (term(i) - max).exp()).sum();
+        (max + sum.ln()).exp().min(1.0)
+    }
 }
 
 /// The p in (0, 1) where a decreasing `f` crosses `target`, by bisection to ~1e-15.
@@ -44,7 +93,8 @@ fn upper_end(k: u64, n: u64, tail: f64) -> f64 {
         return 1.0;
     }
     // P(X ≤ k; p) falls from 1 to 0 as p grows.
-    solve_decreasing(|p| binomial_cdf(k, n, p), tail)
+    let cdf = Cdf::new(k, n);
+    solve_decreasing(|p| cdf.at(p), tail)
 }
 
 /// The p at which `k` or more events in `n` trials have probability `tail`: the lower end.
@@ -53,7 +103,8 @@ fn lower_end(k: u64, n: u64, tail: f64) -> f64 {
         return 0.0;
     }
     // P(X ≥ k; p) = 1 − P(X ≤ k − 1; p) reaches `tail` where P(X ≤ k − 1; p) is 1 − tail.
-    solve_decreasing(|p| binomial_cdf(k - 1, n, p), 1.0 - tail)
+    let cdf = Cdf::new(k - 1, n);
+    solve_decreasing(|p| cdf.at(p), 1.0 - tail)
 }
 
 /// Two-sided Clopper–Pearson interval at confidence 1 − `alpha` (each tail `alpha` / 2).
@@ -221,6 +272,37 @@ mod tests {
         assert!(trials_to_show_below(0.0005, 0.0006, 0.05).unwrap() > n);
         assert_eq!(trials_to_show_below(0.0006, 0.0006, 0.05), None);
         assert_eq!(trials_to_show_below(0.05, 0.0006, 0.05), None);
+    }
+
+    /// The full sum in index order, every term computed: what [`Cdf`] must equal bit for bit.
+    fn full_sum(k: u64, n: u64, p: f64) -> f64 {
+        let (ln_p, ln_q) = (p.ln(), (-p).ln_1p());
+        let mut ln_choose = 0.0;
+        let mut terms = Vec::new();
+        for i in 0..=k.min(n) {
+            if i > 0 {
+                ln_choose += ((n - i + 1) as f64).ln() - (i as f64).ln();
+            }
+            terms.push(ln_choose + i as f64 * ln_p + (n - i) as f64 * ln_q);
+        }
+        let max = terms.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let sum: f64 = terms.iter().map(|t| (t - max).exp()).sum();
+        (max + sum.ln()).exp().min(1.0)
+    }
+
+    #[test]
+    fn the_windowed_sum_is_the_full_sum_bit_for_bit() {
+        let mut checked = 0;
+        for n in [1u64, 7, 100, 5_000, 123_457, 2_000_000] {
+            for k in [0, 1, n / 1000, n / 10, n / 2, n.saturating_sub(3), n] {
+                for p in [1e-9, 1e-6, 0.0006, 0.01, 0.3, 0.5, 0.97, 1.0 - 1e-9] {
+                    let (fast, full) = (binomial_cdf(k, n, p), full_sum(k, n, p));
+                    assert_eq!(fast.to_bits(), full.to_bits(), "k {k} n {n} p {p}");
+                    checked += 1;
+                }
+            }
+        }
+        assert_eq!(checked, 6 * 7 * 8);
     }
 
     #[test]

@@ -593,12 +593,22 @@ fn the_committed_paper_regenerates_byte_for_byte() {
         .collect();
     assert!(!claims.is_empty(), "no committed claim run");
     claims.sort();
+    // As scripts/reproduce-paper: the scale run only when it was measured with the others
+    // (`--with-scale`, so at the reference's commit), the breakdown whenever it is there.
+    let commit_of = |dir: &str| manifest(&root.join(dir))["git_commit"].clone();
+    let scale: &[&str] = if root.join("results/scale/manifest.json").is_file()
+        && commit_of("results/scale") == commit_of("results/reference")
+    {
+        &["--scale", "results/scale"]
+    } else {
+        &[]
+    };
     let run = |extra: &[&str]| {
         study()
             .current_dir(tmp.path())
             .args(["paper", "--reference", "results/reference", "--claims"])
             .args(&claims)
-            .args(["--scale", "results/scale"])
+            .args(scale)
             .args(["--breakdown", "results/quic-breakdown/breakdown.csv"])
             .args(["--out", "paper"])
             .args(extra)
