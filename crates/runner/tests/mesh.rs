@@ -391,6 +391,33 @@ fn each_installed_proxy_reports_its_version() {
     }
 }
 
+/// A runner in a long HTTP/1.1 cell through an edge `kind` proxy (results and certificates
+/// in `tmp`), returned once its proxy has run for 1.5 s.
+fn a_long_cell_through_an_edge_proxy(
+    kind: ProxyKind,
+    tmp: &std::path::Path,
+) -> std::process::Child {
+    let child = runner()
+        .args(["--path", "edge", "--proxy", kind.as_str()])
+        .args(["--stacks", "h1", "--regime", "reuse", "--concurrency", "2"])
+        .args(["--requests", "100000000", "--max-cell-seconds", "30"])
+        .args(["--baseline-seconds", "0", "--out"])
+        .arg(tmp.join("results"))
+        .arg("--certs")
+        .arg(tmp.join("certs"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    while proxies_left_by(child.id()).is_empty() {
+        assert!(std::time::Instant::now() < until, "the proxy did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    child
+}
+
 /// SIGINT while a cell runs through an edge proxy: the run stops as any interrupted run does
 /// (exit 130) and the proxy's processes are gone with it.
 #[test]
@@ -399,25 +426,8 @@ fn sigint_mid_cell_leaves_no_proxy() {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    let mut child = runner()
-        .args(["--path", "edge", "--proxy", kind.as_str()])
-        .args(["--stacks", "h1", "--regime", "reuse", "--concurrency", "2"])
-        .args(["--requests", "100000000", "--max-cell-seconds", "30"])
-        .args(["--baseline-seconds", "0", "--out"])
-        .arg(tmp.path().join("results"))
-        .arg("--certs")
-        .arg(tmp.path().join("certs"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = a_long_cell_through_an_edge_proxy(kind, tmp.path());
     let pid = child.id();
-    let until = std::time::Instant::now() + Duration::from_secs(30);
-    while proxies_left_by(pid).is_empty() {
-        assert!(std::time::Instant::now() < until, "the proxy did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(1500));
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pid as i32),
         nix::sys::signal::Signal::SIGINT,
@@ -467,25 +477,8 @@ fn sigkill_mid_cell_leaves_no_proxy_and_no_server() {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    let mut child = runner()
-        .args(["--path", "edge", "--proxy", kind.as_str()])
-        .args(["--stacks", "h1", "--regime", "reuse", "--concurrency", "2"])
-        .args(["--requests", "100000000", "--max-cell-seconds", "30"])
-        .args(["--baseline-seconds", "0", "--out"])
-        .arg(tmp.path().join("results"))
-        .arg("--certs")
-        .arg(tmp.path().join("certs"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = a_long_cell_through_an_edge_proxy(kind, tmp.path());
     let pid = child.id();
-    let until = std::time::Instant::now() + Duration::from_secs(30);
-    while proxies_left_by(pid).is_empty() {
-        assert!(std::time::Instant::now() < until, "the proxy did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(1500));
     // The server, the proxy's guard and the load generator: everything the runner started.
     let started = children_of(pid);
     assert!(started.len() >= 2, "server and guard at least: {started:?}");

@@ -16,6 +16,23 @@ const SEED: u64 = 5;
 /// (name, weight) as in the experiment file below.
 const MIX: [(&str, u32); 3] = [("get", 6), ("create", 3), ("missing", 1)];
 
+/// Runs the experiment file text `exp` (written into `tmp`), asserting success; the results
+/// directory.
+fn run_experiment(tmp: &std::path::Path, exp: &str) -> std::path::PathBuf {
+    let file = tmp.join("exp.toml");
+    std::fs::write(&file, exp).unwrap();
+    let out = tmp.join("results");
+    let output = runner()
+        .arg("--experiment")
+        .arg(&file)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("runner runs");
+    assert!(output.status.success(), "{}", output_text(&output));
+    results_dir(&out)
+}
+
 #[test]
 fn a_three_request_mix_is_sent_by_weight_and_reported_per_name() {
     let tmp = tempfile::tempdir().unwrap();
@@ -66,18 +83,7 @@ path = "/nothing/here"
         port = rest.addr().port(),
         ca = certs.ca_cert().display(),
     );
-    let file = tmp.path().join("exp.toml");
-    std::fs::write(&file, exp).unwrap();
-    let out = tmp.path().join("results");
-    let output = runner()
-        .arg("--experiment")
-        .arg(&file)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .expect("runner runs");
-    assert!(output.status.success(), "{}", output_text(&output));
-    let dir = results_dir(&out);
+    let dir = run_experiment(tmp.path(), &exp);
 
     // The draw the runner made is the pure function of (seed, seq): compute it here.
     let mix = RequestMix::new(SEED, &MIX, "test").unwrap();
@@ -278,18 +284,7 @@ expect_values = {{ note = "!= ''" }}
         port = grpc.port,
         proto = proto.display(),
     );
-    let file = tmp.path().join("exp.toml");
-    std::fs::write(&file, exp).unwrap();
-    let out = tmp.path().join("results");
-    let output = runner()
-        .arg("--experiment")
-        .arg(&file)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .expect("runner runs");
-    assert!(output.status.success(), "{}", output_text(&output));
-    let dir = results_dir(&out);
+    let dir = run_experiment(tmp.path(), &exp);
 
     let mix = RequestMix::new(SEED, &GRPC_MIX, "test").unwrap();
     let mut expected = [0u64; 2];
