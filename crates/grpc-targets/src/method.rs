@@ -45,11 +45,6 @@ impl Methods {
         &self.methods[self.calls.method_index(call.seq)]
     }
 
-    /// The methods, in the file's order.
-    pub fn all(&self) -> &[Method] {
-        &self.methods
-    }
-
     /// What the user is told before the run, one line each, for every method.
     pub fn notes(&self) -> Vec<String> {
         self.methods
@@ -577,7 +572,7 @@ mod tests {
             &pool().1,
         )
         .unwrap();
-        assert_eq!(methods.all().len(), 2);
+        assert_eq!(methods.methods.len(), 2);
         // Each call's own expectations: only "first" has a field without presence.
         let notes = methods.notes();
         assert_eq!(notes.len(), 1, "{notes:?}");

@@ -50,6 +50,19 @@ impl RequestMix {
         })
     }
 
+    /// The mix of a target's named entries, `None` when it has none (the short form).
+    pub fn of<'a>(
+        seed: u64,
+        entries: impl Iterator<Item = (&'a str, u32)>,
+        key: &str,
+    ) -> Result<Option<RequestMix>, String> {
+        let entries: Vec<(&str, u32)> = entries.collect();
+        if entries.is_empty() {
+            return Ok(None);
+        }
+        RequestMix::new(seed, &entries, key).map(Some)
+    }
+
     /// The index of the request that request `seq` sends: a draw from `splitmix64(seed, seq)`
     /// mapped onto the total weight.
     pub fn pick(&self, seq: u64) -> usize {

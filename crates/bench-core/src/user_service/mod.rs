@@ -388,15 +388,8 @@ impl RestTarget {
 
     /// The weighted choice among `requests`; `None` for the short form.
     pub fn mix(&self, seed: u64) -> Result<Option<RequestMix>, String> {
-        if self.requests.is_empty() {
-            return Ok(None);
-        }
-        let entries: Vec<(&str, u32)> = self
-            .requests
-            .iter()
-            .map(|r| (r.name.as_str(), r.weight))
-            .collect();
-        RequestMix::new(seed, &entries, "targets.rest.requests").map(Some)
+        let entries = self.requests.iter().map(|r| (r.name.as_str(), r.weight));
+        RequestMix::of(seed, entries, "targets.rest.requests")
     }
 }
 
@@ -418,15 +411,8 @@ impl GrpcTarget {
     }
     /// The weighted choice among `calls`; `None` for the short form.
     pub fn mix(&self, seed: u64) -> Result<Option<RequestMix>, String> {
-        if self.calls.is_empty() {
-            return Ok(None);
-        }
-        let entries: Vec<(&str, u32)> = self
-            .calls
-            .iter()
-            .map(|c| (c.name.as_str(), c.weight))
-            .collect();
-        RequestMix::new(seed, &entries, "targets.grpc.calls").map(Some)
+        let entries = self.calls.iter().map(|c| (c.name.as_str(), c.weight));
+        RequestMix::of(seed, entries, "targets.grpc.calls")
     }
 
     pub fn endpoint(&self) -> Result<Endpoint, String> {
