@@ -79,6 +79,18 @@ expect_json = ["/path_id"]
 name = "missing"
 weight = 1
 path = "/nothing/here"
+
+# Per-name thresholds: each reads its names' rows of requests.csv, not the cell's figures
+# (the cell's success is 90 %, which would fail the first and pass the second).
+[[thresholds]]
+name = "reads-and-writes-succeed"
+requests = ["get", "create"]
+success_rate = {{ min = 1 }}
+
+[[thresholds]]
+name = "missing-always-fails"
+requests = ["missing"]
+success_rate = {{ max = 0 }}
 "#,
         port = rest.addr().port(),
         ca = certs.ca_cert().display(),
@@ -131,6 +143,7 @@ path = "/nothing/here"
 
     let cells = read_csv(&dir.join("cells.csv"));
     assert_eq!(cells.len(), 3);
+    let requests = read_csv(&dir.join("requests.csv"));
     let failures = read_csv(&dir.join("failures.csv"));
     let latency = read_csv(&dir.join("latency.csv"));
     for c in &cells {
@@ -188,6 +201,36 @@ path = "/nothing/here"
                 })
                 .map_or(0.0, |r| num(r, "latency_us"))
         };
+        // requests.csv: one row per name, its counts the draw's, adding up to the cell's.
+        let named_rows: Vec<_> = requests.iter().filter(|r| &r["cell_key"] == key).collect();
+        let by_name: Vec<(&str, f64, f64)> = named_rows
+            .iter()
+            .map(|r| (r["request"].as_str(), num(r, "sent"), num(r, "ok")))
+            .collect();
+        assert_eq!(
+            by_name,
+            [
+                ("get", expected[0] as f64, expected[0] as f64),
+                ("create", expected[1] as f64, expected[1] as f64),
+                ("missing", expected[2] as f64, 0.0),
+            ],
+            "{key}"
+        );
+        assert_eq!(
+            named_rows.iter().map(|r| num(r, "sent")).sum::<f64>(),
+            num(c, "sent"),
+            "{key}"
+        );
+        // The name's p95 in requests.csv is its latency.csv quantile.
+        let get_row = named_rows[0];
+        assert_eq!(
+            num(get_row, "latency_p95_us"),
+            latency
+                .iter()
+                .find(|r| &r["cell_key"] == key && r["request"] == "get" && r["quantile"] == "0.95")
+                .map_or(-1.0, |r| num(r, "latency_us")),
+            "{key}"
+        );
         // For the closing note: counts per name and p95 per name, as measured.
         eprintln!(
             "{key}: sent get/create/missing = {expected:?} (weights 6/3/1 of {REQUESTS}); p95 us: all {}, get {}, create {}",
@@ -196,6 +239,40 @@ path = "/nothing/here"
             p95("create")
         );
     }
+
+    // thresholds.csv: one row per bound, cell and name, read from that name's figures.
+    let checks = read_csv(&dir.join("thresholds.csv"));
+    assert_eq!(checks.len(), 3 * 3, "{checks:?}");
+    for check in &checks {
+        let (request, value) = (check["request"].as_str(), num(check, "value"));
+        let want = if request == "missing" { 0.0 } else { 1.0 };
+        assert_eq!(value, want, "{check:?}");
+        assert_eq!(check["pass"], "true", "{check:?}");
+    }
+    assert_eq!(
+        checks.iter().filter(|c| c["request"] == "missing").count(),
+        3
+    );
+
+    // The report's "Request mix" table: one row per name and stack, with the weight's share.
+    let report = runner().arg("report").arg(&dir).output().unwrap();
+    assert!(report.status.success(), "{}", output_text(&report));
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    let section = html
+        .split("<section id=\"requests\">")
+        .nth(1)
+        .and_then(|s| s.split("</section>").next())
+        .expect("a Request mix section");
+    assert_eq!(section.matches("<tr><td>").count(), 3 * 3, "{section}");
+    assert!(section.contains("<td>get</td>"), "{section}");
+    assert!(
+        section.contains("(60.0 %)"),
+        "get's weight share: {section}"
+    );
+    assert!(
+        !section.contains(" †</td>"),
+        "shares within sampling error: {section}"
+    );
 }
 
 #[test]

@@ -505,6 +505,30 @@ impl Targets {
         self.rest.is_none() && self.grpc.is_none()
     }
 
+    /// The names of every mix entry: the REST target's requests, then the gRPC target's
+    /// calls (what `requests.csv` rows and per-name thresholds are named by).
+    pub fn request_names(&self) -> Vec<String> {
+        let mut names = self.request_names_of(Api::Rest);
+        names.extend(self.request_names_of(Api::Grpc));
+        names
+    }
+
+    /// The names of the mix the stacks of `api` send (empty without one).
+    pub fn request_names_of(&self, api: Api) -> Vec<String> {
+        match api {
+            Api::Rest => self
+                .rest
+                .iter()
+                .flat_map(|t| t.requests.iter().map(|r| r.name.clone()))
+                .collect(),
+            Api::Grpc => self
+                .grpc
+                .iter()
+                .flat_map(|t| t.calls.iter().map(|c| c.name.clone()))
+                .collect(),
+        }
+    }
+
     /// Whether any target turns certificate verification off.
     pub fn insecure(&self) -> bool {
         self.rest.as_ref().is_some_and(|t| t.insecure)

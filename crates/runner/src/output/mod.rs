@@ -22,7 +22,9 @@ use serde::Serialize;
 
 use crate::measure::sampler::{ResourceSummary, Sample};
 use crate::measure::stats::Measurements;
-use crate::output::rows::{AgentRow, CellRow, FailureRow, LatencyRow, ResourceRow, Row};
+use crate::output::rows::{
+    AgentRow, CellRow, FailureRow, LatencyRow, RequestRow, ResourceRow, Row,
+};
 use crate::plan::Cell;
 use crate::settings::Experiment;
 
@@ -92,6 +94,18 @@ impl CellResult {
     pub fn row(&self) -> CellRow {
         CellRow::from_result(self)
     }
+
+    /// One `requests.csv` row per name of the cell's request mix that the cell sent (none
+    /// without a mix).
+    pub fn request_rows(&self) -> Vec<RequestRow> {
+        let key = self.cell.key();
+        self.measured
+            .by_request
+            .iter()
+            .filter(|r| r.sent > 0)
+            .map(|r| RequestRow::of(&key, r))
+            .collect()
+    }
 }
 
 /// An append-only CSV file written whole rows at a time: each batch is encoded in memory and
@@ -147,6 +161,8 @@ pub struct ResultsWriter {
     latency: CsvFile,
     /// Opened with the first cell that ran on agents.
     agents: Option<CsvFile>,
+    /// `requests.csv`, opened at the first cell with a request mix.
+    requests: Option<CsvFile>,
 }
 
 /// Quantiles written to `latency.csv` for every cell: enough for a CDF, dense in the tail.
@@ -176,6 +192,7 @@ impl ResultsWriter {
             failures: CsvFile::open(dir.join("failures.csv"))?,
             latency: CsvFile::open(dir.join("latency.csv"))?,
             agents: None,
+            requests: None,
         })
     }
 
@@ -290,6 +307,15 @@ impl ResultsWriter {
             latency.extend(quantiles(&r.latency, &r.name));
         }
         self.latency.append(&latency)?;
+        let requests = result.request_rows();
+        if !requests.is_empty() {
+            if self.requests.is_none() {
+                self.requests = Some(CsvFile::open(self.dir.join(REQUESTS_FILE))?);
+            }
+            if let Some(file) = self.requests.as_mut() {
+                file.append(&requests)?;
+            }
+        }
         if let (Some(start), None) = (result.measured_start_unix_s, &result.error) {
             let window = hlog::Window {
                 start_unix_s: start,
@@ -342,13 +368,17 @@ pub fn create_run_dir(out: &Path, base: &str) -> anyhow::Result<PathBuf> {
     unreachable!("some suffix is free")
 }
 
+/// The file of a request mix's per-name rows ([`RequestRow`]).
+pub const REQUESTS_FILE: &str = "requests.csv";
+
 /// The CSV files a run appends rows to.
-const ROW_FILES: [&str; 5] = [
+const ROW_FILES: [&str; 6] = [
     "cells.csv",
     "failures.csv",
     "latency.csv",
     "resources.csv",
     "agents.csv",
+    REQUESTS_FILE,
 ];
 
 /// Refuses a results directory whose rows come from more than one run (folders written

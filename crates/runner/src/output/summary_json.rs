@@ -36,6 +36,9 @@ pub struct Verdict {
 pub struct ThresholdCheck {
     pub threshold: String,
     pub cell_key: String,
+    /// The request mix entry a per-name threshold checked; absent for the cell's figures.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub request: String,
     pub column: String,
     pub value: Option<f64>,
     pub bound: String,
@@ -118,6 +121,7 @@ pub fn build(
             .map(|o| ThresholdCheck {
                 threshold: o.threshold.clone(),
                 cell_key: o.cell_key.clone(),
+                request: o.request.clone(),
                 column: o.column.clone(),
                 value: o.value,
                 bound: o.bound.clone(),

@@ -1,11 +1,13 @@
 //! Thresholds: pass/fail criteria an experiment file states over the numeric columns of
 //! `cells.csv` (`[[thresholds]]`, k6's idea), validated before the run, checked per cell as it
-//! finishes, and written to `thresholds.csv`. Evaluation is a pure function of a cell's
-//! [`CellRow`], so the live check and the file read back agree.
+//! finishes, and written to `thresholds.csv`. A threshold with `requests = [...]` states them
+//! over the columns of `requests.csv` instead, for each of those names of a request mix.
+//! Evaluation is a pure function of a cell's [`CellRow`] (and its [`RequestRow`]s), so the
+//! live check and the files read back agree.
 
 use std::path::Path;
 
-use crate::output::rows::{self, CellRow, Row, ThresholdRow};
+use crate::output::rows::{self, CellRow, RequestRow, Row, ThresholdRow};
 use crate::output::CellResult;
 use crate::settings::Experiment;
 
@@ -133,6 +135,8 @@ impl Check {
 pub struct Parsed {
     pub label: String,
     selectors: Vec<(&'static str, Vec<String>)>,
+    /// The mix entries whose own figures the checks read; `None`: the cell's.
+    pub requests: Option<Vec<String>>,
     pub checks: Vec<Check>,
 }
 
@@ -172,6 +176,8 @@ impl Parsed {
 pub struct Outcome {
     pub threshold: String,
     pub cell_key: String,
+    /// The mix entry checked; empty: the cell.
+    pub request: String,
     /// The key as written (an alias or a column); `value` and `bound` are in its units.
     pub column: String,
     /// `None` when the cell has no value for it (empty column, or the cell could not run).
@@ -201,26 +207,34 @@ pub fn write_number<S: serde::Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok
 /// Every column of `cells.csv`, with whether it is numeric: the columns of [`CellRow`], so
 /// a threshold names a real column or is refused.
 pub fn columns() -> Vec<(String, bool)> {
-    CellRow::COLUMNS
+    columns_of::<CellRow>()
+}
+
+/// The columns of a row type, with whether each is numeric.
+fn columns_of<T: Row>() -> Vec<(String, bool)> {
+    T::COLUMNS
         .iter()
-        .map(|c| (c.to_string(), CellRow::numeric(c) == Some(true)))
+        .map(|c| (c.to_string(), T::numeric(c) == Some(true)))
         .collect()
 }
 
-/// The real column and unit factor a threshold key reads, or why it cannot be used.
-fn resolve(key: &str, columns: &[(String, bool)]) -> Result<(String, f64), String> {
-    let (column, factor) = ALIASES
-        .iter()
-        .find(|(alias, _, _)| *alias == key)
-        .map_or((key, 1.0), |(_, column, factor)| (*column, *factor));
+/// The real column and unit factor a threshold key reads from `file`'s `columns`, or why it
+/// cannot be used.
+fn resolve(key: &str, columns: &[(String, bool)], file: &str) -> Result<(String, f64), String> {
+    let alias = ALIASES.iter().find(|(alias, _, _)| *alias == key);
+    let (column, factor) = alias.map_or((key, 1.0), |(_, column, factor)| (*column, *factor));
     match columns.iter().find(|(c, _)| c == column) {
         Some((_, true)) => Ok((column.to_string(), factor)),
-        Some((_, false)) => Err(format!("column '{column}' of cells.csv is not numeric")),
+        Some((_, false)) => Err(format!("column '{column}' of {file} is not numeric")),
+        None if alias.is_some() => Err(format!(
+            "'{key}' stands for {column}, which {file} does not have"
+        )),
         None => {
             // Aliases first: they are the short names a newcomer was reaching for.
             let near: Vec<&str> = ALIASES
                 .iter()
                 .filter(|(a, _, _)| a.contains(key) || key.contains(a))
+                .filter(|(_, column, _)| columns.iter().any(|(c, _)| c == column))
                 .map(|(a, _, _)| *a)
                 .chain(
                     columns
@@ -238,7 +252,7 @@ fn resolve(key: &str, columns: &[(String, bool)]) -> Result<(String, f64), Strin
                 format!("did you mean {}?", near.join(", "))
             };
             Err(format!(
-                "unknown column '{key}': not a column of cells.csv nor an alias ({hint})"
+                "unknown column '{key}': not a column of {file} nor an alias ({hint})"
             ))
         }
     }
@@ -270,15 +284,14 @@ fn parse_bound(key: &str, value: &toml::Value) -> Result<(Option<f64>, Option<f6
 
 /// Validates the thresholds' names, bounds and columns (not the selectors against a plan).
 pub fn parse(thresholds: &[Threshold]) -> Result<Vec<Parsed>, Invalid> {
-    let columns = columns();
     thresholds
         .iter()
         .enumerate()
-        .map(|(i, t)| parse_one(i + 1, t, &columns))
+        .map(|(i, t)| parse_one(i + 1, t))
         .collect()
 }
 
-fn parse_one(index: usize, t: &Threshold, columns: &[(String, bool)]) -> Result<Parsed, Invalid> {
+fn parse_one(index: usize, t: &Threshold) -> Result<Parsed, Invalid> {
     let label = t.name.clone().unwrap_or_else(|| format!("T{index}"));
     let fail = |key: &str, message: String| Invalid {
         index,
@@ -326,9 +339,29 @@ fn parse_one(index: usize, t: &Threshold, columns: &[(String, bool)]) -> Result<
             selectors.push((column, values));
         }
     }
+    if let Some(requests) = &t.requests {
+        if requests.is_empty() {
+            return Err(fail(
+                "requests",
+                "is empty: leave it out to check the cells' figures".into(),
+            ));
+        }
+        let twice = requests
+            .iter()
+            .enumerate()
+            .find(|(i, n)| requests[..*i].contains(n));
+        if let Some((_, name)) = twice {
+            return Err(fail("requests", format!("'{name}' is named twice")));
+        }
+    }
+    // A per-name threshold reads requests.csv, whose columns are a subset of cells.csv's.
+    let (columns, file) = match &t.requests {
+        Some(_) => (columns_of::<RequestRow>(), crate::output::REQUESTS_FILE),
+        None => (columns(), "cells.csv"),
+    };
     let mut checks = Vec::new();
     for (key, value) in &t.bounds {
-        let (column, factor) = resolve(key, columns).map_err(|m| fail(key, m))?;
+        let (column, factor) = resolve(key, &columns, file).map_err(|m| fail(key, m))?;
         let (min, max) = parse_bound(key, value).map_err(|m| fail(key, m))?;
         for (side, limit) in [(Side::Min, min), (Side::Max, max)] {
             if let Some(limit) = limit {
@@ -351,6 +384,7 @@ fn parse_one(index: usize, t: &Threshold, columns: &[(String, bool)]) -> Result<
     Ok(Parsed {
         label,
         selectors,
+        requests: t.requests.clone(),
         checks,
     })
 }
@@ -393,6 +427,43 @@ pub fn validate(exp: &Experiment) -> Result<Vec<Parsed>, Invalid> {
                 });
             }
         }
+        if let Some(requests) = &p.requests {
+            let names = exp.targets.request_names();
+            if let Some(missing) = requests.iter().find(|n| !names.contains(n)) {
+                return Err(Invalid {
+                    index: i + 1,
+                    label: p.label.clone(),
+                    key: "requests".into(),
+                    message: if names.is_empty() {
+                        format!("'{missing}': the experiment has no request mix ([[targets.rest.requests]] or [[targets.grpc.calls]])")
+                    } else {
+                        format!(
+                            "'{missing}' is not a request of the mix (it has {})",
+                            names.join(", ")
+                        )
+                    },
+                });
+            }
+            // A REST entry's threshold that also selected the gRPC stacks' cells (or the
+            // reverse) would fail there for want of the name: refuse it before the run.
+            for r in records.iter().filter(|r| p.selects(r)) {
+                let Some(api) = crate::registry::find(&r.stack).map(|s| s.api()) else {
+                    continue;
+                };
+                let of_api = exp.targets.request_names_of(api);
+                if let Some(name) = requests.iter().find(|n| !of_api.contains(n)) {
+                    return Err(Invalid {
+                        index: i + 1,
+                        label: p.label.clone(),
+                        key: "requests".into(),
+                        message: format!(
+                            "'{name}' is not a request of the mix the {} stack sends: select the stacks that send it (stacks = [...])",
+                            r.stack
+                        ),
+                    });
+                }
+            }
+        }
         if !records.iter().any(|r| p.selects(r)) {
             return Err(Invalid {
                 index: i + 1,
@@ -407,27 +478,58 @@ pub fn validate(exp: &Experiment) -> Result<Vec<Parsed>, Invalid> {
 
 /// Every check of every threshold that selects this cell. A cell that could not run
 /// (`error` set) has no figures, so each check of it fails with no value.
-pub fn evaluate(parsed: &[Parsed], row: &CellRow) -> Vec<Outcome> {
+///
+/// A per-name threshold checks each of its names in `requests` (the cell's `requests.csv`
+/// rows); a name the cell has no row for (it sent none of them, or the cell could not run)
+/// fails with no value.
+pub fn evaluate(parsed: &[Parsed], row: &CellRow, requests: &[RequestRow]) -> Vec<Outcome> {
     let cell_key = row.cell_key.clone();
     let ran = row.ran();
     let mut out = Vec::new();
     for p in parsed.iter().filter(|p| p.selects(row)) {
-        for check in &p.checks {
-            let value = row
-                .number(&check.column)
-                .filter(|_| ran)
-                .map(|v| v * check.factor);
-            out.push(Outcome {
-                threshold: p.label.clone(),
-                cell_key: cell_key.clone(),
-                column: check.key.clone(),
-                value,
-                bound: check.bound(),
-                pass: value.is_some_and(|v| check.passes(v)),
-            });
+        let subjects: Vec<(String, Option<&dyn NumberOf>)> = match &p.requests {
+            None => vec![(String::new(), Some(row as &dyn NumberOf))],
+            Some(names) => names
+                .iter()
+                .map(|name| {
+                    let mine = requests
+                        .iter()
+                        .rfind(|r| r.cell_key == cell_key && &r.request == name)
+                        .map(|r| r as &dyn NumberOf);
+                    (name.clone(), mine)
+                })
+                .collect(),
+        };
+        for (request, subject) in subjects {
+            for check in &p.checks {
+                let value = subject
+                    .and_then(|s| s.number_of(&check.column))
+                    .filter(|_| ran)
+                    .map(|v| v * check.factor);
+                out.push(Outcome {
+                    threshold: p.label.clone(),
+                    cell_key: cell_key.clone(),
+                    request: request.clone(),
+                    column: check.key.clone(),
+                    value,
+                    bound: check.bound(),
+                    pass: value.is_some_and(|v| check.passes(v)),
+                });
+            }
         }
     }
     out
+}
+
+/// A row a check reads a number from: a cell's or one name's.
+trait NumberOf {
+    fn number_of(&self, column: &str) -> Option<f64>;
+}
+
+impl<T: Row> NumberOf for T {
+    fn number_of(&self, column: &str) -> Option<f64> {
+        self.number(column)
+    }
 }
 
 /// The ✓/✗ suffix of a finished cell's progress line (empty when no threshold selects it):
@@ -436,7 +538,7 @@ pub fn cell_marks(thresholds: &[Threshold], result: &CellResult) -> String {
     let Ok(parsed) = parse(thresholds) else {
         return String::new();
     };
-    let outcomes = evaluate(&parsed, &result.row());
+    let outcomes = evaluate(&parsed, &result.row(), &result.request_rows());
     if outcomes.is_empty() {
         return String::new();
     }
@@ -449,7 +551,15 @@ pub fn cell_marks(thresholds: &[Threshold], result: &CellResult) -> String {
         let failed: Vec<String> = mine
             .iter()
             .filter(|o| !o.pass)
-            .map(|o| format!("{} {}, bound {}", o.column, show(o.value), o.bound))
+            .map(|o| {
+                format!(
+                    "{}{} {}, bound {}",
+                    named(&o.request),
+                    o.column,
+                    show(o.value),
+                    o.bound
+                )
+            })
             .collect();
         marks.push(if failed.is_empty() {
             format!("✓ {}", p.label)
@@ -464,6 +574,15 @@ fn show(value: Option<f64>) -> String {
     value.map_or_else(|| "no value".into(), number)
 }
 
+/// `"create: "` before a per-name check's figures, nothing before a cell's.
+fn named(request: &str) -> String {
+    if request.is_empty() {
+        String::new()
+    } else {
+        format!("{request}: ")
+    }
+}
+
 /// Evaluates the thresholds over every row of the run's `cells.csv` (resumed rows included)
 /// and writes `thresholds.csv`; nothing is written when the run has no thresholds.
 pub fn write(dir: &Path, thresholds: &[Threshold]) -> anyhow::Result<Vec<Outcome>> {
@@ -472,10 +591,11 @@ pub fn write(dir: &Path, thresholds: &[Threshold]) -> anyhow::Result<Vec<Outcome
     }
     let parsed = parse(thresholds).map_err(|e| anyhow::anyhow!(e.describe(None, "run")))?;
     let cells = dir.join("cells.csv");
+    let requests = rows::read_if_present::<RequestRow>(&dir.join(crate::output::REQUESTS_FILE))?;
     let mut outcomes = Vec::new();
     if cells.is_file() {
         for row in &rows::read::<CellRow>(&cells)?.rows {
-            outcomes.extend(evaluate(&parsed, row));
+            outcomes.extend(evaluate(&parsed, row, &requests.rows));
         }
     }
     let written: Vec<ThresholdRow> = outcomes
@@ -483,6 +603,7 @@ pub fn write(dir: &Path, thresholds: &[Threshold]) -> anyhow::Result<Vec<Outcome
         .map(|o| ThresholdRow {
             threshold: o.threshold.clone(),
             cell_key: o.cell_key.clone(),
+            request: o.request.clone(),
             column: o.column.clone(),
             value: o.value,
             bound: o.bound.clone(),
@@ -530,12 +651,18 @@ pub fn summary_block(outcomes: &[Outcome]) -> String {
             .iter()
             .filter(|o| !o.pass)
             .take(3)
-            .map(|o| format!("{} in {}", show(o.value), o.cell_key))
+            .map(|o| format!("{}{} in {}", named(&o.request), show(o.value), o.cell_key))
             .collect();
         let mark = if failing.is_empty() { "✓" } else { "✗" };
+        let per_name = mine.iter().any(|o| !o.request.is_empty());
         let mut line = format!(
-            "  {mark} {threshold}: {column} {bound}: {passed}/{} cells",
-            mine.len()
+            "  {mark} {threshold}: {column} {bound}: {passed}/{} {}",
+            mine.len(),
+            if per_name {
+                "requests × cells"
+            } else {
+                "cells"
+            }
         );
         if !failing.is_empty() {
             line.push_str(&format!(" (failed: {})", failing.join(", ")));
@@ -634,21 +761,21 @@ mod tests {
             throughput_steady_rps: steady,
             ..CellRow::default()
         };
-        assert!(evaluate(&parsed, &cell("h1", 500, 1, Some(1.0))).is_empty());
-        assert!(evaluate(&parsed, &cell("grpc", 10, 1, Some(1.0))).is_empty());
-        let ok = evaluate(&parsed, &cell("grpc", 500, 25000, Some(26000.5)));
+        assert!(evaluate(&parsed, &cell("h1", 500, 1, Some(1.0)), &[]).is_empty());
+        assert!(evaluate(&parsed, &cell("grpc", 10, 1, Some(1.0)), &[]).is_empty());
+        let ok = evaluate(&parsed, &cell("grpc", 500, 25000, Some(26000.5)), &[]);
         assert_eq!(ok.len(), 2);
         assert!(ok.iter().all(|o| o.pass), "{ok:?}");
         assert_eq!(ok[0].value, Some(25.0));
         assert_eq!(ok[0].bound, "<= 25");
-        let bad = evaluate(&parsed, &cell("grpc", 500, 25001, None));
+        let bad = evaluate(&parsed, &cell("grpc", 500, 25001, None), &[]);
         assert!(bad.iter().all(|o| !o.pass), "{bad:?}");
         assert_eq!(bad[1].value, None, "an empty column is no value");
         let failed = CellRow {
             error: Some("server did not start".into()),
             ..cell("grpc", 500, 0, Some(0.0))
         };
-        assert!(evaluate(&parsed, &failed)
+        assert!(evaluate(&parsed, &failed, &[])
             .iter()
             .all(|o| !o.pass && o.value.is_none()));
     }
@@ -691,6 +818,7 @@ mod tests {
         let o = |cell: &str, pass: bool| Outcome {
             threshold: "T1".into(),
             cell_key: cell.into(),
+            request: String::new(),
             column: "p95_ms".into(),
             value: Some(3.5),
             bound: "<= 1".into(),
@@ -703,5 +831,122 @@ mod tests {
             "{block}"
         );
         assert!(summary_block(&[o("a", true)]).contains("✓ T1"));
+    }
+
+    #[test]
+    fn a_per_name_threshold_checks_each_name_and_fails_a_name_not_sent() {
+        let parsed = parse(&[threshold(
+            "[[thresholds]]\nname = \"writes\"\nrequests = [\"create\", \"delete\"]\np95_ms = { max = 5 }\nsuccess_rate = { min = 0.99 }\n",
+        )])
+        .unwrap();
+        assert_eq!(parsed[0].checks[0].column, "latency_p95_us");
+        let cell = CellRow {
+            cell_key: "k".into(),
+            variant: "default".into(),
+            stage: "stress".into(),
+            stack: "h1".into(),
+            regime: "reuse".into(),
+            concurrency: 2,
+            // The cell's own figures would pass; the name's decide.
+            latency_p95_us: 1,
+            success_rate: 1.0,
+            ..CellRow::default()
+        };
+        let row = |key: &str, name: &str, p95_us: u64, rate: f64| RequestRow {
+            cell_key: key.into(),
+            request: name.into(),
+            latency_p95_us: Some(p95_us),
+            success_rate: rate,
+            ..RequestRow::default()
+        };
+        let requests = [
+            row("k", "get", 100_000, 0.0),
+            row("k", "create", 6_000, 1.0),
+            row("other", "delete", 1_000, 1.0),
+        ];
+        let out = evaluate(&parsed, &cell, &requests);
+        let got: Vec<(&str, &str, Option<f64>, bool)> = out
+            .iter()
+            .map(|o| (o.request.as_str(), o.column.as_str(), o.value, o.pass))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("create", "p95_ms", Some(6.0), false),
+                ("create", "success_rate", Some(1.0), true),
+                // This cell sent no `delete` (the other cell's row is not this cell's).
+                ("delete", "p95_ms", None, false),
+                ("delete", "success_rate", None, false),
+            ]
+        );
+        let block = summary_block(&out);
+        assert!(
+            block.contains("✗ writes: p95_ms <= 5: 0/2 requests × cells (failed: create: 6 in k, delete: no value in k)"),
+            "{block}"
+        );
+    }
+
+    #[test]
+    fn a_per_name_threshold_reads_only_requests_csv_columns_and_known_names() {
+        let err = parse(&[threshold(
+            "[[thresholds]]\nrequests = [\"get\"]\nsteady_rps = { min = 1 }\n",
+        )])
+        .unwrap_err();
+        assert_eq!(err.key, "steady_rps");
+        assert!(
+            err.message.contains(
+                "'steady_rps' stands for throughput_steady_rps, which requests.csv does not have"
+            ),
+            "{err:?}"
+        );
+        let err = parse(&[threshold(
+            "[[thresholds]]\nrequests = [\"get\", \"get\"]\np95_ms = { max = 1 }\n",
+        )])
+        .unwrap_err();
+        assert!(err.message.contains("'get' is named twice"), "{err:?}");
+        let err = parse(&[threshold(
+            "[[thresholds]]\nrequests = []\np95_ms = { max = 1 }\n",
+        )])
+        .unwrap_err();
+        assert_eq!(err.key, "requests");
+
+        let mut exp = Experiment {
+            stacks: vec!["h1".into()],
+            regimes: vec![Regime::Reuse],
+            concurrency: vec![2],
+            thresholds: vec![threshold(
+                "[[thresholds]]\nrequests = [\"gte\"]\np95_ms = { max = 1 }\n",
+            )],
+            ..Experiment::default()
+        };
+        let err = validate(&exp).unwrap_err();
+        assert_eq!(err.key, "requests");
+        assert!(err.message.contains("no request mix"), "{err:?}");
+        exp.targets = toml::from_str(
+            "[rest]\nurl = \"https://127.0.0.1:1/\"\n[[rest.requests]]\nname = \"get\"\npath = \"/\"\n[[rest.requests]]\nname = \"create\"\nmethod = \"POST\"\npath = \"/\"\n",
+        )
+        .expect("a REST target with a mix");
+        let err = validate(&exp).unwrap_err();
+        assert!(
+            err.message
+                .contains("'gte' is not a request of the mix (it has get, create)"),
+            "{err:?}"
+        );
+        exp.thresholds = vec![threshold(
+            "[[thresholds]]\nrequests = [\"create\"]\np95_ms = { max = 1 }\n",
+        )];
+        assert!(validate(&exp).is_ok());
+        // With a gRPC stack in the plan, the REST entry's threshold must leave its cells out.
+        exp.stacks = vec!["h1".into(), "grpc".into()];
+        let err = validate(&exp).unwrap_err();
+        assert!(
+            err.message
+                .contains("'create' is not a request of the mix the grpc stack sends"),
+            "{err:?}"
+        );
+        exp.thresholds = vec![threshold(
+            "[[thresholds]]\nstacks = [\"h1\"]\nrequests = [\"create\"]\np95_ms = { max = 1 }\n",
+        )];
+        assert!(validate(&exp).is_ok());
     }
 }

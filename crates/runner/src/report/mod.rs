@@ -9,6 +9,7 @@ pub mod labels;
 pub mod memory;
 pub mod page;
 pub mod path;
+pub mod requests;
 pub mod service;
 
 use std::path::Path;

@@ -583,7 +583,12 @@ fn thresholds_section(dir: &Path) -> anyhow::Result<String> {
             let value = r
                 .value
                 .map_or_else(|| "no value".to_string(), crate::output::thresholds::number);
-            groups[at].2.push(format!("{} ({value})", r.cell_key));
+            let cell = if r.request.is_empty() {
+                r.cell_key.clone()
+            } else {
+                format!("{} [{}]", r.cell_key, r.request)
+            };
+            groups[at].2.push(format!("{cell} ({value})"));
         }
     }
     groups.sort_by_key(|(_, _, failed)| failed.is_empty());
@@ -945,6 +950,7 @@ pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
                 .as_ref()
                 .and_then(|s| crate::report::service::network_path_warning(s, &results.cells)),
             memory => memory_section(&results.cells),
+            requests => crate::report::requests::section(dir, &results.cells, &results.manifest)?,
             curve => crate::report::chart_curve::section(&results.cells),
         })?;
     let path = dir.join("report.html");

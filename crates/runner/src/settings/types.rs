@@ -93,6 +93,10 @@ pub struct Threshold {
     pub concurrency: Option<Vec<u32>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variants: Option<Vec<String>>,
+    /// Names of a request mix's entries: the bounds then apply to each of those names'
+    /// figures in each selected cell (`requests.csv`), not to the cell's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<Vec<String>>,
     /// `stress` (default) or `baseline`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stage: Option<String>,

@@ -122,6 +122,9 @@ row_type! {
         pub value: Option<f64>,
         pub bound: String,
         pub pass: bool,
+        /// Empty: the cell's figures; a name of a request mix: that name's (`requests.csv`).
+        #[serde(default)]
+        pub request: String,
     }
 }
 

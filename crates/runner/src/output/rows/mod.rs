@@ -12,7 +12,7 @@ pub use cell::{
     RENAMED_COLUMNS,
 };
 pub use derived::{CompareRow, MemoryRow, SummaryRow, ThresholdRow};
-pub use samples::{AgentRow, FailureRow, LatencyRow, ResourceRow};
+pub use samples::{AgentRow, FailureRow, LatencyRow, RequestRow, ResourceRow};
 
 use std::path::Path;
 
@@ -259,5 +259,6 @@ mod tests {
         header_matches::<ResourceRow>();
         header_matches::<FailureRow>();
         header_matches::<LatencyRow>();
+        header_matches::<RequestRow>();
     }
 }

@@ -1,5 +1,5 @@
-//! The per-cell detail files written next to `cells.csv`: resource samples, failure examples
-//! and latency quantiles.
+//! The per-cell detail files written next to `cells.csv`: resource samples, failure examples,
+//! latency quantiles and a request mix's per-name figures.
 
 use super::{fmt, row_type};
 
@@ -75,5 +75,59 @@ row_type! {
         /// the cell (the traffic crossed the bridge); empty otherwise.
         pub link_received_bytes: Option<u64>,
         pub link_sent_bytes: Option<u64>,
+    }
+}
+
+row_type! {
+    /// `requests.csv` (runs with a request mix): what the requests of one name measured in a
+    /// cell. Its `sent`, `ok` and `failed` add up, over a cell's names, to the cell's in
+    /// cells.csv; the latency columns mean what cells.csv's do, for this name's successes
+    /// (empty when it had none, so that no latency bound passes on nothing).
+    pub struct RequestRow {
+        pub cell_key: String,
+        /// The `name` of the mix entry.
+        pub request: String,
+        pub sent: u64,
+        pub ok: u64,
+        pub failed: u64,
+        #[serde(serialize_with = "fmt::dec::<6, _>")]
+        pub success_rate: f64,
+        pub latency_min_us: Option<u64>,
+        pub latency_p50_us: Option<u64>,
+        pub latency_p90_us: Option<u64>,
+        pub latency_p95_us: Option<u64>,
+        pub latency_p99_us: Option<u64>,
+        pub latency_p999_us: Option<u64>,
+        pub latency_max_us: Option<u64>,
+        #[serde(serialize_with = "fmt::opt_dec::<1, _>")]
+        pub latency_mean_us: Option<f64>,
+    }
+}
+
+impl RequestRow {
+    /// One name's row of a cell, from what it measured.
+    pub fn of(cell_key: &str, r: &crate::measure::stats::RequestMeasurements) -> Self {
+        let l = crate::measure::stats::LatencySummary::of(&r.latency);
+        let some = |v: u64| (r.ok > 0).then_some(v);
+        RequestRow {
+            cell_key: cell_key.to_string(),
+            request: r.name.clone(),
+            sent: r.sent,
+            ok: r.ok,
+            failed: r.sent.saturating_sub(r.ok),
+            success_rate: if r.sent == 0 {
+                0.0
+            } else {
+                r.ok as f64 / r.sent as f64
+            },
+            latency_min_us: some(l.min),
+            latency_p50_us: some(l.p50),
+            latency_p90_us: some(l.p90),
+            latency_p95_us: some(l.p95),
+            latency_p99_us: some(l.p99),
+            latency_p999_us: some(l.p999),
+            latency_max_us: some(l.max),
+            latency_mean_us: (r.ok > 0).then_some(l.mean),
+        }
     }
 }
