@@ -20,6 +20,12 @@ pub(crate) const CONTRAST_QUIC: &[&str] = &["h3", "grpc-h3"];
 /// A side collapsed in a condition when one of its stacks' success (pooled over repetitions)
 /// fell below this at any level.
 pub(crate) const CONTRAST_COLLAPSE_BELOW: f64 = 0.5;
+/// A side's new-connection throughput fell in a condition when one of its stacks' throughput
+/// (ok ÷ elapsed, pooled over repetitions) at a level above its best level is below this share
+/// of that best, in that condition (below the best is a closed loop's ramp): where TIME_WAIT binds, connect() still succeeds but
+/// slowly, so exhaustion shows as lost throughput before it shows as failures. Stated after
+/// session 1 at b314ddf was seen and before sessions 2 and 3 were (so those test it).
+pub(crate) const CONTRAST_THROUGHPUT_FALL_BELOW: f64 = 0.5;
 /// The claim experiment that runs the contrast where TIME_WAIT can bind (two hosts, one
 /// source address): `experiments/claims/c2c3-two-hosts.toml`.
 pub(crate) const CONTRAST_RUN: &str = "c2c3-two-hosts";
