@@ -116,8 +116,12 @@ impl PathPlan<'_> {
         })
     }
 
+    /// The certificate files, as absolute paths: a proxy does not run in the runner's working
+    /// directory (HAProxy in a host's namespace could not load a relative `certs/ca.pem`,
+    /// the default `--certs`).
     fn paths(&self) -> bench_core::tls::CertPaths {
-        bench_core::tls::CertPaths::new(self.certs)
+        let dir = std::path::absolute(self.certs).unwrap_or_else(|_| self.certs.to_path_buf());
+        bench_core::tls::CertPaths::new(dir)
     }
 
     /// An edge proxy on `listen`, terminating TLS with the server's certificate, in front of
@@ -565,6 +569,28 @@ pub fn edge_in_front(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The default `--certs` is relative; every file a proxy's configuration names is
+    /// absolute, whatever directory the proxy runs in.
+    #[test]
+    fn a_proxy_is_given_absolute_certificate_paths() {
+        let cell = crate::plan::plan(&crate::settings::Experiment {
+            stacks: vec!["h1".into()],
+            ..crate::settings::Experiment::default()
+        })
+        .into_iter()
+        .next()
+        .expect("a cell");
+        let plan = PathPlan {
+            cell: &cell,
+            certs: Path::new("certs"),
+        };
+        let paths = plan.paths();
+        for file in [paths.ca_cert(), paths.server_cert(), paths.server_key()] {
+            assert!(file.is_absolute(), "{}", file.display());
+            assert!(file.ends_with(Path::new("certs").join(file.file_name().unwrap())));
+        }
+    }
 
     /// Proxies stay on loopback and the suite's benchmarking range; anything else is refused.
     #[test]
