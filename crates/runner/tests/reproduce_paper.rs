@@ -109,3 +109,86 @@ fn the_soak_claim_runs_time_bound_and_samples_rss_every_second() {
         );
     }
 }
+
+/// `git` in `dir`, which must succeed; its standard output.
+fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let o = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git runs");
+    assert!(o.status.success(), "git {args:?}: {}", output_text(&o));
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// Sessions stored by a later commit that adds only results are continued at their own
+/// commit (from a checkout of it), not refused as "another commit"; once the code changes,
+/// they are refused. A clone of this checkout with the script under test committed in it
+/// stands in for the repository.
+#[test]
+fn sessions_of_an_earlier_commit_with_the_same_code_are_continued_there() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    git(
+        tmp.path(),
+        &[
+            "clone",
+            "--quiet",
+            "--shared",
+            workspace().to_str().unwrap(),
+            repo.to_str().unwrap(),
+        ],
+    );
+    let identity = ["-c", "user.name=t", "-c", "user.email=t@example.invalid"];
+    let commit = |message: &str| {
+        git(&repo, &["add", "-A", "."]);
+        let mut args = identity.to_vec();
+        args.extend(["commit", "--quiet", "--allow-empty", "-m", message]);
+        git(&repo, &args);
+        git(&repo, &["rev-parse", "HEAD"])
+    };
+    std::fs::copy(
+        workspace().join("scripts/reproduce-paper"),
+        repo.join("scripts/reproduce-paper"),
+    )
+    .unwrap();
+    let sessions = repo.join("results/sessions");
+    let _ = std::fs::remove_dir_all(&sessions);
+    let code = commit("the code of the sessions");
+    std::fs::create_dir_all(sessions.join("s1/reference")).unwrap();
+    std::fs::write(
+        sessions.join("s1/reference/manifest.json"),
+        format!("{{\"git_commit\": \"{code}\"}}"),
+    )
+    .unwrap();
+    commit("results: session 1");
+
+    let plan = |repo: &std::path::Path| {
+        let o = Command::new(repo.join("scripts/reproduce-paper"))
+            .args(["--dry-run", "--sessions", "1"])
+            .current_dir(repo)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", output_text(&o));
+        output_text(&o)
+    };
+    let text = plan(&repo);
+    assert!(text.contains(&format!("at commit {code}")), "{text}");
+    assert!(text.contains("session 2 → results/sessions/s2:"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "git worktree add --detach results/.checkout-{}",
+            &code[..9]
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("would refuse"), "{text}");
+
+    // Other code: the sessions are another commit's.
+    std::fs::write(repo.join("crates/runner/src/changed.txt"), "other code").unwrap();
+    let other = commit("other code");
+    let text = plan(&repo);
+    assert!(text.contains(&format!("at commit {other}")), "{text}");
+    assert!(text.contains("would refuse"), "{text}");
+    assert!(text.contains("session 1 → results/sessions/s1:"), "{text}");
+}

@@ -603,12 +603,22 @@ fn the_committed_paper_regenerates_byte_for_byte() {
     } else {
         &[]
     };
+    // The mesh run likewise, when it ran at the reference's commit (`study paper` refuses it
+    // otherwise).
+    let mesh: &[&str] = if root.join("results/mesh/manifest.json").is_file()
+        && commit_of("results/mesh") == commit_of("results/reference")
+    {
+        &["--mesh", "results/mesh"]
+    } else {
+        &[]
+    };
     let run = |extra: &[&str]| {
         study()
             .current_dir(tmp.path())
             .args(["paper", "--reference", "results/reference", "--claims"])
             .args(&claims)
             .args(scale)
+            .args(mesh)
             .args(["--breakdown", "results/quic-breakdown/breakdown.csv"])
             .args(["--out", "paper"])
             .args(extra)
