@@ -487,25 +487,27 @@ pub fn evaluate(parsed: &[Parsed], row: &CellRow, requests: &[RequestRow]) -> Ve
     let ran = row.ran();
     let mut out = Vec::new();
     for p in parsed.iter().filter(|p| p.selects(row)) {
-        let subjects: Vec<(String, Option<&dyn NumberOf>)> = match &p.requests {
-            None => vec![(String::new(), Some(row as &dyn NumberOf))],
+        // (entry name, its row in this cell); one unnamed subject: the cell itself.
+        let subjects: Vec<(String, Option<&RequestRow>)> = match &p.requests {
+            None => vec![(String::new(), None)],
             Some(names) => names
                 .iter()
                 .map(|name| {
                     let mine = requests
                         .iter()
-                        .rfind(|r| r.cell_key == cell_key && &r.request == name)
-                        .map(|r| r as &dyn NumberOf);
+                        .rfind(|r| r.cell_key == cell_key && &r.request == name);
                     (name.clone(), mine)
                 })
                 .collect(),
         };
-        for (request, subject) in subjects {
+        for (request, named_row) in subjects {
             for check in &p.checks {
-                let value = subject
-                    .and_then(|s| s.number_of(&check.column))
-                    .filter(|_| ran)
-                    .map(|v| v * check.factor);
+                let value = if request.is_empty() {
+                    row.number(&check.column)
+                } else {
+                    named_row.and_then(|r| r.number(&check.column))
+                };
+                let value = value.filter(|_| ran).map(|v| v * check.factor);
                 out.push(Outcome {
                     threshold: p.label.clone(),
                     cell_key: cell_key.clone(),
@@ -519,17 +521,6 @@ pub fn evaluate(parsed: &[Parsed], row: &CellRow, requests: &[RequestRow]) -> Ve
         }
     }
     out
-}
-
-/// A row a check reads a number from: a cell's or one name's.
-trait NumberOf {
-    fn number_of(&self, column: &str) -> Option<f64>;
-}
-
-impl<T: Row> NumberOf for T {
-    fn number_of(&self, column: &str) -> Option<f64> {
-        self.number(column)
-    }
 }
 
 /// The ✓/✗ suffix of a finished cell's progress line (empty when no threshold selects it):
