@@ -25,6 +25,10 @@ pub const LATE_SHARE: f64 = 0.01;
 /// unloaded latency needs at least this share of them (Little's law).
 pub const WORKERS_NEEDED_SHARE: f64 = 0.8;
 
+/// Probes at one rate before a miss there ends the ladder or narrows the bisection: a single
+/// missed probe is probed again, and the rate fails only when most of its probes missed.
+pub const MISSES_TO_FAIL: usize = 2;
+
 /// Requests one probe at `rate_rps` measures: enough that `tail_samples` requests lie above the
 /// p99 (`tail_samples / (1 − 0.99)`), and at least `probe_seconds` of the schedule.
 pub fn probe_requests(settings: &Settings, rate_rps: f64) -> u64 {
@@ -135,6 +139,9 @@ struct Searching {
     outcome: Option<Outcome>,
     started: Option<Instant>,
     seconds: f64,
+    /// Probes a rate needs before its misses make it fail: [`MISSES_TO_FAIL`], or fewer when
+    /// `--confirmations` asks for fewer.
+    misses_to_fail: usize,
 }
 
 /// The next step of a search from its probes: a rate to probe, or its outcome.
@@ -144,26 +151,54 @@ enum Next {
 }
 
 impl Searching {
-    fn rates_passing_and_failing(&self) -> (Option<f64>, Option<f64>) {
-        let failing = self
-            .probes
+    /// The rates probed so far, each once, in increasing order.
+    fn rates(&self) -> Vec<f64> {
+        let mut rates: Vec<f64> = self.probes.iter().map(|p| p.offered_rps).collect();
+        rates.sort_by(f64::total_cmp);
+        rates.dedup();
+        rates
+    }
+
+    /// Probes at `rate` that met and that missed the SLO.
+    fn met_and_missed_at(&self, rate: f64) -> (usize, usize) {
+        self.probes
             .iter()
-            .filter(|p| !p.slo_met)
-            .map(|p| p.offered_rps)
-            .reduce(f64::min);
-        let passing = self
-            .probes
-            .iter()
-            .filter(|p| p.slo_met)
-            .map(|p| p.offered_rps)
-            .filter(|r| failing.is_none_or(|f| *r < f))
-            // Every probe at that rate passed.
-            .filter(|r| {
-                self.probes
-                    .iter()
-                    .filter(|p| p.offered_rps == *r)
-                    .all(|p| p.slo_met)
+            .filter(|p| p.offered_rps == rate)
+            .fold((0, 0), |(met, missed), p| {
+                if p.slo_met {
+                    (met + 1, missed)
+                } else {
+                    (met, missed + 1)
+                }
             })
+    }
+
+    /// A rate's verdict: the majority of its probes; a miss counts only once
+    /// `misses_to_fail` probes are in, so one stall of a shared machine does not cap the
+    /// search (`None`: undecided, probe again).
+    fn verdict_at(&self, rate: f64) -> Option<bool> {
+        let (met, missed) = self.met_and_missed_at(rate);
+        if met > missed {
+            Some(true)
+        } else if missed > met && met + missed >= self.misses_to_fail {
+            Some(false)
+        } else {
+            None
+        }
+    }
+
+    /// The highest passing rate below the lowest failing one, and that failing rate.
+    fn rates_passing_and_failing(&self) -> (Option<f64>, Option<f64>) {
+        let rates = self.rates();
+        let failing = rates
+            .iter()
+            .copied()
+            .find(|r| self.verdict_at(*r) == Some(false));
+        let passing = rates
+            .iter()
+            .copied()
+            .filter(|r| failing.is_none_or(|f| *r < f))
+            .filter(|r| self.verdict_at(*r) == Some(true))
             .reduce(f64::max);
         (passing, failing)
     }
@@ -179,6 +214,14 @@ impl Searching {
     }
 
     fn next(&self, s: &Settings) -> Next {
+        // A rate with a single miss, or as many misses as passes, is probed again first.
+        if let Some(rate) = self
+            .rates()
+            .into_iter()
+            .find(|r| self.verdict_at(*r).is_none())
+        {
+            return Next::Probe(rate, "recheck");
+        }
         let (lo, hi) = self.rates_passing_and_failing();
         let confirm = |rate: f64, done: Outcome| {
             if self.probes_at(rate) < s.confirmations as usize {
@@ -238,12 +281,17 @@ impl Searching {
                 .unwrap_or_default()
         );
         let rate = |r: Option<f64>| r.map_or("—".to_string(), |r| format!("{r} req/s"));
+        let tally = |r: Option<f64>| {
+            let (met, missed) = r.map_or((0, 0), |r| self.met_and_missed_at(r));
+            format!("met in {met} of {} probes", met + missed)
+        };
         let note = match outcome {
             Outcome::Found => format!(
-                "the server meets {slo_text} at {} ({} probes there) and not at {}: its capacity lies between",
+                "the server meets {slo_text} at {} ({}) and not at {} ({}): its capacity lies between",
                 rate(lo),
-                lo.map_or(0, |r| self.probes_at(r)),
-                rate(hi)
+                tally(lo),
+                rate(hi),
+                tally(hi)
             ),
             Outcome::InstrumentLimit => format!(
                 "the instrument reached its limit at {}, not the server: the server met {slo_text} up to {}, so its capacity is at least that; to go further, spread the load over agents (the hosts executor, docs/hosts-and-kubernetes.md)",
@@ -320,6 +368,7 @@ impl Capacity {
                             outcome: None,
                             started: None,
                             seconds: 0.0,
+                            misses_to_fail: MISSES_TO_FAIL.min(settings.confirmations as usize),
                         });
                     }
                 }
@@ -448,7 +497,8 @@ impl Capacity {
         }
     }
 
-    /// Upper bound on the probes of one search: the ladder, the bisection and the confirmations.
+    /// The probes one search is expected to take (for progress): the ladder, the bisection,
+    /// the confirmations and the rechecks of missed probes.
     fn probes_per_search(&self) -> usize {
         let s = &self.settings;
         let ladder = ((s.ceiling_rps / s.start_rps).ln() / s.factor.ln()).ceil() as usize + 1;
@@ -456,7 +506,9 @@ impl Capacity {
             .log2()
             .ceil() as usize)
             + 1;
-        ladder + bisect + s.confirmations as usize
+        // A missed probe is probed again: the ladder's top and about half the bisection.
+        let rechecks = 1 + bisect / 2;
+        ladder + bisect + s.confirmations as usize + rechecks
     }
 }
 
@@ -528,6 +580,12 @@ mod tests {
     /// A search against a simulated server whose capacity is `capacity` req/s: a probe passes
     /// below it; `instrument_above` makes probes above that rate fail as the instrument's.
     fn simulate(capacity: f64, instrument_above: f64) -> Search {
+        simulate_with(instrument_above, |rate, _| rate <= capacity)
+    }
+
+    /// As [`simulate`], with `meets(rate, n)` saying whether the n-th probe (from 0) at a rate
+    /// meets the SLO below the instrument's limit: noise can be injected.
+    fn simulate_with(instrument_above: f64, meets: impl Fn(f64, usize) -> bool) -> Search {
         let s = settings();
         let mut search = Searching {
             variant: "default".into(),
@@ -539,13 +597,14 @@ mod tests {
             outcome: None,
             started: None,
             seconds: 0.0,
+            misses_to_fail: MISSES_TO_FAIL,
         };
         for _ in 0..100 {
             match search.next(&s) {
                 Next::Done(o) => return search.record(&slo(), o),
                 Next::Probe(rate, step) => {
                     let n = search.probes_at(rate);
-                    let met = rate <= capacity && rate <= instrument_above;
+                    let met = meets(rate, n) && rate <= instrument_above;
                     search.probes.push(Probe {
                         cell_key: format!("h1/reuse/c100/q{rate}/r{}", n + 1),
                         step: step.into(),
@@ -587,6 +646,34 @@ mod tests {
             assert_eq!(r.limited_by.as_deref(), Some("server"));
             assert!(r.bracket[0].is_some() && r.bracket[1].is_some());
         }
+    }
+
+    #[test]
+    fn one_missed_probe_below_the_capacity_does_not_cap_the_search() {
+        // The first probe at 400 req/s misses (a stall of the machine); the capacity is 3000.
+        let r = simulate_with(f64::MAX, |rate, n| rate <= 3000.0 && !(rate == 400.0 && n == 0));
+        assert_eq!(r.outcome, Outcome::Found, "{}", r.note);
+        let [lo, hi] = r.interval_rps;
+        assert!(lo.unwrap() <= 3000.0 && 3000.0 < hi.unwrap(), "{:?}", r.interval_rps);
+        let at_400: Vec<&str> = r
+            .probes
+            .iter()
+            .filter(|p| p.offered_rps == 400.0)
+            .map(|p| p.step.as_str())
+            .collect();
+        // One miss and one pass are a tie: a third probe decides.
+        assert_eq!(at_400, ["ladder", "recheck", "recheck"]);
+        // A rate that misses twice fails: the ladder stops there.
+        let r = simulate_with(f64::MAX, |rate, _| rate < 400.0);
+        assert_eq!(r.interval_rps[1], Some(400.0), "{}", r.note);
+        // A miss at the passing end during confirmation: the majority decides (2 of 3 met).
+        let r = simulate_with(f64::MAX, |rate, n| rate <= 3000.0 && !(rate > 2900.0 && n == 1));
+        assert_eq!(r.outcome, Outcome::Found, "{}", r.note);
+        let lo = r.capacity_rps.unwrap();
+        assert!(lo > 2900.0, "{}", r.note);
+        let at_lo = r.probes.iter().filter(|p| p.offered_rps == lo).count();
+        assert_eq!(at_lo, 3, "{}", r.note);
+        assert!(r.note.contains("met in 2 of 3 probes"), "{}", r.note);
     }
 
     #[test]
