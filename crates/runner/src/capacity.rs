@@ -29,6 +29,12 @@ pub const WORKERS_NEEDED_SHARE: f64 = 0.8;
 /// missed probe is probed again, and the rate fails only when most of its probes missed.
 pub const MISSES_TO_FAIL: usize = 2;
 
+/// Probes a rate needs before its misses make it fail under `settings`: [`MISSES_TO_FAIL`], or
+/// one when `--confirmations 1` asks for no confirmation.
+fn misses_to_fail(settings: &Settings) -> usize {
+    MISSES_TO_FAIL.min(settings.confirmations as usize)
+}
+
 /// Requests one probe at `rate_rps` measures: enough that `tail_samples` requests lie above the
 /// p99 (`tail_samples / (1 − 0.99)`), and at least `probe_seconds` of the schedule.
 pub fn probe_requests(settings: &Settings, rate_rps: f64) -> u64 {
@@ -139,8 +145,7 @@ struct Searching {
     outcome: Option<Outcome>,
     started: Option<Instant>,
     seconds: f64,
-    /// Probes a rate needs before its misses make it fail: [`MISSES_TO_FAIL`], or fewer when
-    /// `--confirmations` asks for fewer.
+    /// Probes a rate needs before its misses make it fail ([`misses_to_fail`]).
     misses_to_fail: usize,
 }
 
@@ -237,8 +242,16 @@ impl Searching {
             } else {
                 Outcome::BelowStart
             }),
-            (Some(p), None) if p >= s.ceiling_rps => confirm(p, Outcome::AtCeiling),
-            (Some(p), None) => Next::Probe((p * s.factor).min(s.ceiling_rps).round(), "ladder"),
+            (Some(p), None) => {
+                let next = (p * s.factor).min(s.ceiling_rps).round();
+                // At the ceiling, or a step that rounds back to `p` (a fractional ceiling, a
+                // factor close to 1): nothing higher to probe.
+                if p >= s.ceiling_rps || next <= p {
+                    confirm(p, Outcome::AtCeiling)
+                } else {
+                    Next::Probe(next, "ladder")
+                }
+            }
             (Some(p), Some(f)) => {
                 let mid = (p * f).sqrt().round();
                 if f > p * (1.0 + s.resolution_pct / 100.0) && mid > p && mid < f {
@@ -368,7 +381,7 @@ impl Capacity {
                             outcome: None,
                             started: None,
                             seconds: 0.0,
-                            misses_to_fail: MISSES_TO_FAIL.min(settings.confirmations as usize),
+                            misses_to_fail: misses_to_fail(&settings),
                         });
                     }
                 }
@@ -586,7 +599,15 @@ mod tests {
     /// As [`simulate`], with `meets(rate, n)` saying whether the n-th probe (from 0) at a rate
     /// meets the SLO below the instrument's limit: noise can be injected.
     fn simulate_with(instrument_above: f64, meets: impl Fn(f64, usize) -> bool) -> Search {
-        let s = settings();
+        search_with(settings(), instrument_above, meets)
+    }
+
+    /// As [`simulate_with`], with the search's settings `s`.
+    fn search_with(
+        s: Settings,
+        instrument_above: f64,
+        meets: impl Fn(f64, usize) -> bool,
+    ) -> Search {
         let mut search = Searching {
             variant: "default".into(),
             stack: "h1".into(),
@@ -597,7 +618,7 @@ mod tests {
             outcome: None,
             started: None,
             seconds: 0.0,
-            misses_to_fail: MISSES_TO_FAIL,
+            misses_to_fail: misses_to_fail(&s),
         };
         for _ in 0..100 {
             match search.next(&s) {
@@ -651,10 +672,16 @@ mod tests {
     #[test]
     fn one_missed_probe_below_the_capacity_does_not_cap_the_search() {
         // The first probe at 400 req/s misses (a stall of the machine); the capacity is 3000.
-        let r = simulate_with(f64::MAX, |rate, n| rate <= 3000.0 && !(rate == 400.0 && n == 0));
+        let r = simulate_with(f64::MAX, |rate, n| {
+            rate <= 3000.0 && !(rate == 400.0 && n == 0)
+        });
         assert_eq!(r.outcome, Outcome::Found, "{}", r.note);
         let [lo, hi] = r.interval_rps;
-        assert!(lo.unwrap() <= 3000.0 && 3000.0 < hi.unwrap(), "{:?}", r.interval_rps);
+        assert!(
+            lo.unwrap() <= 3000.0 && 3000.0 < hi.unwrap(),
+            "{:?}",
+            r.interval_rps
+        );
         let at_400: Vec<&str> = r
             .probes
             .iter()
@@ -666,14 +693,36 @@ mod tests {
         // A rate that misses twice fails: the ladder stops there.
         let r = simulate_with(f64::MAX, |rate, _| rate < 400.0);
         assert_eq!(r.interval_rps[1], Some(400.0), "{}", r.note);
+        let at_400: Vec<&str> = r
+            .probes
+            .iter()
+            .filter(|p| p.offered_rps == 400.0)
+            .map(|p| p.step.as_str())
+            .collect();
+        assert_eq!(at_400, ["ladder", "recheck"]);
         // A miss at the passing end during confirmation: the majority decides (2 of 3 met).
-        let r = simulate_with(f64::MAX, |rate, n| rate <= 3000.0 && !(rate > 2900.0 && n == 1));
+        let r = simulate_with(f64::MAX, |rate, n| {
+            rate <= 3000.0 && !(rate > 2900.0 && n == 1)
+        });
         assert_eq!(r.outcome, Outcome::Found, "{}", r.note);
         let lo = r.capacity_rps.unwrap();
         assert!(lo > 2900.0, "{}", r.note);
         let at_lo = r.probes.iter().filter(|p| p.offered_rps == lo).count();
         assert_eq!(at_lo, 3, "{}", r.note);
         assert!(r.note.contains("met in 2 of 3 probes"), "{}", r.note);
+        // With --confirmations 1, one miss fails a rate, as before the majority rule.
+        let once = Settings {
+            confirmations: 1,
+            ..settings()
+        };
+        let r = search_with(once, f64::MAX, |rate, n| {
+            rate <= 3000.0 && !(rate == 400.0 && n == 0)
+        });
+        assert_eq!(r.interval_rps[1], Some(400.0), "{}", r.note);
+        assert_eq!(
+            r.probes.iter().filter(|p| p.offered_rps == 400.0).count(),
+            1
+        );
     }
 
     #[test]
@@ -688,6 +737,15 @@ mod tests {
         assert_eq!(r.limited_by.as_deref(), Some("instrument"));
         assert!(r.capacity_rps.unwrap() <= 1000.0);
         assert!(r.note.contains("agents"), "{}", r.note);
+        // A ceiling the ladder's rounding cannot pass: at the ceiling, not probed forever.
+        let fractional = Settings {
+            ceiling_rps: 150.4,
+            ..settings()
+        };
+        let r = search_with(fractional, f64::MAX, |_, _| true);
+        assert_eq!(r.outcome, Outcome::AtCeiling, "{}", r.note);
+        assert_eq!(r.capacity_rps, Some(150.0));
+        assert!(r.probes.len() <= 3, "{} probes", r.probes.len());
     }
 
     #[test]

@@ -170,7 +170,8 @@ pub struct CapacityArgs {
     /// Bisection stops when the failing rate is within this % above the passing one.
     #[arg(long, value_name = "PCT", default_value_t = 5.0)]
     pub resolution_pct: f64,
-    /// Probes at the passing end, the first included, that must all meet the SLO.
+    /// Probes at the passing end, the first included; most of them must meet the SLO (a
+    /// rate's verdict is the majority of its probes, docs/capacity.md).
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub confirmations: u32,
     /// Probe length: at least this many requests above the p99, i.e. N / (1 − 0.99) requests.

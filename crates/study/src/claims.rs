@@ -49,7 +49,7 @@ pub(crate) struct Claim {
     /// What is compared, with which figures.
     pub(crate) check: Check,
     /// After the claim: memory-per-connection fits of the reference and the claim run in this
-    /// regime (the slope carries to any scale; the claim's one point does not).
+    /// regime (the slope describes every level fitted; the claim's one point does not).
     pub(crate) memory_fits: Option<&'static str>,
     /// A second reading of the same claim with one stack in another's place (gRPC over HTTP/3
     /// where the claim names REST over HTTP/3): does the claim's finding carry over?

@@ -17,6 +17,7 @@ use crate::claims::{
 };
 use crate::provenance::{find_first, scalar};
 use crate::run::{fval, Run, View};
+use crate::sessions::Sessions;
 use crate::text::{pct, pct_digits, plain, thousands};
 use crate::verdicts::ports_in;
 
@@ -161,13 +162,41 @@ fn which(tcp: Option<bool>, quic: Option<bool>) -> &'static str {
     }
 }
 
-/// The largest TIME_WAIT count at the load generator in any cell of the view's TCP stacks.
-fn time_wait_peak(v: &View) -> Option<u64> {
-    v.rows
+/// The largest TIME_WAIT count at the load generator in any cell of the view's TCP stacks,
+/// as the table shows it: "no TCP cell" without one, "not counted" for runs from before the
+/// TIME_WAIT columns.
+fn time_wait_peak(v: &View) -> String {
+    let mut tcp = v
+        .rows
         .iter()
         .filter(|r| CONTRAST_TCP.contains(&r.stack.as_str()))
-        .filter_map(|r| r.tcp_time_wait_peak)
+        .peekable();
+    if tcp.peek().is_none() {
+        return "no TCP cell".into();
+    }
+    tcp.filter_map(|r| r.tcp_time_wait_peak)
         .max()
+        .map_or("not counted".into(), |p| thousands(p as f64))
+}
+
+/// In how many sessions a condition's answer ("which" side gave way) is session 1's: "k of n",
+/// or "—" without two sessions. `runs` is the same claim run in every session
+/// ([`Sessions::claim_runs`]); `answer` judges one session's view of the condition.
+fn same_in_sessions(
+    run: &Run,
+    variant: &str,
+    runs: &[(u32, Run)],
+    answer: impl Fn(&View) -> String,
+) -> String {
+    if runs.len() < 2 {
+        return "—".into();
+    }
+    let first = answer(&View::new(run, Some(variant)));
+    let same = runs
+        .iter()
+        .filter(|(_, r)| answer(&View::new(r, Some(variant))) == first)
+        .count();
+    format!("{same} of {}", runs.len())
 }
 
 /// Port budget per second: local ports (the cells' `port_range`, else the kernel's
@@ -215,13 +244,13 @@ fn new_connection_rate(v: &View) -> Option<f64> {
 }
 
 /// The contrast section.
-pub(crate) fn section(out: &mut String, claim_runs: &[Run]) {
+pub(crate) fn section(out: &mut String, claim_runs: &[Run], sessions: Option<&Sessions>) {
     let names = |side: &[&str]| side.iter().map(|s| label(s)).collect::<Vec<_>>().join(", ");
     let (tcp, quic) = (names(CONTRAST_TCP), names(CONTRAST_QUIC));
     let _ = writeln!(out, "## Where TCP and QUIC part: the contrast\n");
     let _ = writeln!(
         out,
-        "The study's central contrast is that the TCP stacks ({tcp}) collapse under new connections while QUIC ({quic}) holds, through socket exhaustion. Rule, fixed before the data: a side collapsed in a condition (one variant of one claim run) when one of its stacks' success, pooled over repetitions, fell below {} % at any level of any regime. Beside it: the load generator's largest TIME_WAIT count in any TCP cell, the port budget (local ports × source addresses ÷ {} s in TIME_WAIT) and the highest measured new-connection rate of a TCP cell (connections attempted, or established in runs before that column, ÷ elapsed); \"not counted\" marks runs made before the TIME_WAIT columns. A rate above the budget can exhaust the ports only where TIME_WAIT ports are not reused (tcp_tw_reuse reuses them on loopback) and outlive the cell (per-cell namespaces start empty).\n",
+        "The study's central contrast is that the TCP stacks ({tcp}) collapse under new connections while QUIC ({quic}) holds, through socket exhaustion. Rule, fixed before the data: a side collapsed in a condition (one variant of one claim run) when one of its stacks' success, pooled over repetitions, fell below {} % at any level of any regime. Beside it: the load generator's largest TIME_WAIT count in any TCP cell, the port budget (local ports × source addresses ÷ {} s in TIME_WAIT) and the highest measured new-connection rate of a TCP cell (connections attempted, or established in runs before that column, ÷ elapsed); \"not counted\" marks runs made before the TIME_WAIT columns, \"no TCP cell\" conditions without a TCP stack. \"Same in sessions\": in how many sessions at the data commit the answer in \"which\" was the same as in session 1 (whose figures the row shows). A rate above the budget can exhaust the ports only where TIME_WAIT ports are not reused (tcp_tw_reuse reuses them on loopback) and outlive the cell (per-cell namespaces start empty).\n",
         plain(CONTRAST_COLLAPSE_BELOW * 100.0),
         plain(TIME_WAIT_S)
     );
@@ -233,15 +262,16 @@ pub(crate) fn section(out: &mut String, claim_runs: &[Run]) {
     }
     let _ = writeln!(
         out,
-        "| run | variant | TCP collapsed | QUIC collapsed | which | TIME_WAIT peak | port budget | new TCP connections/s |"
+        "| run | variant | TCP collapsed | QUIC collapsed | which | same in sessions | TIME_WAIT peak | port budget | new TCP connections/s |"
     );
-    let _ = writeln!(out, "|---|---|---|---|---|---:|---|---:|");
+    let _ = writeln!(out, "|---|---|---|---|---|---|---:|---|---:|");
     for run in claim_runs {
+        let session_runs = sessions.map(|s| s.claim_runs(run)).unwrap_or_default();
         for variant in run.variants() {
             let v = View::new(run, Some(&variant));
             let (t, t_text) = side_text(&worst(&v, CONTRAST_TCP));
             let (q, q_text) = side_text(&worst(&v, CONTRAST_QUIC));
-            let which = which(t, q);
+            let which_side = which(t, q);
             let budget = port_budget(&v).map_or("—".to_string(), |(ports, addresses, b)| {
                 format!(
                     "{} ports × {addresses} ÷ {} s = {}/s",
@@ -250,17 +280,24 @@ pub(crate) fn section(out: &mut String, claim_runs: &[Run]) {
                     thousands(b)
                 )
             });
+            let same = same_in_sessions(run, &variant, &session_runs, |v| {
+                which(
+                    side_text(&worst(v, CONTRAST_TCP)).0,
+                    side_text(&worst(v, CONTRAST_QUIC)).0,
+                )
+                .to_string()
+            });
             let _ = writeln!(
                 out,
-                "| {} | {variant} | {t_text} | {q_text} | {which} | {} | {budget} | {} |",
+                "| {} | {variant} | {t_text} | {q_text} | {which_side} | {same} | {} | {budget} | {} |",
                 run.name(),
-                time_wait_peak(&v).map_or("not counted".to_string(), |p| thousands(p as f64)),
+                time_wait_peak(&v),
                 new_connection_rate(&v).map_or("—".to_string(), thousands)
             );
         }
     }
     out.push('\n');
-    throughput_table(out, claim_runs);
+    throughput_table(out, claim_runs, sessions);
 }
 
 /// The load generator's CPU per 1,000 successes of one stack's new-connection cells at a level
@@ -301,7 +338,7 @@ fn cpu_text(v: &View, f: &Option<Fall>) -> String {
 }
 
 /// The second table: did a side's new-connection throughput fall, condition by condition.
-fn throughput_table(out: &mut String, claim_runs: &[Run]) {
+fn throughput_table(out: &mut String, claim_runs: &[Run], sessions: Option<&Sessions>) {
     let _ = writeln!(
         out,
         "Exhaustion need not fail a connect: a connection that waits for a free port, or for a SYN sent again, still succeeds, later. So the same conditions are also read for throughput. Rule, stated after session 1 at `b314ddf` had been seen and before sessions 2 and 3 ran: a side's throughput fell in a condition when one of its stacks' new-connection throughput (ok ÷ elapsed, pooled over repetitions) at a level above its best level is below {} % of that best, in that condition (levels below the best are a closed loop's ramp, not a fall). Conditions without new-connection cells are left out. Beside each side: the load generator's CPU (ms per 1,000 successes) of the stack named, at its best and its lowest level.\n",
@@ -309,10 +346,11 @@ fn throughput_table(out: &mut String, claim_runs: &[Run]) {
     );
     let _ = writeln!(
         out,
-        "| run | variant | TCP throughput fell | QUIC throughput fell | which | TCP load-generator CPU (ms/1k ok) | QUIC load-generator CPU (ms/1k ok) |"
+        "| run | variant | TCP throughput fell | QUIC throughput fell | which | same in sessions | TCP load-generator CPU (ms/1k ok) | QUIC load-generator CPU (ms/1k ok) |"
     );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|");
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
     for run in claim_runs {
+        let session_runs = sessions.map(|s| s.claim_runs(run)).unwrap_or_default();
         for variant in run.variants() {
             let v = View::new(run, Some(&variant));
             let (tcp, quic) = (worst_fall(&v, CONTRAST_TCP), worst_fall(&v, CONTRAST_QUIC));
@@ -321,9 +359,16 @@ fn throughput_table(out: &mut String, claim_runs: &[Run]) {
             }
             let (t, t_text) = fall_text(&tcp);
             let (q, q_text) = fall_text(&quic);
+            let same = same_in_sessions(run, &variant, &session_runs, |v| {
+                which(
+                    fall_text(&worst_fall(v, CONTRAST_TCP)).0,
+                    fall_text(&worst_fall(v, CONTRAST_QUIC)).0,
+                )
+                .to_string()
+            });
             let _ = writeln!(
                 out,
-                "| {} | {variant} | {t_text} | {q_text} | {} | {} | {} |",
+                "| {} | {variant} | {t_text} | {q_text} | {} | {same} | {} | {} |",
                 run.name(),
                 which(t, q),
                 cpu_text(&v, &tcp),

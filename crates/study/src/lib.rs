@@ -203,17 +203,17 @@ pub fn write_with_scale(
     if let Some(s) = &sessions {
         let _ = writeln!(
             out,
-            "## Sessions\n\nThis paper reads session 1 of {} sessions at one commit ({}); the reference tables above give throughput and p99 an interval over the session means (\"between sessions\") beside the one over session 1's repetitions, and each verdict below says in how many sessions it held, with its headline figures' intervals over the session means.\n",
+            "## Sessions\n\nThis paper reads session 1 of {} sessions at one commit ({}); the reference tables above give throughput and p99 an interval over the session means (\"between sessions\") beside the one over session 1's repetitions, and each verdict below says in how many sessions it came out the same, with its headline figures' intervals over the session means.\n",
             s.count(),
-            s.dirs
+            s.shown
                 .iter()
-                .map(|(_, d)| format!("`{}`", d.display()))
+                .map(|d| format!("`{d}`"))
                 .collect::<Vec<_>>()
                 .join(", ")
         );
     }
     verdicts::section(&mut out, &reference, &claim_runs, sessions.as_ref())?;
-    contrast::section(&mut out, &claim_runs);
+    contrast::section(&mut out, &claim_runs, sessions.as_ref());
     if let Some(run) = &mesh_run {
         mesh::section(&mut out, &run.results.cells, &run.dir.display().to_string());
     }
@@ -246,11 +246,22 @@ pub fn write_with_scale(
     })
 }
 
-/// The artifact section: the data commit and how to rerun it.
+/// The artifact section: the data commit, its tag and how to rerun it.
 fn artifact(out: &mut String, reference: &Provenance) {
     let _ = writeln!(
         out,
-        "## Artifact\n\nThe data of this paper were measured at commit `{}` of this repository (licensed MIT OR Apache-2.0: LICENSE-MIT, LICENSE-APACHE; cite with CITATION.cff); its results directories are committed beside the code. To rerun everything at that commit on a clean tree: `scripts/reproduce-paper --sessions 3` (it prints its plan and expected duration first; `--dry-run` shows them only).\n",
-        reference.commit
+        "## Artifact\n\nThe data of this paper were measured at commit `{commit}` of this repository, tagged `{tag}` (licensed MIT OR Apache-2.0: LICENSE-MIT, LICENSE-APACHE; cite with CITATION.cff); its results directories are committed beside the code. To rerun everything at that commit on a clean tree: `git checkout {tag} && scripts/reproduce-paper --sessions 3` (it prints its plan and expected duration first; `--dry-run` shows them only).\n",
+        commit = reference.commit,
+        tag = data_tag(&reference.commit)
     );
+}
+
+/// The git tag that marks a data commit: `data-` and its first 12 hex digits, so the name
+/// follows from the commit the runs recorded.
+pub fn data_tag(commit: &str) -> String {
+    let hex = commit.trim_end_matches("-dirty");
+    match hex.get(..12) {
+        Some(short) if short.chars().all(|c| c.is_ascii_hexdigit()) => format!("data-{short}"),
+        _ => format!("data-{hex}"),
+    }
 }

@@ -5,6 +5,7 @@ use serde_json::Value;
 
 use crate::run::Run;
 use crate::templates;
+use crate::text::{plain, thousands};
 
 /// A JSON scalar as text (strings without quotes).
 pub(crate) fn scalar(v: &Value) -> String {
@@ -201,6 +202,23 @@ pub(crate) fn setup(out: &mut String, reference: &Run, provs: &[Provenance]) -> 
         })
         .unwrap_or_default();
     let e = &m["experiment"];
+    // What the reference's stress cells actually sent per regime: cells are extended to
+    // `min_cell_seconds`, so the configured counts are a floor, not the figure.
+    let sent_range = |regime: &str| {
+        let sent: Vec<u64> = reference
+            .stress()
+            .iter()
+            .filter(|r| r.regime == regime)
+            .map(|r| r.sent)
+            .collect();
+        match (sent.iter().min(), sent.iter().max()) {
+            (Some(lo), Some(hi)) if lo == hi => thousands(*lo as f64),
+            (Some(lo), Some(hi)) => {
+                format!("{}–{}", thousands(*lo as f64), thousands(*hi as f64))
+            }
+            _ => "none".to_string(),
+        }
+    };
     let runs: Vec<_> = provs
         .iter()
         .map(|p| {
@@ -234,6 +252,9 @@ pub(crate) fn setup(out: &mut String, reference: &Run, provs: &[Provenance]) -> 
             payload => e["payload"].as_str().unwrap_or("?"),
             requests_reuse => e["requests_reuse"].to_string(),
             requests_new_conn => e["requests_new_conn"].to_string(),
+            min_cell_seconds => e["min_cell_seconds"].as_f64().filter(|s| *s > 0.0).map(plain),
+            sent_reuse => sent_range("reuse"),
+            sent_new_conn => sent_range("new-conn"),
             warmup_pct => (e["warmup_fraction"].as_f64().unwrap_or(0.0) * 100.0).to_string(),
             repetitions => e["repetitions"].to_string(),
             runs => runs,

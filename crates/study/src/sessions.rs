@@ -2,9 +2,9 @@
 //! every claim run once per session, in `results/sessions/s<K>/{reference,claims/<name>}`, all at
 //! one commit. The paper reads session 1 (what `results/reference` and `results/claims/*` link
 //! to); with two or more sessions at that commit, headline figures also get an interval over
-//! the session means and each verdict says in how many sessions it held.
+//! the session means and each verdict says in how many sessions it came out the same.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::provenance::Provenance;
 use crate::run::{fval, Run, ELAPSED_RPS, STEADY_RPS};
@@ -14,6 +14,10 @@ use crate::Row;
 pub(crate) struct Sessions {
     /// (K, `…/s<K>`), every one with a reference run at the commit of the paper's reference.
     pub(crate) dirs: Vec<(u32, PathBuf)>,
+    /// Each session's folder as the paper names it, in `dirs`' order: relative to the
+    /// reference path as given (`results/sessions/s1` for `results/reference`), so the text
+    /// does not depend on where the checkout lies.
+    pub(crate) shown: Vec<String>,
 }
 
 impl Sessions {
@@ -41,7 +45,11 @@ impl Sessions {
             })
             .collect();
         dirs.sort();
-        (dirs.len() >= 2).then_some(Sessions { dirs })
+        let shown = dirs
+            .iter()
+            .map(|(_, dir)| shown_path(&reference.dir, dir))
+            .collect();
+        (dirs.len() >= 2).then_some(Sessions { dirs, shown })
     }
 
     /// The same claim run in every session (by its folder name), loaded; a session without
@@ -73,6 +81,38 @@ impl Sessions {
     }
 }
 
+/// `dir` (a real path) as seen from the reference path as given: the nearer of the two
+/// folders above `reference` whose real path holds `dir`, joined with the rest of `dir` below it
+/// (`results/sessions/s2` for `results/reference` or `results/sessions/s1/reference`); else
+/// the last two components of `dir` (`sessions/s2`), which name a session without a path
+/// that depends on the machine.
+fn shown_path(reference: &Path, dir: &Path) -> String {
+    let given = reference.parent().unwrap_or(Path::new(""));
+    // The reference's folder and the one above it: sessions are `…/sessions/s<K>` siblings.
+    for folder in given.ancestors().take(2) {
+        let real = if folder.as_os_str().is_empty() {
+            Path::new(".").canonicalize()
+        } else {
+            folder.canonicalize()
+        };
+        let Some(rest) = real
+            .ok()
+            .and_then(|r| dir.strip_prefix(r).ok().map(Path::to_path_buf))
+        else {
+            continue;
+        };
+        let shown = if rest.as_os_str().is_empty() {
+            folder.to_path_buf()
+        } else {
+            folder.join(rest)
+        };
+        return shown.display().to_string();
+    }
+    let mut tail: Vec<_> = dir.components().rev().take(2).collect();
+    tail.reverse();
+    tail.iter().collect::<PathBuf>().display().to_string()
+}
+
 /// One repetition's throughput as the paper compares it: steady-state when its window is
 /// valid ([`runner::output::rows::CellRow::steady_valid`]), else `ok / elapsed_s`.
 pub(crate) fn repetition_rate(r: &Row) -> Option<f64> {
@@ -92,6 +132,40 @@ pub(crate) fn verdict_kind(verdict: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_session_is_named_from_the_reference_path_as_given_not_the_real_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        let real = tmp.path().join("checkout-a");
+        std::fs::create_dir_all(real.join("results/sessions/s2/reference")).unwrap();
+        let link = tmp.path().join("elsewhere");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let dir = real.join("results/sessions/s2").canonicalize().unwrap();
+        let given = link.join("results/reference");
+        assert_eq!(
+            shown_path(&given, &dir),
+            link.join("results/sessions/s2").display().to_string()
+        );
+        // Given as a session's own reference: its siblings are named from their common folder.
+        let s1 = link.join("results/sessions/s1/reference");
+        std::fs::create_dir_all(real.join("results/sessions/s1/reference")).unwrap();
+        assert_eq!(
+            shown_path(&s1, &dir),
+            link.join("results/sessions/s2").display().to_string()
+        );
+        let s1_real = real.join("results/sessions/s1").canonicalize().unwrap();
+        assert_eq!(
+            shown_path(&s1, &s1_real),
+            link.join("results/sessions/s1").display().to_string()
+        );
+        // A session outside the reference's folder: its last two components.
+        let other = tmp.path().join("other/sessions/s3");
+        std::fs::create_dir_all(&other).unwrap();
+        assert_eq!(
+            shown_path(&given, &other.canonicalize().unwrap()),
+            "sessions/s3"
+        );
+    }
 
     #[test]
     fn a_verdict_kind_is_its_leading_words() {

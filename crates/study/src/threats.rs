@@ -61,6 +61,27 @@ pub(crate) fn rep_spread(run: &Run) -> String {
     )
 }
 
+/// Whether a run's cells ran on the hosts executor: server and load generators in network
+/// namespaces of this machine joined by a bridge, not on loopback.
+fn bridged(run: &Run) -> bool {
+    run.results.manifest["experiment"]["executor"].as_str() == Some("hosts")
+}
+
+/// Whether a row ran on the hosts executor in namespaces kept across cells
+/// (`host_namespaces` = "sweep" or the default "run", not "cell"), so that TIME_WAIT
+/// accumulates from level to level.
+fn kept_across_cells(run: &Run, row: &Row) -> bool {
+    let e = &run.results.manifest["experiment"];
+    let variant = e["variants"].as_array().and_then(|vs| {
+        vs.iter()
+            .find(|v| v["name"].as_str() == Some(row.variant.as_str()))
+    });
+    let namespaces = variant
+        .and_then(|v| v["host_namespaces"].as_str())
+        .or_else(|| e["host_namespaces"].as_str());
+    bridged(run) && namespaces != Some("cell")
+}
+
 pub(crate) fn threats(
     out: &mut String,
     runs: &[&Run],
@@ -81,7 +102,7 @@ pub(crate) fn threats(
     machines.dedup();
     let _ = writeln!(
         out,
-        "- **One machine.** Every run used {} machine configuration(s): {}. Server and load generator ran on the same host, so nothing here measures a network card, a switch or a second kernel; the study's numbers came from another setup (see [study.md](study.md)) and absolute values are not comparable, only orders of magnitude and shapes.",
+        "- **One machine.** Every run used {} machine configuration(s): {}. Server and load generator ran on the same machine (on loopback, or in network namespaces joined by a bridge), so nothing here measures a network card, a switch or a second kernel; the study's numbers came from another setup (see [study.md](study.md)) and absolute values are not comparable, only orders of magnitude and shapes.",
         machines.len(),
         machines.join("; ")
     );
@@ -97,19 +118,32 @@ pub(crate) fn threats(
             "- **Machine state.** Steal time (CPU taken by the hypervisor) was at most {steal:.1} % in any cell, and the 1-minute load average before a cell at most {load:.2}; a cell with high steal or load is a candidate outlier."
         );
     }
-    let emulated = all
+    let is_emulated = |r: &Row| r.netem.as_deref().is_some_and(|n| !n.trim().is_empty());
+    let emulated = all.iter().filter(|r| is_emulated(r)).count();
+    // Cells across the hosts executor's bridge, without emulation.
+    let bridge_only: usize = runs
         .iter()
-        .filter(|r| r.netem.as_deref().is_some_and(|n| !n.trim().is_empty()))
-        .count();
+        .filter(|r| bridged(r))
+        .map(|r| r.stress().iter().filter(|x| !is_emulated(x)).count())
+        .sum();
+    let mut others = Vec::new();
+    if bridge_only > 0 {
+        others.push(format!(
+            "{bridge_only} crossed a bridge between network namespaces of this machine (the hosts executor: a kernel's veth and bridge path, still no wire)"
+        ));
+    }
+    if emulated > 0 {
+        others.push(format!("{emulated} ran with emulated delay/loss (below)"));
+    }
     let _ = writeln!(
         out,
         "- **Loopback.** {} of {} stress cells ran on plain loopback, where a round trip costs no time and a handshake costs only CPU{}. Loopback hides exactly the round trips in which the protocols' handshakes differ.",
-        all.len() - emulated,
+        all.len() - emulated - bridge_only,
         all.len(),
-        if emulated > 0 {
-            format!("; the other {emulated} ran with emulated delay/loss (below)")
-        } else {
+        if others.is_empty() {
             String::new()
+        } else {
+            format!("; of the others, {}", others.join(", and "))
         }
     );
     let pinning: Vec<String> = runs
@@ -237,10 +271,17 @@ fn issue_33_threats(out: &mut String, runs: &[&Run], sessions: Option<usize>) {
         .iter()
         .filter(|r| r.source_addresses.is_some_and(|n| n > 1))
         .count();
-    let private = all
+    let in_namespace = |r: &Row| r.net_counters_scope.as_deref() == Some("namespace");
+    let kept: usize = runs
         .iter()
-        .filter(|r| r.net_counters_scope.as_deref() == Some("namespace"))
-        .count();
+        .map(|run| {
+            run.stress()
+                .iter()
+                .filter(|r| in_namespace(r) && kept_across_cells(run, r))
+                .count()
+        })
+        .sum();
+    let private = all.iter().filter(|r| in_namespace(r)).count() - kept;
     let tw_reuse: Vec<String> = runs
         .iter()
         .filter_map(|r| {
@@ -252,7 +293,7 @@ fn issue_33_threats(out: &mut String, runs: &[&Run], sessions: Option<usize>) {
         .collect();
     let _ = writeln!(
         out,
-        "- **Loopback TIME_WAIT.** Socket exhaustion, the study's explanation of the collapse, is mostly switched off on loopback as run here: the host's `net.ipv4.tcp_tw_reuse` = {} (2 reuses TIME_WAIT ports on loopback only; variants that set their own value run in their own namespace), {spread} of {} stress cells spread their clients over more than one source address, and {private} ran in a network namespace made for that cell alone, so TIME_WAIT never accumulates across levels. The two-host contrast experiment (`experiments/claims/c2c3-two-hosts.toml`) is where it can.",
+        "- **Loopback TIME_WAIT.** Socket exhaustion, the study's explanation of the collapse, is mostly switched off on loopback as run here: the host's `net.ipv4.tcp_tw_reuse` = {} (2 reuses TIME_WAIT ports on loopback only; variants that set their own value run in their own namespace), {spread} of {} stress cells spread their clients over more than one source address, and {private} ran in a network namespace made for that cell alone, so TIME_WAIT never accumulates across levels. The two-host contrast experiment (`experiments/claims/c2c3-two-hosts.toml`) is where it can: {kept} cells ran in hosts' namespaces kept across cells (for a sweep, or the whole run).",
         if tw_reuse.is_empty() {
             "not recorded".to_string()
         } else {

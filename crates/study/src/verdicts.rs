@@ -175,7 +175,7 @@ pub(crate) fn section(
             }
         }
         if let Check::FailureRateBelow(c) = &claim.check {
-            let (text, verdict) = failure_rate_across(c, claim_runs);
+            let (text, verdict) = failure_rate_across(c, claim_runs, sessions);
             sections.push_str(&text);
             default_verdict = format!("{default_verdict}<br>every claim run: {verdict}");
             let companion_ran = |comp: &Companion| {
@@ -188,7 +188,7 @@ pub(crate) fn section(
                 .filter(companion_ran)
                 .map(|comp| claim.check.with_stack(comp.replaces, comp.stack))
             {
-                let (text, verdict) = failure_rate_across(&other, claim_runs);
+                let (text, verdict) = failure_rate_across(&other, claim_runs, sessions);
                 sections.push_str(&text);
                 default_verdict = format!(
                     "{default_verdict}<br>every claim run, {}: {verdict}",
@@ -197,7 +197,7 @@ pub(crate) fn section(
             }
         }
         if let Some(regime) = claim.memory_fits {
-            // The slope carries to any scale; the claim's one point does not.
+            // The slope describes every level fitted; the claim's one point does not.
             scale::memory_table(&mut sections, reference, Some(regime))?;
             if let Some(run) = run {
                 scale::memory_table(&mut sections, run, Some(regime))?;
@@ -312,11 +312,11 @@ fn across_sessions(claim: &Claim, variant: &str, session_runs: &[(u32, Run)], o:
     let n = session_runs.len();
     let _ = write!(
         o.verdict,
-        "; held in {held} of {n} sessions ({})",
+        "; the same verdict in {held} of {n} sessions ({})",
         if held == n {
-            "stable across sessions"
+            "the verdict is stable across sessions"
         } else {
-            "not stable across sessions"
+            "the verdict is not stable across sessions"
         }
     );
     for figure in headline_figures(claim, &View::new(&session_runs[0].1, Some(variant))) {
@@ -611,15 +611,23 @@ fn collapse(v: &View, claim: &Collapse) -> Option<Outcome> {
         );
         // The port budget, told for the first claimed stack.
         let first = claimed.first()?.0;
-        if let Some(ports) = v
-            .cells(first, regime, c)
+        let cells = v.cells(first, regime, c);
+        if let Some(ports) = cells
             .first()
             .and_then(|r| ports_in(r.port_range.as_deref()?))
         {
             let used = v.sum(first, regime, c, "ok") + v.sum(first, regime, c, "warmup_ok");
+            // What TIME_WAIT held, as measured in the load generator's namespace.
+            let held = match cells.iter().filter_map(|r| r.tcp_time_wait_peak).max() {
+                Some(peak) => format!(
+                    "at most {} connections in TIME_WAIT at once (measured)",
+                    thousands(peak as f64)
+                ),
+                None => "TIME_WAIT not counted in this run".to_string(),
+            };
             let _ = write!(
                 onset_note,
-                " ({} local ports; {} completed {} connections in warm-up and measured phase together, each port then held in TIME_WAIT)",
+                " ({} local ports; {} completed {} connections in warm-up and measured phase together, {held})",
                 thousands(ports as f64),
                 label(first),
                 thousands(used)
@@ -794,8 +802,13 @@ fn rate_verdict(judged: &[RateJudgement], bound: &str) -> String {
 
 /// C3 over every claim run: each cell of the claimed stack and regime, in every variant of
 /// every claim run, judged by [`judge_rate`]; the rule is stated before the table. Returns the
-/// section and a one-line verdict for the summary table.
-fn failure_rate_across(claim: &FailureRateBelow, claim_runs: &[Run]) -> (String, String) {
+/// section and a one-line verdict for the summary table. With sessions, each cell is also
+/// judged in every session, and the row says in how many the judgement was session 1's.
+fn failure_rate_across(
+    claim: &FailureRateBelow,
+    claim_runs: &[Run],
+    sessions: Option<&Sessions>,
+) -> (String, String) {
     let FailureRateBelow {
         stack,
         regime,
@@ -817,19 +830,42 @@ fn failure_rate_across(claim: &FailureRateBelow, claim_runs: &[Run]) -> (String,
     );
     let mut judged: Vec<(String, u64, RateJudgement)> = Vec::new();
     let mut rows = String::new();
+    // Cells judged in two or more sessions, and those whose judgement every session shares.
+    let (mut in_sessions, mut same_in_all, mut session_count) = (0usize, 0usize, 0usize);
     for run in claim_runs {
+        let session_runs = sessions.map(|s| s.claim_runs(run)).unwrap_or_default();
         for variant in run.variants() {
             let v = View::new(run, Some(&variant));
-            for c in v.levels(regime) {
+            let judge = |v: &View, c: u64| {
                 let n = v.sum(stack, regime, c, "sent") as u64;
-                if n == 0 {
-                    continue;
-                }
                 let k = v.sum(stack, regime, c, "failed") as u64;
-                let j = judge_rate(k, n, max_failure_rate);
+                (n > 0).then(|| (k, n, judge_rate(k, n, max_failure_rate)))
+            };
+            for c in v.levels(regime) {
+                let Some((k, n, j)) = judge(&v, c) else {
+                    continue;
+                };
+                let same = if session_runs.len() >= 2 {
+                    let same = session_runs
+                        .iter()
+                        .filter(|(_, r)| {
+                            judge(&View::new(r, Some(&variant)), c).is_some_and(|(_, _, other)| {
+                                std::mem::discriminant(&other) == std::mem::discriminant(&j)
+                            })
+                        })
+                        .count();
+                    in_sessions += 1;
+                    session_count = session_count.max(session_runs.len());
+                    if same == session_runs.len() {
+                        same_in_all += 1;
+                    }
+                    format!("{same} of {}", session_runs.len())
+                } else {
+                    "—".to_string()
+                };
                 let _ = writeln!(
                     rows,
-                    "| {} | {variant} | {c} | {k} in {} | {} | [{}, {}] | {} |",
+                    "| {} | {variant} | {c} | {k} in {} | {} | [{}, {}] | {} | {same} |",
                     run.name(),
                     thousands(n as f64),
                     pct(1.0 - k as f64 / n as f64),
@@ -847,9 +883,9 @@ fn failure_rate_across(claim: &FailureRateBelow, claim_runs: &[Run]) -> (String,
     }
     let _ = writeln!(
         out,
-        "| run | variant | workers | failures | success | failure rate, one-sided 95 % bounds | the claim |"
+        "| run | variant | workers | failures | success | failure rate, one-sided 95 % bounds | the claim | same in sessions |"
     );
-    let _ = writeln!(out, "|---|---|---:|---:|---:|---|---|");
+    let _ = writeln!(out, "|---|---|---:|---:|---:|---|---|---|");
     out.push_str(&rows);
     let failed: Vec<&(String, u64, RateJudgement)> = judged
         .iter()
@@ -872,7 +908,7 @@ fn failure_rate_across(claim: &FailureRateBelow, claim_runs: &[Run]) -> (String,
         .filter(|(_, _, j)| matches!(j, RateJudgement::Open { .. }))
         .count();
     let held = judged.len() - failed.len() - open;
-    let verdict = if !failed.is_empty() {
+    let mut verdict = if !failed.is_empty() {
         format!(
             "not reproduced across conditions: fails in {} of {} cells ({})",
             failed.len(),
@@ -890,9 +926,15 @@ fn failure_rate_across(claim: &FailureRateBelow, claim_runs: &[Run]) -> (String,
             judged.len()
         )
     };
+    if in_sessions > 0 {
+        let _ = write!(
+            verdict,
+            "; the judgement of {same_in_all} of {in_sessions} cells is the same in all {session_count} sessions"
+        );
+    }
     let _ = writeln!(
         out,
-        "\nAcross every claim run: holds in {held}, fails in {}, undecided in {open} of {} cells: {verdict}.\n",
+        "\nAcross every claim run (figures of session 1; \"same in sessions\": in how many sessions at the data commit the same cell was judged alike): holds in {held}, fails in {}, undecided in {open} of {} cells: {verdict}.\n",
         failed.len(),
         judged.len()
     );

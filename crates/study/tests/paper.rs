@@ -227,6 +227,20 @@ fn a_dirty_commit_or_another_machine_is_refused() {
     assert!(!md.contains("Warning: mixed provenance"));
     assert!(md.contains("## Threats to validity"));
     assert!(md.contains("study.md"));
+    // The artifact section names the data commit and the tag derived from it.
+    let commit = manifest(&reference)["git_commit"]
+        .as_str()
+        .unwrap()
+        .trim_end_matches("-dirty")
+        .to_string();
+    let artifact = section(&md, "## Artifact");
+    assert!(artifact.contains(&commit), "{artifact}");
+    let tag = format!("data-{}", &commit[..12]);
+    assert!(
+        artifact.contains(&format!("tagged `{tag}`"))
+            && artifact.contains(&format!("git checkout {tag} && scripts/reproduce-paper")),
+        "{artifact}"
+    );
 }
 
 #[test]
@@ -696,6 +710,10 @@ fn sessions_at_one_commit_are_aggregated_and_a_verdict_that_flips_is_not_stable(
             &s.join("claims/c1-grpc-reuse"),
         );
         copy_run("results/claims/c5-quic-rss", &s.join("claims/c5-quic-rss"));
+        copy_run(
+            "results/claims/c3-h3-success",
+            &s.join("claims/c3-h3-success"),
+        );
     }
     let s2_c1 = root.join("s2/claims/c1-grpc-reuse");
     std::fs::remove_file(s2_c1.join("summary.csv")).unwrap();
@@ -713,6 +731,7 @@ fn sessions_at_one_commit_are_aggregated_and_a_verdict_that_flips_is_not_stable(
         &s1.join("reference"),
         &[
             &s1.join("claims/c1-grpc-reuse"),
+            &s1.join("claims/c3-h3-success"),
             &s1.join("claims/c5-quic-rss"),
         ],
         &out,
@@ -721,9 +740,16 @@ fn sessions_at_one_commit_are_aggregated_and_a_verdict_that_flips_is_not_stable(
     assert!(done.status.success(), "{}", output_text(&done));
     let text = std::fs::read_to_string(out.join("reproduction.md")).unwrap();
     assert!(text.contains("## Sessions"), "{text}");
+    // C3 over every claim run judges each cell in both sessions too (alike: the same copies).
+    let c3 = section(&text, "#### Every HTTP/3 new-conn cell of every claim run");
+    assert!(c3.contains("| the claim | same in sessions |"), "{c3}");
+    assert!(c3.contains("| 2 of 2 |"), "{c3}");
+    assert!(c3.contains("cells is the same in all 2 sessions"), "{c3}");
     let c1 = section(&text, "### C1");
     assert!(
-        c1.contains("held in 1 of 2 sessions (not stable across sessions)"),
+        c1.contains(
+            "the same verdict in 1 of 2 sessions (the verdict is not stable across sessions)"
+        ),
         "{c1}"
     );
     assert!(
@@ -743,6 +769,13 @@ fn sessions_at_one_commit_are_aggregated_and_a_verdict_that_flips_is_not_stable(
             && reference_tables.contains("(n = 2) |"),
         "{reference_tables}"
     );
+    // The contrast rows say in how many sessions their answer was session 1's.
+    let contrast = section(&text, "## Where TCP and QUIC part");
+    let c5_row = contrast
+        .lines()
+        .find(|l| l.starts_with("| c5-quic-rss | default |"))
+        .unwrap_or_else(|| panic!("{contrast}"));
+    assert!(c5_row.contains("| neither | 2 of 2 |"), "{c5_row}");
 
     edit_manifest(&root.join("s2/reference"), |m| {
         m["git_commit"] = Value::String("0".repeat(40));

@@ -22,7 +22,8 @@ pub struct Slo {
 pub struct Probe {
     /// The probe's row in `cells.csv`.
     pub cell_key: String,
-    /// What the probe was for: `ladder`, `bisect` or `confirm`.
+    /// What the probe was for: `ladder`, `bisect`, `recheck` (a rate with one miss or a tie)
+    /// or `confirm`.
     pub step: String,
     pub offered_rps: f64,
     /// Successes per second over the measured phase (`throughput_rps`).
@@ -72,8 +73,8 @@ pub struct Search {
     pub concurrency: u32,
     pub slo: Slo,
     pub outcome: Outcome,
-    /// The highest offered rate at which every probe met the SLO (confirmed when `outcome`
-    /// is `found`); `None` when none did.
+    /// The highest rate below the lowest failing one at which most probes met the SLO
+    /// (confirmed when `outcome` is `found`); `None` when none did.
     pub capacity_rps: Option<f64>,
     /// `[highest passing rate, lowest failing rate]`: the capacity lies between them; an end
     /// is `None` when no probe passed (or failed) there.
