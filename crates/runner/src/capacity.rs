@@ -669,6 +669,16 @@ mod tests {
         }
     }
 
+    /// The steps of a search's probes at `rate`, in order.
+    fn steps_at(search: &Search, rate: f64) -> Vec<&str> {
+        search
+            .probes
+            .iter()
+            .filter(|p| p.offered_rps == rate)
+            .map(|p| p.step.as_str())
+            .collect()
+    }
+
     #[test]
     fn one_missed_probe_below_the_capacity_does_not_cap_the_search() {
         // The first probe at 400 req/s misses (a stall of the machine); the capacity is 3000.
@@ -682,24 +692,12 @@ mod tests {
             "{:?}",
             r.interval_rps
         );
-        let at_400: Vec<&str> = r
-            .probes
-            .iter()
-            .filter(|p| p.offered_rps == 400.0)
-            .map(|p| p.step.as_str())
-            .collect();
         // One miss and one pass are a tie: a third probe decides.
-        assert_eq!(at_400, ["ladder", "recheck", "recheck"]);
+        assert_eq!(steps_at(&r, 400.0), ["ladder", "recheck", "recheck"]);
         // A rate that misses twice fails: the ladder stops there.
         let r = simulate_with(f64::MAX, |rate, _| rate < 400.0);
         assert_eq!(r.interval_rps[1], Some(400.0), "{}", r.note);
-        let at_400: Vec<&str> = r
-            .probes
-            .iter()
-            .filter(|p| p.offered_rps == 400.0)
-            .map(|p| p.step.as_str())
-            .collect();
-        assert_eq!(at_400, ["ladder", "recheck"]);
+        assert_eq!(steps_at(&r, 400.0), ["ladder", "recheck"]);
         // A miss at the passing end during confirmation: the majority decides (2 of 3 met).
         let r = simulate_with(f64::MAX, |rate, n| {
             rate <= 3000.0 && !(rate > 2900.0 && n == 1)
