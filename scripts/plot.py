@@ -65,6 +65,12 @@ def load(results):
     summary = pd.read_csv(summary_path) if summary_path.is_file() else None
     latency_path = results / "latency.csv"
     latency = pd.read_csv(latency_path) if latency_path.is_file() else None
+    if latency is not None:
+        # The cell's own latency distribution: not a mix entry's, not streaming message gaps.
+        if "request" in latency:
+            latency = latency[latency["request"].isna() | (latency["request"] == "")]
+        if "metric" in latency:
+            latency = latency[latency["metric"].fillna("latency") == "latency"]
     load_stacks(results, cells)
     return cells, summary, latency
 

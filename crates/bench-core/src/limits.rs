@@ -107,6 +107,9 @@ pub enum BodyLimit {
     /// A unary gRPC answer: one length-prefixed message of at most this many bytes, refused
     /// as soon as its prefix announces more, and nothing after it.
     GrpcUnary { max_message_bytes: u64 },
+    /// A streaming gRPC answer: any number of length-prefixed messages, each of at most this
+    /// many bytes, refused as soon as a prefix announces more.
+    GrpcStream { max_message_bytes: u64 },
 }
 
 impl Default for BodyLimit {
@@ -169,11 +172,16 @@ impl BodyMeter {
             )
             .with_code(BODY_KNOB)),
             BodyLimit::Bytes(_) => Ok(()),
-            BodyLimit::GrpcUnary { max_message_bytes } => self.feed_grpc(chunk, max_message_bytes),
+            BodyLimit::GrpcUnary { max_message_bytes } => {
+                self.feed_grpc(chunk, max_message_bytes, true)
+            }
+            BodyLimit::GrpcStream { max_message_bytes } => {
+                self.feed_grpc(chunk, max_message_bytes, false)
+            }
         }
     }
 
-    fn feed_grpc(&mut self, mut chunk: &[u8], max: u64) -> Result<(), Failure> {
+    fn feed_grpc(&mut self, mut chunk: &[u8], max: u64, unary: bool) -> Result<(), Failure> {
         while !chunk.is_empty() {
             if self.message_left > 0 {
                 let n = self.message_left.min(chunk.len() as u64);
@@ -182,7 +190,7 @@ impl BodyMeter {
                 continue;
             }
             // The start (or more) of a prefix.
-            if self.prefix_len == 0 && self.messages >= 1 {
+            if unary && self.prefix_len == 0 && self.messages >= 1 {
                 return Err(Failure::new(
                     FailureClass::BadBody,
                     "a second message in a unary gRPC answer (one is allowed)",
@@ -208,7 +216,7 @@ impl BodyMeter {
                 )
                 .with_code(GRPC_MESSAGE_KNOB));
             }
-            self.messages += 1;
+            self.messages = self.messages.saturating_add(1);
             self.prefix_len = 0;
             self.message_left = len;
         }
@@ -273,6 +281,20 @@ mod tests {
         }
         .meter();
         assert!(m.feed(&prefix(3)).is_err());
+    }
+
+    #[test]
+    fn a_streaming_grpc_answer_takes_many_messages_each_held_to_the_limit() {
+        let mut m = BodyLimit::GrpcStream {
+            max_message_bytes: 3,
+        }
+        .meter();
+        for _ in 0..5 {
+            m.feed(&prefix(3)).unwrap();
+            m.feed(b"abc").unwrap();
+        }
+        let f = m.feed(&prefix(4)).unwrap_err();
+        assert!(f.detail.contains("4 B announced"), "{}", f.detail);
     }
 
     #[test]

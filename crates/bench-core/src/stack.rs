@@ -83,7 +83,77 @@ pub struct Tuning {
     /// QUIC client: a UDP socket and endpoint per connection, or one shared by all of the
     /// client's connections.
     pub quic_endpoint: QuicEndpoint,
+    /// Our gRPC servers: which method of the item service each request calls (unary GetItem,
+    /// or a streaming one of `stream_messages` messages).
+    pub grpc_call: GrpcCall,
+    /// Streaming calls: the messages each call streams (answers of a server-streaming or bidi
+    /// call, requests of a client-streaming one).
+    pub stream_messages: u32,
 }
+
+/// Which of the item service's methods a request of our own workload calls. Streaming calls
+/// are what feeds (server streaming), uploads (client streaming) and chats (bidi) are built
+/// on; a stack that has them lists them in [`Stack::grpc_calls`].
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum GrpcCall {
+    /// `GetItem`: one request, one item.
+    #[default]
+    Unary,
+    /// `ListItems`: one request, `stream_messages` items in order.
+    ServerStream,
+    /// `PutItems`: `stream_messages` items uploaded, one count back.
+    ClientStream,
+    /// `ChatItems`: `stream_messages` requests, each answered by its item, in order (the
+    /// requests are all sent at once, not one after each answer).
+    Bidi,
+}
+
+impl GrpcCall {
+    pub const ALL: [GrpcCall; 4] = [
+        GrpcCall::Unary,
+        GrpcCall::ServerStream,
+        GrpcCall::ClientStream,
+        GrpcCall::Bidi,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GrpcCall::Unary => "unary",
+            GrpcCall::ServerStream => "server-stream",
+            GrpcCall::ClientStream => "client-stream",
+            GrpcCall::Bidi => "bidi",
+        }
+    }
+
+    /// Whether the call streams messages (all but unary).
+    pub fn is_streaming(self) -> bool {
+        self != GrpcCall::Unary
+    }
+}
+
+impl std::fmt::Display for GrpcCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for GrpcCall {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        GrpcCall::ALL
+            .into_iter()
+            .find(|c| c.as_str() == s)
+            .ok_or_else(|| {
+                format!("unknown gRPC call {s:?} (unary, server-stream, client-stream or bidi)")
+            })
+    }
+}
+
+/// Messages per streaming call unless `stream_messages` says otherwise.
+pub const DEFAULT_STREAM_MESSAGES: u32 = 10;
 
 /// How a QUIC client's connections map onto UDP sockets. Whether QUIC holds up where TCP runs
 /// out of ports or descriptors may be the protocol's or this pattern's: one socket per
@@ -197,6 +267,10 @@ pub struct Reply {
     /// previous one (`Connection: close`, a close-delimited body, an idle close): its setup,
     /// so that it is counted with the connections the runner opened.
     pub reopened: Option<ConnectTiming>,
+    /// A streaming call's messages: received (server streaming, bidi) or sent (client
+    /// streaming); 0 for a call that streams nothing. For a streaming answer `ttfb` is the
+    /// first message's arrival.
+    pub messages: u32,
 }
 
 /// Cumulative bytes at the socket for one connection: TCP payload (including TLS records and
@@ -248,6 +322,11 @@ pub trait Stack: Send + Sync + 'static {
     /// a knowledgeable operator would state them.
     fn server_settings(&self) -> Vec<(&'static str, String)> {
         Vec::new()
+    }
+    /// The item-service methods its servers answer and its lean client calls (`grpc_call`);
+    /// only the gRPC stacks have more than the one request of the workload.
+    fn grpc_calls(&self) -> &'static [GrpcCall] {
+        &[GrpcCall::Unary]
     }
     /// Binds the listener; the returned future serves.
     async fn bind(&self, settings: ServerSettings) -> anyhow::Result<BoundServer>;
@@ -302,6 +381,17 @@ pub trait Connection: Send + Sync {
     /// Sends the request for `call` (the item, or the target's rendered request) and
     /// validates the answer.
     async fn request(&self, call: Call) -> Result<Reply, Failure>;
+    /// [`Connection::request`], telling `on_message` each gap between two consecutive
+    /// messages of a streaming answer as they arrive (the runner's inter-message latency);
+    /// connections without streaming calls need not implement it.
+    async fn request_observed(
+        &self,
+        call: Call,
+        on_message: &mut (dyn FnMut(Duration) + Send),
+    ) -> Result<Reply, Failure> {
+        let _ = on_message;
+        self.request(call).await
+    }
     /// Bytes at the socket so far.
     fn wire_bytes(&self) -> WireBytes;
     /// Closes the connection (client closes first, as the study's clients did).

@@ -222,6 +222,7 @@ pub fn rest_reply(
     }
     validate_json_item(body, id, profile)?;
     Ok(crate::Reply {
+        messages: 0,
         reopened: None,
         ttfb,
         total,

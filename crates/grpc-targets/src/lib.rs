@@ -10,4 +10,4 @@ pub mod descriptors;
 pub mod method;
 
 pub use descriptors::{compile, resolve, Unary};
-pub use method::{Method, Methods, Scratch};
+pub use method::{AnswerStream, Method, Methods, Scratch};

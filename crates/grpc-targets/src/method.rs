@@ -69,8 +69,46 @@ pub struct Method {
     notes: Vec<String>,
     /// The framed request when every call sends the same message.
     constant: Option<Bytes>,
+    /// The method's request and answer are streams ([`Method::encode`] sends the
+    /// `messages` of a client stream; [`Method::server_streaming`] answers are read as they
+    /// come, every message checked).
+    client_streaming: bool,
+    server_streaming: bool,
     /// Buffers of requests in flight, returned after each (as many as ever ran at once).
     scratch: Mutex<Vec<Scratch>>,
+}
+
+/// A server-streaming or bidi answer being read: its messages split, checked and timed as
+/// they arrive ([`Method::answer_stream`]).
+pub struct AnswerStream<'a> {
+    method: &'a Method,
+    reader: grpc_wire::MessageReader,
+    pub times: grpc_wire::MessageTimes,
+}
+
+impl AnswerStream<'_> {
+    /// The answer's next bytes, which arrived at `at`.
+    pub fn data(
+        &mut self,
+        chunk: &[u8],
+        at: std::time::Instant,
+        on_gap: &mut (dyn FnMut(std::time::Duration) + Send),
+    ) -> Result<(), Failure> {
+        self.reader.feed(chunk);
+        while let Some(message) = self.reader.next_message()? {
+            let len = message.len();
+            self.method.check(message)?;
+            self.times.message(len, at, on_gap);
+        }
+        Ok(())
+    }
+
+    /// The answer ended (its status checked by the caller): an error if it ended inside a
+    /// message; else the time to its first message.
+    pub fn finish(&self) -> Result<std::time::Duration, Failure> {
+        self.reader.finish()?;
+        Ok(self.times.first_message())
+    }
 }
 
 /// A request's reused buffers: its JSON text, metadata values and encoded frame.
@@ -127,15 +165,11 @@ impl Method {
                     names(service.methods().map(|m| m.name().to_string()))
                 )
             })?;
-        let streaming = match (method.is_client_streaming(), method.is_server_streaming()) {
-            (false, false) => None,
-            (true, false) => Some("client-streaming"),
-            (false, true) => Some("server-streaming"),
-            (true, true) => Some("bidirectional streaming"),
-        };
-        if let Some(kind) = streaming {
+        let (client_streaming, server_streaming) =
+            (method.is_client_streaming(), method.is_server_streaming());
+        if spec.messages > 1 && !client_streaming {
             bail!(
-                "{key}.method: {} is a {kind} method; only unary methods can be measured",
+                "{key}.messages: {} takes one request message (it is not client-streaming or bidi); remove messages",
                 spec.path
             );
         }
@@ -170,6 +204,8 @@ impl Method {
             values,
             notes,
             constant: None,
+            client_streaming,
+            server_streaming,
             scratch: Mutex::new(Vec::new()),
         };
         // The template must make a valid message before anything is measured.
@@ -189,7 +225,8 @@ impl Method {
             )
         })?;
         if constant_request {
-            method.constant = Some(grpc_wire::frame(&message));
+            let framed = grpc_wire::frame(&message);
+            method.constant = Some(method.repeated(framed));
         }
         Ok(method)
     }
@@ -234,7 +271,36 @@ impl Method {
             )
             .with_code("request_encoding")
         })?;
-        Ok(grpc_wire::frame_into(&message, &mut scratch.frame))
+        let framed = grpc_wire::frame_into(&message, &mut scratch.frame);
+        Ok(self.repeated(framed))
+    }
+
+    /// A client stream's body: the framed message `messages` times (as is for one).
+    fn repeated(&self, framed: Bytes) -> Bytes {
+        let n = self.spec().messages as usize;
+        if !self.client_streaming || n <= 1 {
+            return framed;
+        }
+        let mut body = BytesMut::with_capacity(framed.len() * n);
+        for _ in 0..n {
+            body.extend_from_slice(&framed);
+        }
+        body.freeze()
+    }
+
+    /// Whether the answer is a stream of messages (server-streaming and bidi methods).
+    pub fn server_streaming(&self) -> bool {
+        self.server_streaming
+    }
+
+    /// Request messages each call streams (client-streaming and bidi: `messages`; 0 for a
+    /// method whose request is one message, as [`bench_core::Reply::messages`] counts).
+    pub fn request_messages(&self) -> u32 {
+        if self.client_streaming {
+            self.spec().messages
+        } else {
+            0
+        }
     }
 
     /// The answer's message, with every expected field present.
@@ -256,6 +322,20 @@ impl Method {
             value.check(&decoded)?;
         }
         Ok(())
+    }
+
+    /// A streaming answer of this method, read as it arrives: every message checked
+    /// ([`Method::check`]) and timed, each at most `max_message_bytes`.
+    pub fn answer_stream(
+        &self,
+        max_message_bytes: u64,
+        started: std::time::Instant,
+    ) -> AnswerStream<'_> {
+        AnswerStream {
+            method: self,
+            reader: grpc_wire::MessageReader::new(max_message_bytes),
+            times: grpc_wire::MessageTimes::new(started),
+        }
     }
 
     /// Buffers for one request (reused from an earlier one when there is one).
@@ -605,6 +685,7 @@ mod tests {
                 [[grpc.calls]]
                 name = "watch"
                 method = "shop.v1.Catalog/Watch"
+                messages = 2
             "#),
             &pool().1,
         )
@@ -612,7 +693,8 @@ mod tests {
         .unwrap()
         .to_string();
         assert!(
-            e.starts_with("targets.grpc.calls.watch.method:") && e.contains("server-streaming"),
+            e.starts_with("targets.grpc.calls.watch.messages:")
+                && e.contains("one request message"),
             "{e}"
         );
     }
@@ -664,8 +746,16 @@ mod tests {
             };
             Methods::prepare(c, &pool).err().unwrap().to_string()
         };
-        let e = other("shop.v1.Catalog/Watch");
-        assert!(e.contains("server-streaming") && e.contains("unary"), "{e}");
+        // A server-streaming method is prepared; its answers are streams.
+        let text = "[grpc]\naddress = \"http://127.0.0.1:1\"\nmethod = \"shop.v1.Catalog/Watch\"\nproto = [\"shop.proto\"]";
+        let targets: Targets = toml::from_str(text).unwrap();
+        let Some(Calls::Grpc(c)) = targets.calls(Api::Grpc, &|_| None).unwrap() else {
+            unreachable!()
+        };
+        let watch = Methods::prepare(c, &pool).unwrap();
+        let method = watch.for_call(&Call::item(1));
+        assert!(method.server_streaming());
+        assert_eq!(method.request_messages(), 0);
         let e = other("shop.v1.Catalog/Nope");
         assert!(e.contains("no method Nope (it has: GetItem, Watch)"), "{e}");
         let e = other("shop.v2.Catalog/GetItem");

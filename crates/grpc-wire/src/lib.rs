@@ -4,12 +4,14 @@
 //! Stacks never depend on each other; what two of them speak alike lives here.
 
 use bench_core::user_service::grpc::status_code_name;
+use bench_core::workload::validate_item;
 use bench_core::workload::{
     ItemView, ITEM_CURRENCY, ITEM_IN_STOCK, ITEM_NAME, ITEM_PRICE_CENTS, ITEM_TAGS,
 };
-use bench_core::{Failure, FailureClass};
-use bytes::{BufMut, Bytes, BytesMut};
+use bench_core::{Failure, FailureClass, GrpcCall, PayloadProfile};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use prost::Message;
+use std::time::{Duration, Instant};
 
 /// Code generated from `proto/bench.proto`.
 pub mod pb {
@@ -21,8 +23,14 @@ pub mod health {
     tonic::include_proto!("grpc.health.v1");
 }
 
+pub mod streams;
+
 /// Full method path of the workload's RPC.
 pub const GET_ITEM_PATH: &str = "/bench.v1.ItemService/GetItem";
+/// Full method paths of the workload's streaming RPCs ([`bench_core::GrpcCall`]).
+pub const LIST_ITEMS_PATH: &str = "/bench.v1.ItemService/ListItems";
+pub const PUT_ITEMS_PATH: &str = "/bench.v1.ItemService/PutItems";
+pub const CHAT_ITEMS_PATH: &str = "/bench.v1.ItemService/ChatItems";
 /// Full method path of the health check.
 pub const HEALTH_CHECK_PATH: &str = "/grpc.health.v1.Health/Check";
 
@@ -102,6 +110,260 @@ pub fn unframe(data: &Bytes) -> Result<Bytes, Failure> {
         )));
     }
     Ok(data.slice(PREFIX_BYTES..))
+}
+
+/// The method path a request of the workload calls.
+pub fn item_call_path(call: GrpcCall) -> &'static str {
+    match call {
+        GrpcCall::Unary => GET_ITEM_PATH,
+        GrpcCall::ServerStream => LIST_ITEMS_PATH,
+        GrpcCall::ClientStream => PUT_ITEMS_PATH,
+        GrpcCall::Bidi => CHAT_ITEMS_PATH,
+    }
+}
+
+/// The request body of one call of the workload about items `id`, `id + 1`, …: one
+/// `GetItemRequest` (unary), one `ListItemsRequest` for `messages` items (server streaming),
+/// `messages` items (client streaming: an upload whose padding is `description`) or
+/// `messages` `GetItemRequest`s (bidi), each length-prefixed, in one buffer.
+pub fn item_call_body(call: GrpcCall, id: u64, messages: u32, description: &str) -> Bytes {
+    let messages = messages.max(1);
+    match call {
+        GrpcCall::Unary => frame(&pb::GetItemRequest { id }),
+        GrpcCall::ServerStream => frame(&pb::ListItemsRequest {
+            first_id: id,
+            count: messages,
+        }),
+        GrpcCall::ClientStream => {
+            let mut buf = BytesMut::new();
+            for k in 0..u64::from(messages) {
+                let message = item(id + k, description);
+                buf.put_u8(0);
+                buf.put_u32(message.encoded_len() as u32);
+                message.encode(&mut buf).expect("BytesMut grows");
+            }
+            buf.freeze()
+        }
+        GrpcCall::Bidi => {
+            let mut buf = BytesMut::new();
+            for k in 0..u64::from(messages) {
+                let message = pb::GetItemRequest { id: id + k };
+                buf.put_u8(0);
+                buf.put_u32(message.encoded_len() as u32);
+                message.encode(&mut buf).expect("BytesMut grows");
+            }
+            buf.freeze()
+        }
+    }
+}
+
+/// Splits a streaming answer's bytes, as they arrive, into its length-prefixed messages,
+/// each held to `max_message_bytes` at its prefix. Keeps only the message being received.
+#[derive(Debug)]
+pub struct MessageReader {
+    buf: BytesMut,
+    max_message_bytes: u64,
+}
+
+impl MessageReader {
+    pub fn new(max_message_bytes: u64) -> Self {
+        MessageReader {
+            buf: BytesMut::new(),
+            max_message_bytes,
+        }
+    }
+
+    /// Takes the next bytes of the answer.
+    pub fn feed(&mut self, chunk: &[u8]) {
+        self.buf.extend_from_slice(chunk);
+    }
+
+    /// The next whole message, if one has arrived; an error for a compressed message or one
+    /// announced above the limit.
+    pub fn next_message(&mut self) -> Result<Option<Bytes>, Failure> {
+        if self.buf.len() < PREFIX_BYTES {
+            return Ok(None);
+        }
+        if self.buf[0] != 0 {
+            return Err(Failure::new(
+                FailureClass::BadBody,
+                "gRPC framing: compressed message, none was negotiated",
+            ));
+        }
+        let b = &self.buf;
+        let len = u64::from(u32::from_be_bytes([b[1], b[2], b[3], b[4]]));
+        if len > self.max_message_bytes {
+            let knob = bench_core::limits::GRPC_MESSAGE_KNOB;
+            return Err(Failure::new(
+                FailureClass::BadBody,
+                format!(
+                    "gRPC message of {len} B announced, above {knob} ({} B)",
+                    self.max_message_bytes
+                ),
+            )
+            .with_code(knob));
+        }
+        let whole = PREFIX_BYTES + len as usize;
+        if self.buf.len() < whole {
+            self.buf.reserve(whole - self.buf.len());
+            return Ok(None);
+        }
+        let mut message = self.buf.split_to(whole);
+        message.advance(PREFIX_BYTES);
+        Ok(Some(message.freeze()))
+    }
+
+    /// The answer ended: an error if it ended inside a message.
+    pub fn finish(&self) -> Result<(), Failure> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        Err(Failure::new(
+            FailureClass::BadBody,
+            format!(
+                "gRPC framing: the answer ended {} bytes into a message",
+                self.buf.len()
+            ),
+        ))
+    }
+}
+
+/// The times of a streamed answer's messages: the first one's from the call's start (its
+/// `ttfb`), and each gap between two consecutive ones told as it is seen; with their count and
+/// bytes. No memory per message.
+pub struct MessageTimes {
+    started: Instant,
+    first_at: Option<Instant>,
+    last_at: Option<Instant>,
+    pub messages: u32,
+    /// Decoded message bytes (without prefixes).
+    pub body_bytes: u64,
+}
+
+impl MessageTimes {
+    pub fn new(started: Instant) -> Self {
+        MessageTimes {
+            started,
+            first_at: None,
+            last_at: None,
+            messages: 0,
+            body_bytes: 0,
+        }
+    }
+
+    /// A valid message of `len` bytes, which arrived at `at`.
+    pub fn message(&mut self, len: usize, at: Instant, on_gap: &mut (dyn FnMut(Duration) + Send)) {
+        self.messages = self.messages.saturating_add(1);
+        self.body_bytes += len as u64;
+        match self.last_at {
+            Some(last) => on_gap(at.saturating_duration_since(last)),
+            None => self.first_at = Some(at),
+        }
+        self.last_at = Some(at);
+    }
+
+    /// From the call's start to its first message (zero without messages).
+    pub fn first_message(&self) -> Duration {
+        self.first_at.map_or(Duration::ZERO, |t| {
+            t.saturating_duration_since(self.started)
+        })
+    }
+}
+
+/// A streaming answer of the workload checked message by message: item `id + k` as the k-th
+/// message, `expected` of them, each valid for the payload profile, timed as they arrive.
+pub struct ItemStream {
+    reader: MessageReader,
+    next_id: u64,
+    last_id: u64,
+    expected: u32,
+    payload: PayloadProfile,
+    pub times: MessageTimes,
+}
+
+impl ItemStream {
+    pub fn new(
+        id: u64,
+        expected: u32,
+        payload: PayloadProfile,
+        max_message_bytes: u64,
+        started: Instant,
+    ) -> Self {
+        ItemStream {
+            reader: MessageReader::new(max_message_bytes),
+            next_id: id,
+            last_id: id + u64::from(expected.max(1)) - 1,
+            expected: expected.max(1),
+            payload,
+            times: MessageTimes::new(started),
+        }
+    }
+
+    /// The answer's next bytes, which arrived at `at`: each message they complete is checked
+    /// and timed.
+    pub fn data(
+        &mut self,
+        chunk: &[u8],
+        at: Instant,
+        on_gap: &mut (dyn FnMut(Duration) + Send),
+    ) -> Result<(), Failure> {
+        self.reader.feed(chunk);
+        while let Some(message) = self.reader.next_message()? {
+            if self.next_id > self.last_id {
+                return Err(Failure::new(
+                    FailureClass::BadBody,
+                    format!("more items than the {} asked for", self.expected),
+                )
+                .with_code("extra message"));
+            }
+            let view = decode_item_view(&message).map_err(|e| {
+                Failure::new(FailureClass::BadBody, format!("invalid protobuf item: {e}"))
+            })?;
+            validate_item(&view, self.next_id, self.payload)?;
+            self.next_id += 1;
+            self.times.message(message.len(), at, on_gap);
+        }
+        Ok(())
+    }
+
+    /// The answer ended: every item asked for must have come. Returns the time to the first
+    /// message.
+    pub fn finish(&self) -> Result<Duration, Failure> {
+        self.reader.finish()?;
+        if self.next_id <= self.last_id {
+            return Err(Failure::new(
+                FailureClass::MissingData,
+                format!(
+                    "the stream ended after {} of {} items",
+                    self.times.messages, self.expected
+                ),
+            )
+            .with_code("stream ended early"));
+        }
+        Ok(self.times.first_message())
+    }
+}
+
+/// A client-streaming call's answer: the count of items uploaded and the last id.
+pub fn check_put_items_reply(message: &[u8], id: u64, messages: u32) -> Result<(), Failure> {
+    let reply = pb::PutItemsReply::decode(message).map_err(|e| {
+        Failure::new(
+            FailureClass::BadBody,
+            format!("invalid protobuf PutItemsReply: {e}"),
+        )
+    })?;
+    let messages = messages.max(1);
+    let last = id + u64::from(messages) - 1;
+    if reply.count != messages || reply.last_id != last {
+        return Err(Failure::new(
+            FailureClass::BadBody,
+            format!(
+                "the server counted {} items up to id {}, {messages} up to {last} were sent",
+                reply.count, reply.last_id
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Why a server refuses a request's body: the gRPC status and its message.

@@ -406,6 +406,10 @@ impl Drop for H3Driver {
 /// `:status` and its three digits, as a field section's size counts them.
 const STATUS_FIELD_BYTES: u64 = (":status".len() + 3 + 32) as u64;
 
+/// What reads a streamed answer's body: each chunk with the time it was read; an error
+/// stops the answer.
+pub type OnData<'a> = dyn FnMut(&[u8], Instant) -> Result<(), Failure> + Send + 'a;
+
 /// What a request sends: its head, and its body if it has one.
 pub type Outgoing = (http::Request<()>, Option<Bytes>);
 
@@ -432,9 +436,31 @@ impl H3Connection {
     /// stream is dropped (quinn stops it with STOP_SENDING); the connection goes on.
     pub async fn exchange_limited(
         &self,
+        outgoing: Outgoing,
+        started: Instant,
+        answer_limit: BodyLimit,
+    ) -> Result<Answer, Failure> {
+        let mut body = BytesMut::new();
+        let mut answer = self
+            .exchange_streamed(outgoing, started, answer_limit, &mut |chunk, _| {
+                body.extend_from_slice(chunk);
+                Ok(())
+            })
+            .await?;
+        answer.body = body.freeze();
+        Ok(answer)
+    }
+
+    /// [`H3Connection::exchange_limited`], the body handed to `on_data` as it arrives (with
+    /// the time it was read) instead of kept: the answer's `body` is empty. QUIC's stream
+    /// window reopens as the body is read, so a slow `on_data` holds the server back; an
+    /// error from it fails the request and drops (stops) the stream.
+    pub async fn exchange_streamed(
+        &self,
         (req, body): Outgoing,
         started: Instant,
         answer_limit: BodyLimit,
+        on_data: &mut OnData<'_>,
     ) -> Result<Answer, Failure> {
         let mut send = self.send.clone();
         let mut stream = send
@@ -468,30 +494,32 @@ impl H3Connection {
             .headers()
             .get(http::header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok()?.parse().ok());
-        let mut body = BytesMut::new();
+        let mut received = 0usize;
         // An abort with H3_NO_ERROR after the whole answer, as long as its content-length
         // says, ends the answer (RFC 9114 §4.1); before that, the answer is cut short.
-        let complete = |e: &h3::error::StreamError, body: &BytesMut| {
-            is_no_error(e) && length == Some(body.len())
+        let complete = |e: &h3::error::StreamError, received: usize| {
+            is_no_error(e) && length == Some(received)
         };
         let mut ended_by_abort = false;
         loop {
             match stream.recv_data().await {
                 Ok(Some(mut chunk)) => {
+                    let at = Instant::now();
                     while chunk.has_remaining() {
                         let part = chunk.chunk();
                         meter.feed(part)?;
-                        body.extend_from_slice(part);
+                        on_data(part, at)?;
                         let n = part.len();
+                        received += n;
                         chunk.advance(n);
                     }
                 }
                 Ok(None) => break,
-                Err(e) if complete(&e, &body) => {
+                Err(e) if complete(&e, received) => {
                     ended_by_abort = true;
                     break;
                 }
-                Err(e) => return Err(self.cut_short(&e, body.len(), length)),
+                Err(e) => return Err(self.cut_short(&e, received, length)),
             }
         }
         // Trailers end the stream where a server sends them; read them so the stream ends
@@ -504,9 +532,9 @@ impl H3Connection {
                     trailers = Some(read);
                 }
                 Ok(None) => {}
-                Err(e) if complete(&e, &body) => {}
+                Err(e) if complete(&e, received) => {}
                 Err(e) if too_large(&e).is_some() => return Err(self.classify_limited(&e)),
-                Err(e) => return Err(self.cut_short(&e, body.len(), length)),
+                Err(e) => return Err(self.cut_short(&e, received, length)),
             }
         }
         let status = resp.status().as_u16();
@@ -514,7 +542,7 @@ impl H3Connection {
             ttfb,
             status,
             headers: resp.into_parts().0.headers,
-            body: body.freeze(),
+            body: Bytes::new(),
             trailers,
         })
     }

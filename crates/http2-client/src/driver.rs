@@ -22,7 +22,7 @@ use bench_core::{Failure, FailureClass, Phase};
 use bytes::Bytes;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
-use crate::proto::{Answer, Config, Connection, Opened, RequestHead};
+use crate::proto::{Answer, Config, Connection, Opened, RequestHead, StreamEvent};
 
 /// One open HTTP/2 connection; concurrent requests become concurrent streams.
 pub struct H2Conn {
@@ -124,6 +124,41 @@ impl H2Conn {
         .await
     }
 
+    /// Opens a stream for the request (with `body`, which may hold many messages, as its
+    /// DATA) whose answer is read as it arrives, with [`StreamedCall::next`]. Waits while the
+    /// server's stream limit is reached.
+    pub async fn open_streamed(
+        &self,
+        head: &RequestHead<'_>,
+        body: Option<Bytes>,
+        started: Instant,
+    ) -> Result<StreamedCall<'_>, Failure> {
+        let mut body = body;
+        let id = poll_fn(|cx| {
+            let mut driver = self.driver.lock().expect("connection lock");
+            match driver.core.open_streaming(head, &mut body) {
+                Ok(Opened::Stream(id)) => {
+                    driver.wakers.push((id, None));
+                    Poll::Ready(Ok(id))
+                }
+                Ok(Opened::Wait) => {
+                    driver.openers.push_back(cx.waker().clone());
+                    Poll::Pending
+                }
+                Err(f) => Poll::Ready(Err(f)),
+            }
+        })
+        .await?;
+        Ok(StreamedCall {
+            guard: StreamGuard {
+                conn: self,
+                id,
+                finished: false,
+            },
+            started,
+        })
+    }
+
     /// Sends GOAWAY, closes TLS and the socket (client first), and waits (bounded) for the
     /// server's FIN.
     pub async fn close(&self) {
@@ -145,6 +180,52 @@ impl H2Conn {
         if let Some(closer) = closer {
             closer.finish(Duration::from_secs(1)).await;
         }
+    }
+}
+
+/// A request whose answer is read as it arrives. Dropped before its end, it cancels the
+/// stream (RST_STREAM(CANCEL)).
+pub struct StreamedCall<'a> {
+    guard: StreamGuard<'a>,
+    started: Instant,
+}
+
+impl StreamedCall<'_> {
+    /// The answer's next body bytes (with their arrival time and the answer's status), or
+    /// its end (head, trailers and timings; the stream has then left). The stream's window
+    /// reopens only as data is taken here, so a reader that takes its time holds the server
+    /// to one stream window (the connection's window is given back on arrival, so other
+    /// streams go on). After the end, or an error, the call has nothing more.
+    pub async fn next(&mut self) -> Result<StreamEvent, Failure> {
+        let (conn, id, started) = (self.guard.conn, self.guard.id, self.started);
+        if self.guard.finished {
+            return Err(Failure::new(
+                bench_core::FailureClass::Other,
+                "the answer has ended",
+            ));
+        }
+        let finished = &mut self.guard.finished;
+        poll_fn(|cx| {
+            let mut driver = conn.driver.lock().expect("connection lock");
+            driver.drive(cx, id);
+            match driver.core.poll_stream(id, started) {
+                Some(Ok(event @ StreamEvent::Data { .. })) => {
+                    // The window update that taking the data may have queued goes out now.
+                    driver.flush(cx, id);
+                    Poll::Ready(Ok(event))
+                }
+                Some(done) => {
+                    driver.stream_left(id);
+                    *finished = true;
+                    Poll::Ready(done)
+                }
+                None => {
+                    driver.set_waker(id, cx.waker());
+                    Poll::Pending
+                }
+            }
+        })
+        .await
     }
 }
 

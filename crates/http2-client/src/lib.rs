@@ -17,5 +17,5 @@ mod fuzz;
 #[cfg(test)]
 mod tests;
 
-pub use driver::H2Conn;
-pub use proto::{Answer, RequestHead, MAX_HEADER_LIST_SIZE};
+pub use driver::{H2Conn, StreamedCall};
+pub use proto::{Answer, RequestHead, StreamEvent, MAX_HEADER_LIST_SIZE};

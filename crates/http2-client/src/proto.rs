@@ -43,6 +43,9 @@ const READ_CHUNK: usize = 4 * 1024;
 /// The write buffer's initial size: the preface and SETTINGS, then HEADERS frames of well
 /// under a kilobyte; a request body grows it.
 const WRITE_CHUNK: usize = 1024;
+/// Arrival batches a streaming answer keeps apart (each with its time) while its reader is
+/// behind; past this, data joins the newest batch (its messages then carry a later time).
+const MAX_INBOX_BATCHES: usize = 64;
 /// Largest flow-control window (RFC 9113 §6.9.1).
 const MAX_WINDOW: i64 = (1 << 31) - 1;
 /// HTTP/2's initial window and the default SETTINGS values (RFC 9113 §6.5.2).
@@ -113,6 +116,19 @@ pub struct Config {
     pub connection_window: u32,
 }
 
+/// What a streaming answer has for its reader ([`Connection::poll_stream`]).
+#[derive(Debug)]
+pub enum StreamEvent {
+    /// Body bytes, with the time they arrived and the answer's status.
+    Data {
+        data: Bytes,
+        at: Instant,
+        status: u16,
+    },
+    /// The answer ended: its head, trailers and timings (its body was handed out as `Data`).
+    End(Answer),
+}
+
 /// Whether a request got a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Opened {
@@ -162,6 +178,14 @@ struct Slot {
     joined: Option<BytesMut>,
     done_at: Option<Instant>,
     error: Option<Failure>,
+    /// The answer is handed to its reader as it arrives ([`Connection::poll_stream`]), and
+    /// the stream's window reopens only as the reader takes it: a slow reader holds the
+    /// server to one window of data.
+    streaming: bool,
+    /// Streaming: data not yet taken, in arrival batches with their times.
+    inbox: std::collections::VecDeque<(BytesMut, Instant)>,
+    /// Streaming: bytes taken (or padding) not yet given back in a WINDOW_UPDATE.
+    consumed_ungranted: u32,
 }
 
 impl Slot {
@@ -428,9 +452,56 @@ impl Connection {
             joined: None,
             done_at: None,
             error: None,
+            streaming: false,
+            inbox: std::collections::VecDeque::new(),
+            consumed_ungranted: 0,
         });
         self.send_bodies();
         Ok(Opened::Stream(id))
+    }
+
+    /// [`Connection::open_stream`] for an answer read as it arrives, with
+    /// [`Connection::poll_stream`].
+    pub fn open_streaming(
+        &mut self,
+        head: &RequestHead<'_>,
+        body: &mut Option<Bytes>,
+    ) -> Result<Opened, Failure> {
+        let opened = self.open_stream(head, body)?;
+        if let Opened::Stream(id) = opened {
+            if let Some(index) = self.slot_index(id) {
+                self.slots[index].streaming = true;
+            }
+        }
+        Ok(opened)
+    }
+
+    /// The next of a streaming answer's data, in order, then its end (the stream then
+    /// leaves); `None` while nothing new has arrived. Taking data reopens the stream's window
+    /// by as much (a WINDOW_UPDATE once half the window was taken).
+    pub fn poll_stream(
+        &mut self,
+        id: u32,
+        started: Instant,
+    ) -> Option<Result<StreamEvent, Failure>> {
+        let index = self.slot_index(id)?;
+        let half_window = self.stream_window / 2;
+        let slot = &mut self.slots[index];
+        if slot.error.is_none() {
+            if let Some((data, at)) = slot.inbox.pop_front() {
+                slot.consumed_ungranted += data.len() as u32;
+                if slot.open() && slot.consumed_ungranted >= half_window {
+                    frame::put_window_update(&mut self.tx, id, slot.consumed_ungranted);
+                    slot.recv_unacked -= slot.consumed_ungranted;
+                    slot.consumed_ungranted = 0;
+                }
+                let status = slot.status.unwrap_or(0);
+                let data = data.freeze();
+                return Some(Ok(StreamEvent::Data { data, at, status }));
+            }
+        }
+        self.poll_answer(id, started)
+            .map(|answer| answer.map(StreamEvent::End))
     }
 
     /// The answer of stream `id` once complete or failed (the stream then leaves); `None`
@@ -450,7 +521,7 @@ impl Connection {
             return Some(Err(f));
         }
         let body = slot.joined.map_or(slot.body, BytesMut::freeze);
-        if let Some(expected) = slot.content_length {
+        if let Some(expected) = slot.content_length.filter(|_| !slot.streaming) {
             if expected != body.len() as u64 {
                 return Some(Err(Failure::new(
                     FailureClass::BadBody,
@@ -807,6 +878,26 @@ impl Connection {
             let mut failure = Failure::stream(over.class, over.detail);
             failure.code = over.code;
             self.fail(index, failure);
+            return Ok(());
+        }
+        if slot.streaming {
+            // Padding is never taken by the reader: given back with the next update.
+            slot.consumed_ungranted += flow_len - data.len() as u32;
+            if !data.is_empty() {
+                let batches = slot.inbox.len();
+                match slot.inbox.back_mut() {
+                    Some((last, at)) if *at == self.now || batches >= MAX_INBOX_BATCHES => {
+                        last.extend_from_slice(&data);
+                        *at = self.now;
+                    }
+                    _ => slot.inbox.push_back((BytesMut::from(&data[..]), self.now)),
+                }
+            }
+            if end_stream {
+                self.finish(index);
+            } else {
+                self.completed.push(h.stream_id);
+            }
             return Ok(());
         }
         slot.push_body(data);

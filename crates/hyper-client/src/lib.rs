@@ -153,6 +153,7 @@ pub async fn read_rest_item(
     }
     validate_json_item(&body, id, payload)?;
     Ok(Reply {
+        messages: 0,
         reopened: None,
         ttfb,
         total,

@@ -86,6 +86,7 @@ fn codecs(c: &mut Criterion) {
 fn histogram(c: &mut Criterion) {
     let mut m = runner::measure::stats::Measurements::default();
     let reply = Reply {
+        messages: 0,
         reopened: None,
         ttfb: Duration::from_micros(120),
         total: Duration::from_micros(180),

@@ -28,8 +28,8 @@ pub struct DynamicH3Client {
     methods: Arc<Methods>,
     /// Each method's URI, in the order of [`GrpcCalls::methods`].
     uris: Arc<Vec<http::Uri>>,
-    /// Each answer's one message, bounded (`grpc_max_receive_message_bytes`).
-    answer_limit: BodyLimit,
+    /// The largest message received (`grpc_max_receive_message_bytes`).
+    max_message_bytes: u64,
 }
 
 impl DynamicH3Client {
@@ -59,9 +59,7 @@ impl DynamicH3Client {
                     .collect::<anyhow::Result<_>>()?,
             ),
             methods: Arc::new(Methods::prepare(calls, pool)?),
-            answer_limit: BodyLimit::GrpcUnary {
-                max_message_bytes: grpc_max_receive_message_bytes(&settings.tuning),
-            },
+            max_message_bytes: grpc_max_receive_message_bytes(&settings.tuning),
         })
     }
 }
@@ -175,7 +173,7 @@ impl Client for DynamicH3Client {
                 conn,
                 methods: self.methods.clone(),
                 uris: self.uris.clone(),
-                answer_limit: self.answer_limit,
+                max_message_bytes: self.max_message_bytes,
             }),
             timing,
         })
@@ -190,12 +188,20 @@ struct DynamicH3Connection {
     conn: H3Connection,
     methods: Arc<Methods>,
     uris: Arc<Vec<http::Uri>>,
-    answer_limit: BodyLimit,
+    max_message_bytes: u64,
 }
 
 #[async_trait]
 impl Connection for DynamicH3Connection {
     async fn request(&self, call: Call) -> Result<Reply, Failure> {
+        self.request_observed(call, &mut |_| {}).await
+    }
+
+    async fn request_observed(
+        &self,
+        call: Call,
+        on_message: &mut (dyn FnMut(Duration) + Send),
+    ) -> Result<Reply, Failure> {
         let method = self.methods.for_call(&call);
         let spec = method.spec();
         let mut scratch = method.take_scratch();
@@ -215,9 +221,36 @@ impl Connection for DynamicH3Connection {
         drop(metadata);
         method.put_scratch(scratch);
         let started = Instant::now();
+        let max_message_bytes = self.max_message_bytes;
+        if method.server_streaming() {
+            let mut stream = method.answer_stream(max_message_bytes, started);
+            let answer = self
+                .conn
+                .exchange_streamed(
+                    (head?, Some(body)),
+                    started,
+                    BodyLimit::GrpcStream { max_message_bytes },
+                    &mut |chunk, at| stream.data(chunk, at, on_message),
+                )
+                .await;
+            let total = started.elapsed();
+            answer_status(&answer?)?;
+            let ttfb = stream.finish()?;
+            return Ok(Reply {
+                messages: stream.times.messages,
+                reopened: None,
+                ttfb,
+                total,
+                body_bytes: stream.times.body_bytes,
+            });
+        }
         let answer = self
             .conn
-            .exchange_limited((head?, Some(body)), started, self.answer_limit)
+            .exchange_limited(
+                (head?, Some(body)),
+                started,
+                BodyLimit::GrpcUnary { max_message_bytes },
+            )
             .await?;
         let total = started.elapsed();
         answer_status(&answer)?;
@@ -225,6 +258,7 @@ impl Connection for DynamicH3Connection {
         let body_bytes = message.len() as u64;
         method.check(message)?;
         Ok(Reply {
+            messages: method.request_messages(),
             reopened: None,
             ttfb: answer.ttfb,
             total,

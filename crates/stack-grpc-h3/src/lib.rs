@@ -38,6 +38,9 @@ impl Stack for GrpcH3 {
     fn encoding(&self) -> &'static str {
         "protobuf"
     }
+    fn grpc_calls(&self) -> &'static [bench_core::GrpcCall] {
+        &bench_core::GrpcCall::ALL
+    }
     fn supports_zero_rtt(&self) -> bool {
         true
     }
@@ -66,7 +69,7 @@ impl Stack for GrpcH3 {
     }
     fn server_settings(&self) -> Vec<(&'static str, String)> {
         vec![
-            ("grpc", format!("bench.v1.ItemService/GetItem and grpc.health.v1.Health/Check in gRPC's HTTP mapping (POST, application/grpc, te: trailers, length-prefixed messages of at most {} B, grpc-status in trailers or a trailers-only answer), answered by the suite's own handler on h3; client: lean = the same calls on the suite's HTTP/3 transport, library = tonic's generated client on tonic-h3's channel (h3-util over h3-quinn) on a QUIC connection the client opens (the row's `client` says which ran)", grpc_wire::MAX_MESSAGE_BYTES)),
+            ("grpc", format!("bench.v1.ItemService (GetItem; ListItems, PutItems and ChatItems streaming, answered item by item as QUIC flow control allows, the requests read first) and grpc.health.v1.Health/Check in gRPC's HTTP mapping (POST, application/grpc, te: trailers, length-prefixed messages of at most {} B, grpc-status in trailers or a trailers-only answer), answered by the suite's own handler on h3; client: lean = the same calls on the suite's HTTP/3 transport, library = tonic's generated client on tonic-h3's channel (h3-util over h3-quinn) on a QUIC connection the client opens (the row's `client` says which ran)", grpc_wire::MAX_MESSAGE_BYTES)),
             ("quic", h3_transport::quic_settings()),
             ("http", "h3 0.0.8 over h3-quinn; the server reads each request stream to its end before answering, and answers 0-RTT requests at once".into()),
             ("udp", h3_transport::UDP_SETTINGS.into()),
@@ -81,6 +84,9 @@ impl Stack for GrpcH3 {
         match &settings.calls {
             Calls::Item if implementation == ClientImplementation::Lean => {
                 Ok(Arc::new(client::GrpcH3Client::new(settings)?))
+            }
+            Calls::Item if settings.tuning.grpc_call.is_streaming() => {
+                bail!("the library gRPC client makes unary calls only; a streaming grpc_call needs client = \"lean\"")
             }
             Calls::Item => Ok(Arc::new(library_client::TonicH3Client::new(settings)?)),
             Calls::Grpc(calls) if implementation == ClientImplementation::Lean => Ok(Arc::new(

@@ -137,6 +137,7 @@ impl Connection for TonicH3Connection {
         };
         validate_item(&view, id, self.payload)?;
         Ok(Reply {
+            messages: 0,
             reopened: None,
             // tonic hands over the answer once its message is read: the head's arrival is
             // not seen, so time to first byte is the whole call.

@@ -8,12 +8,13 @@ use std::sync::Arc;
 
 use bench_core::workload::{padding, FaultInjector, FaultKind};
 use bench_core::{BoundServer, ServerSettings, ServiceTimeSpec};
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Buf, Bytes};
 use grpc_wire::health::{health_check_response::ServingStatus, HealthCheckResponse};
-use grpc_wire::pb::GetItemRequest;
+use grpc_wire::pb::{GetItemRequest, Item, ListItemsRequest, PutItemsReply};
 use grpc_wire::{
-    frame, request_message, Refusal, GET_ITEM_PATH, HEALTH_CHECK_PATH, MAX_MESSAGE_BYTES,
-    PREFIX_BYTES, STATUS_INTERNAL, STATUS_UNIMPLEMENTED, UNDECODABLE_MESSAGE,
+    frame, MessageReader, Refusal, CHAT_ITEMS_PATH, GET_ITEM_PATH, HEALTH_CHECK_PATH,
+    LIST_ITEMS_PATH, MAX_MESSAGE_BYTES, PUT_ITEMS_PATH, STATUS_INTERNAL, STATUS_UNIMPLEMENTED,
+    UNDECODABLE_MESSAGE,
 };
 use h3_transport::server::{Request, Stream};
 use prost::Message;
@@ -47,40 +48,104 @@ enum Answer {
     Status(Refusal),
     /// Not a gRPC request: a plain HTTP status (gRPC over HTTP/2, "Requests").
     Http(u16),
+    /// A streaming answer: these items, one message each.
+    Items(Vec<u64>),
 }
 
 async fn serve_request(resolver: Request, service: &Service) -> anyhow::Result<()> {
     let (req, mut stream) = resolver.resolve_request().await?;
+    let path = req.uri().path().to_string();
     // Read the request stream to its end first (as the h3 stack does: dropping it early makes
-    // quinn send STOP_SENDING), keeping no more than one message of the largest size.
-    let mut body = BytesMut::new();
-    let mut oversized = false;
+    // quinn send STOP_SENDING), message by message: an upload (PutItems) is counted as it
+    // arrives, other calls keep their messages, at most the largest message's size in all.
+    let mut reader = MessageReader::new(MAX_MESSAGE_BYTES as u64);
+    let mut messages: Vec<Bytes> = Vec::new();
+    let mut kept = 0usize;
+    let mut upload = PutItemsReply::default();
+    let mut refused: Option<Refusal> = None;
     while let Some(mut chunk) = stream.recv_data().await? {
-        if body.len() + chunk.remaining() <= PREFIX_BYTES + MAX_MESSAGE_BYTES {
-            body.put(&mut chunk);
+        if refused.is_none() {
+            while chunk.has_remaining() {
+                let part = chunk.chunk();
+                reader.feed(part);
+                let n = part.len();
+                chunk.advance(n);
+            }
+            loop {
+                match reader.next_message() {
+                    Ok(Some(message)) if path == PUT_ITEMS_PATH => match Item::decode(message) {
+                        Ok(item) => {
+                            upload.count += 1;
+                            upload.last_id = item.id;
+                        }
+                        Err(_) => refused = Some(not_a("Item")),
+                    },
+                    Ok(Some(message)) => {
+                        kept += message.len();
+                        if kept > MAX_MESSAGE_BYTES {
+                            refused = Some(too_large());
+                        }
+                        messages.push(message);
+                    }
+                    Ok(None) => break,
+                    Err(f) if f.code.is_some() => refused = Some(too_large()),
+                    Err(_) => refused = Some(not_framed()),
+                }
+                if refused.is_some() {
+                    messages.clear();
+                    break;
+                }
+            }
         } else {
-            oversized = true;
             chunk.advance(chunk.remaining());
         }
     }
-    let body = body.freeze();
+    if refused.is_none() && reader.finish().is_err() {
+        refused = Some(not_framed());
+    }
     let is_grpc = req
         .headers()
         .get(http::header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
+    let unary = |messages: &[Bytes]| match messages {
+        [one] => Ok(one.clone()),
+        _ => Err(Refusal {
+            status: STATUS_INTERNAL,
+            message: "a unary call takes one message",
+        }),
+    };
     let answer = if req.method() != http::Method::POST {
         Answer::Http(405)
     } else if !is_grpc {
         Answer::Http(415)
-    } else if oversized {
-        Answer::Status(Refusal {
-            status: grpc_wire::STATUS_RESOURCE_EXHAUSTED,
-            message: "message larger than the server's limit",
-        })
+    } else if let Some(refusal) = refused {
+        Answer::Status(refusal)
     } else {
-        match req.uri().path() {
-            GET_ITEM_PATH => get_item(&body, service).await,
-            HEALTH_CHECK_PATH => match request_message(&body) {
+        match path.as_str() {
+            GET_ITEM_PATH => match unary(&messages) {
+                Ok(message) => get_item(message, service).await,
+                Err(refusal) => Answer::Status(refusal),
+            },
+            LIST_ITEMS_PATH => match unary(&messages).map(ListItemsRequest::decode) {
+                Ok(Ok(r)) => {
+                    let end = r.first_id.saturating_add(u64::from(r.count));
+                    Answer::Items((r.first_id..end).collect())
+                }
+                Ok(Err(_)) => Answer::Status(not_a("ListItemsRequest")),
+                Err(refusal) => Answer::Status(refusal),
+            },
+            CHAT_ITEMS_PATH => {
+                let ids: Result<Vec<u64>, _> = messages
+                    .iter()
+                    .map(|m| GetItemRequest::decode(m.clone()).map(|r| r.id))
+                    .collect();
+                match ids {
+                    Ok(ids) => Answer::Items(ids),
+                    Err(_) => Answer::Status(not_a("GetItemRequest")),
+                }
+            }
+            PUT_ITEMS_PATH => Answer::Message(frame(&upload)),
+            HEALTH_CHECK_PATH => match unary(&messages) {
                 Ok(_) => Answer::Message(frame(&HealthCheckResponse {
                     status: ServingStatus::Serving as i32,
                 })),
@@ -92,22 +157,88 @@ async fn serve_request(resolver: Request, service: &Service) -> anyhow::Result<(
             }),
         }
     };
+    if let Answer::Items(ids) = answer {
+        return stream_items(&mut stream, ids, service).await;
+    }
     send(&mut stream, answer).await
 }
 
-/// The workload's item for a GetItem call, with the fault the injector picks.
-async fn get_item(body: &Bytes, service: &Service) -> Answer {
-    let request = match request_message(body) {
-        Ok(message) => match GetItemRequest::decode(message) {
-            Ok(request) => request,
-            Err(_) => {
-                return Answer::Status(Refusal {
-                    status: STATUS_INTERNAL,
-                    message: "request is not a GetItemRequest",
-                })
-            }
+fn too_large() -> Refusal {
+    Refusal {
+        status: grpc_wire::STATUS_RESOURCE_EXHAUSTED,
+        message: "message larger than the server's limit",
+    }
+}
+
+fn not_framed() -> Refusal {
+    Refusal {
+        status: STATUS_INTERNAL,
+        message: "request is not uncompressed length-prefixed messages",
+    }
+}
+
+fn not_a(what: &'static str) -> Refusal {
+    Refusal {
+        status: STATUS_INTERNAL,
+        message: match what {
+            "Item" => "request is not an Item",
+            "ListItemsRequest" => "request is not a ListItemsRequest",
+            _ => "request is not a GetItemRequest",
         },
-        Err(refusal) => return Answer::Status(refusal),
+    }
+}
+
+/// A streaming answer: the items of `ids` in order, each after its service time, each sent
+/// as QUIC's flow control lets it go (a slow client holds the server back); an injected
+/// fault acts on the whole call or on its first item, as on the tonic server.
+async fn stream_items(stream: &mut Stream, ids: Vec<u64>, service: &Service) -> anyhow::Result<()> {
+    let fault = service.faults.next();
+    if let Some(FaultKind::Delay(d) | FaultKind::Stall(d)) = fault {
+        tokio::time::sleep(d).await;
+    }
+    if let Some(FaultKind::Status) = fault {
+        return send(
+            stream,
+            Answer::Status(Refusal {
+                status: STATUS_INTERNAL,
+                message: "injected fault",
+            }),
+        )
+        .await;
+    }
+    let head = http::Response::builder()
+        .status(200)
+        .header(http::header::CONTENT_TYPE, "application/grpc")
+        .body(())?;
+    stream.send_response(head).await?;
+    for (k, id) in ids.into_iter().enumerate() {
+        let wait = service.service_time.begin(id);
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+        let message = match fault {
+            Some(FaultKind::BadBody) if k == 0 => Bytes::from_static(UNDECODABLE_MESSAGE),
+            Some(FaultKind::MissingField) if k == 0 => {
+                let mut item = grpc_wire::item(id, &service.description);
+                item.name.clear();
+                frame(&item)
+            }
+            _ => frame(&grpc_wire::item(id, &service.description)),
+        };
+        stream.send_data(message).await?;
+    }
+    let mut trailers = http::HeaderMap::new();
+    trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+    stream.send_trailers(trailers).await?;
+    stream.finish().await?;
+    Ok(())
+}
+
+/// The workload's item for a GetItem call, with the fault the injector picks.
+async fn get_item(message: Bytes, service: &Service) -> Answer {
+    let request = match GetItemRequest::decode(message) {
+        Ok(request) => request,
+        Err(_) => return Answer::Status(not_a("GetItemRequest")),
     };
     let fault = service.faults.next();
     let id = request.id;
@@ -159,6 +290,7 @@ async fn send(stream: &mut Stream, answer: Answer) -> anyhow::Result<()> {
                 .body(())?;
             stream.send_response(head).await?;
         }
+        Answer::Items(_) => unreachable!("streamed by stream_items"),
         Answer::Http(status) => {
             stream
                 .send_response(http::Response::builder().status(status).body(())?)

@@ -28,6 +28,44 @@ impl ItemService for Items {
             &self.0,
         )))
     }
+
+    type ListItemsStream = grpc_wire::streams::ItemStream;
+
+    async fn list_items(
+        &self,
+        req: tonic::Request<grpc_wire::pb::ListItemsRequest>,
+    ) -> Result<tonic::Response<Self::ListItemsStream>, tonic::Status> {
+        let ids = grpc_wire::streams::list_ids(req.get_ref());
+        Ok(tonic::Response::new(grpc_wire::streams::items(
+            ids,
+            self.0.as_str().into(),
+            Default::default(),
+            false,
+        )))
+    }
+
+    async fn put_items(
+        &self,
+        req: tonic::Request<tonic::Streaming<Item>>,
+    ) -> Result<tonic::Response<grpc_wire::pb::PutItemsReply>, tonic::Status> {
+        let reply = grpc_wire::streams::count_uploads(req.into_inner()).await?;
+        Ok(tonic::Response::new(reply))
+    }
+
+    type ChatItemsStream = grpc_wire::streams::ItemStream;
+
+    async fn chat_items(
+        &self,
+        req: tonic::Request<tonic::Streaming<GetItemRequest>>,
+    ) -> Result<tonic::Response<Self::ChatItemsStream>, tonic::Status> {
+        let ids = grpc_wire::streams::chat_ids(req.into_inner());
+        Ok(tonic::Response::new(grpc_wire::streams::items(
+            ids,
+            self.0.as_str().into(),
+            Default::default(),
+            false,
+        )))
+    }
 }
 
 /// tonic-h3's server on loopback with the suite's certificate, serving the item service.
@@ -84,6 +122,43 @@ async fn lean_client_calls_tonic_h3s_server() {
                 .await
                 .unwrap_or_else(|f| panic!("{payload:?} new-conn call {id}: {f}"));
             fresh.conn.close().await;
+        }
+    }
+}
+
+/// The lean client's streaming calls (`grpc_call`) against tonic-h3's server: every message
+/// validated (ids in order, the payload's padding), one gap between each two answers, the
+/// upload's count checked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lean_client_streams_with_tonic_h3s_server() {
+    bench_core::tls::install_crypto_provider();
+    let certs = tempfile::tempdir().expect("temp dir");
+    for payload in [PayloadProfile::Small, PayloadProfile::K64] {
+        let addr = tonic_h3_server(certs.path(), payload);
+        for grpc_call in [
+            bench_core::GrpcCall::ServerStream,
+            bench_core::GrpcCall::ClientStream,
+            bench_core::GrpcCall::Bidi,
+        ] {
+            let mut settings = client_settings(addr, certs.path(), false, payload);
+            settings.tuning.grpc_call = grpc_call;
+            settings.tuning.stream_messages = 10;
+            let client = GrpcH3.client(&settings).expect("client");
+            let conn = client.connect().await.expect("connect").conn;
+            for id in [0, 1_000] {
+                let mut gaps = 0;
+                let reply = conn
+                    .request_observed(Call::item(id), &mut |_| gaps += 1)
+                    .await
+                    .unwrap_or_else(|f| panic!("{payload:?} {grpc_call} call {id}: {f}"));
+                assert_eq!(reply.messages, 10, "{grpc_call}");
+                let streamed_answer = grpc_call != bench_core::GrpcCall::ClientStream;
+                assert_eq!(gaps, if streamed_answer { 9 } else { 0 }, "{grpc_call}");
+                if streamed_answer {
+                    assert!(reply.body_bytes as usize >= 10 * payload.padding_bytes());
+                }
+            }
+            conn.close().await;
         }
     }
 }

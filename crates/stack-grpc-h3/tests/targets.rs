@@ -57,6 +57,44 @@ impl ItemService for Items {
             _ => Ok(tonic::Response::new(grpc_wire::item(id, "x"))),
         }
     }
+
+    type ListItemsStream = grpc_wire::streams::ItemStream;
+
+    async fn list_items(
+        &self,
+        req: tonic::Request<grpc_wire::pb::ListItemsRequest>,
+    ) -> Result<tonic::Response<Self::ListItemsStream>, tonic::Status> {
+        let ids = grpc_wire::streams::list_ids(req.get_ref());
+        Ok(tonic::Response::new(grpc_wire::streams::items(
+            ids,
+            "x".into(),
+            Default::default(),
+            false,
+        )))
+    }
+
+    async fn put_items(
+        &self,
+        req: tonic::Request<tonic::Streaming<Item>>,
+    ) -> Result<tonic::Response<grpc_wire::pb::PutItemsReply>, tonic::Status> {
+        let reply = grpc_wire::streams::count_uploads(req.into_inner()).await?;
+        Ok(tonic::Response::new(reply))
+    }
+
+    type ChatItemsStream = grpc_wire::streams::ItemStream;
+
+    async fn chat_items(
+        &self,
+        req: tonic::Request<tonic::Streaming<GetItemRequest>>,
+    ) -> Result<tonic::Response<Self::ChatItemsStream>, tonic::Status> {
+        let ids = grpc_wire::streams::chat_ids(req.into_inner());
+        Ok(tonic::Response::new(grpc_wire::streams::items(
+            ids,
+            "x".into(),
+            Default::default(),
+            false,
+        )))
+    }
 }
 
 fn proto_dir() -> PathBuf {

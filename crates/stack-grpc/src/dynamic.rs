@@ -4,7 +4,7 @@
 //! can be wrong with the target is found before measuring.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail};
 use async_trait::async_trait;
@@ -12,8 +12,8 @@ use bench_core::limits::{grpc_max_receive_message_bytes, BodyLimit};
 use bench_core::net::{TcpConnector, WireCounters};
 use bench_core::user_service::GrpcCalls;
 use bench_core::{Call, Client, ClientSettings, Connected, Connection, Failure, Reply, WireBytes};
-use grpc_targets::Methods;
-use http2_client::{H2Conn, RequestHead};
+use grpc_targets::{AnswerStream, Methods};
+use http2_client::{H2Conn, RequestHead, StreamEvent};
 use prost_reflect::DescriptorPool;
 
 use crate::wire::{self, check_status, unframe, GRPC_FIELDS, KEEP};
@@ -22,8 +22,8 @@ use crate::wire::{self, check_status, unframe, GRPC_FIELDS, KEEP};
 pub struct DynamicClient {
     connector: TcpConnector,
     methods: Arc<Methods>,
-    /// Each answer's one message, bounded (`grpc_max_receive_message_bytes`).
-    answer_limit: BodyLimit,
+    /// The largest message received (`grpc_max_receive_message_bytes`).
+    max_message_bytes: u64,
 }
 
 impl DynamicClient {
@@ -46,9 +46,7 @@ impl DynamicClient {
             connector: TcpConnector::new(settings, crate::ALPN)
                 .map_err(|e| anyhow!("targets.grpc: {e:#}"))?,
             methods: Arc::new(Methods::prepare(calls, pool)?),
-            answer_limit: BodyLimit::GrpcUnary {
-                max_message_bytes: grpc_max_receive_message_bytes(&settings.tuning),
-            },
+            max_message_bytes: grpc_max_receive_message_bytes(&settings.tuning),
         })
     }
 }
@@ -82,7 +80,7 @@ impl Client for DynamicClient {
                 conn,
                 counters,
                 methods: self.methods.clone(),
-                answer_limit: self.answer_limit,
+                max_message_bytes: self.max_message_bytes,
             }),
             timing,
         })
@@ -93,12 +91,44 @@ struct DynamicConnection {
     conn: H2Conn,
     counters: Arc<WireCounters>,
     methods: Arc<Methods>,
-    answer_limit: BodyLimit,
+    max_message_bytes: u64,
+}
+
+/// A streaming answer read as it arrives into `stream` (checked and timed per message); the
+/// answer's head and trailers returned.
+async fn read_stream(
+    conn: &H2Conn,
+    head: &RequestHead<'_>,
+    body: bytes::Bytes,
+    started: Instant,
+    stream: &mut AnswerStream<'_>,
+    on_message: &mut (dyn FnMut(Duration) + Send),
+) -> Result<http2_client::Answer, Failure> {
+    let mut call = conn.open_streamed(head, Some(body), started).await?;
+    loop {
+        match call.next().await? {
+            StreamEvent::Data { data, at, status } => {
+                if status != 200 {
+                    grpc_wire::check_status(status, None, |_| None)?;
+                }
+                stream.data(&data, at, on_message)?;
+            }
+            StreamEvent::End(answer) => return Ok(answer),
+        }
+    }
 }
 
 #[async_trait]
 impl Connection for DynamicConnection {
     async fn request(&self, call: Call) -> Result<Reply, Failure> {
+        self.request_observed(call, &mut |_| {}).await
+    }
+
+    async fn request_observed(
+        &self,
+        call: Call,
+        on_message: &mut (dyn FnMut(Duration) + Send),
+    ) -> Result<Reply, Failure> {
         let method = self.methods.for_call(&call);
         let mut scratch = method.take_scratch();
         let body = match method.encode(&call, &mut scratch) {
@@ -109,6 +139,11 @@ impl Connection for DynamicConnection {
             }
         };
         method.spec().render_metadata(&call, &mut scratch.metadata);
+        let max_message_bytes = self.max_message_bytes;
+        let started = Instant::now();
+        let mut stream = method
+            .server_streaming()
+            .then(|| method.answer_stream(max_message_bytes, started));
         let answer = {
             // Borrowed from the scratch buffers, so they live for this exchange only.
             let mut with_metadata = Vec::new();
@@ -131,17 +166,36 @@ impl Connection for DynamicConnection {
                     &with_metadata
                 },
                 keep: KEEP,
-                answer_limit: self.answer_limit,
+                answer_limit: match stream {
+                    Some(_) => BodyLimit::GrpcStream { max_message_bytes },
+                    None => BodyLimit::GrpcUnary { max_message_bytes },
+                },
             };
-            self.conn.exchange(&head, Some(body), Instant::now()).await
+            match stream.as_mut() {
+                None => self.conn.exchange(&head, Some(body), started).await,
+                Some(stream) => {
+                    read_stream(&self.conn, &head, body, started, stream, on_message).await
+                }
+            }
         };
         method.put_scratch(scratch);
         let answer = answer?;
         check_status(&answer)?;
+        if let Some(stream) = stream {
+            let ttfb = stream.finish()?;
+            return Ok(Reply {
+                messages: stream.times.messages,
+                reopened: None,
+                ttfb,
+                total: answer.total,
+                body_bytes: stream.times.body_bytes,
+            });
+        }
         let message = unframe(&answer.body)?;
         let body_bytes = message.len() as u64;
         method.check(message)?;
         Ok(Reply {
+            messages: method.request_messages(),
             reopened: None,
             ttfb: answer.ttfb,
             total: answer.total,

@@ -130,6 +130,7 @@ impl Connection for TonicConnection {
         };
         validate_item(&view, id, self.payload)?;
         Ok(Reply {
+            messages: 0,
             reopened: None,
             ttfb,
             total,

@@ -22,7 +22,8 @@ use crate::health::{
     health_check_response::ServingStatus, HealthCheckRequest, HealthCheckResponse,
 };
 use crate::pb::item_service_server::{ItemService, ItemServiceServer};
-use crate::pb::{GetItemRequest, Item};
+use crate::pb::{GetItemRequest, Item, ListItemsRequest, PutItemsReply};
+use grpc_wire::streams::{self, ItemStream};
 
 /// Streams one connection may carry at once (as on the HTTP/2 stack).
 pub const MAX_CONCURRENT_STREAMS: u32 = 128;
@@ -62,6 +63,79 @@ impl ItemService for Items {
             Some(FaultKind::Delay(_) | FaultKind::Stall(_) | FaultKind::BadBody) | None => {}
         }
         Ok(Response::new(item))
+    }
+
+    type ListItemsStream = ItemStream;
+
+    async fn list_items(
+        &self,
+        req: Request<ListItemsRequest>,
+    ) -> Result<Response<ItemStream>, Status> {
+        let fault = req.extensions().get::<InjectedFault>().map(|f| f.0);
+        let ids = streams::list_ids(req.get_ref());
+        self.stream_items(fault, ids).await
+    }
+
+    async fn put_items(
+        &self,
+        req: Request<tonic::Streaming<Item>>,
+    ) -> Result<Response<PutItemsReply>, Status> {
+        let fault = req.extensions().get::<InjectedFault>().map(|f| f.0);
+        let reply = streams::count_uploads(req.into_inner()).await?;
+        self.delay(fault, reply.last_id).await;
+        if let Some(FaultKind::Status) = fault {
+            return Err(Status::internal("injected fault"));
+        }
+        Ok(Response::new(reply))
+    }
+
+    type ChatItemsStream = ItemStream;
+
+    async fn chat_items(
+        &self,
+        req: Request<tonic::Streaming<GetItemRequest>>,
+    ) -> Result<Response<ItemStream>, Status> {
+        let fault = req.extensions().get::<InjectedFault>().map(|f| f.0);
+        // Each request is answered as it arrives.
+        self.stream_items(fault, streams::chat_ids(req.into_inner()))
+            .await
+    }
+}
+
+impl Items {
+    /// The service time of request `id`, and an injected delay, waited out.
+    async fn delay(&self, fault: Option<FaultKind>, id: u64) {
+        let mut wait = self.service_time.begin(id);
+        if let Some(FaultKind::Delay(d) | FaultKind::Stall(d)) = fault {
+            wait += d;
+        }
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// The items of `ids`, each after its service time; an injected fault acts on the whole
+    /// call (a status instead of the answer, a delay before it) or on its first item (a
+    /// missing field).
+    async fn stream_items(
+        &self,
+        fault: Option<FaultKind>,
+        ids: impl futures::Stream<Item = u64> + Send + 'static,
+    ) -> Result<Response<ItemStream>, Status> {
+        if let Some(FaultKind::Status) = fault {
+            return Err(Status::internal("injected fault"));
+        }
+        if let Some(FaultKind::Delay(d) | FaultKind::Stall(d)) = fault {
+            tokio::time::sleep(d).await;
+        }
+        let missing = matches!(fault, Some(FaultKind::MissingField));
+        let description: Arc<str> = self.description.as_str().into();
+        Ok(Response::new(streams::items(
+            ids,
+            description,
+            self.service_time,
+            missing,
+        )))
     }
 }
 

@@ -64,13 +64,23 @@ async fn client_for(
     tls: Option<&CertPaths>,
     target: &str,
 ) -> anyhow::Result<Arc<dyn Client>> {
+    client_with(port, tls, "shop.v1.Catalog/GetItem", target).await
+}
+
+/// [`client_for`] a `method` of the catalog.
+async fn client_with(
+    port: u16,
+    tls: Option<&CertPaths>,
+    method: &str,
+    target: &str,
+) -> anyhow::Result<Arc<dyn Client>> {
     let scheme = if tls.is_some() {
         "https://localhost"
     } else {
         "http://127.0.0.1"
     };
     let text = format!(
-        "[grpc]\naddress = \"{scheme}:{port}\"\nmethod = \"shop.v1.Catalog/GetItem\"\n{target}\n[ids]\nfrom = 1\nto = 1000\n"
+        "[grpc]\naddress = \"{scheme}:{port}\"\nmethod = \"{method}\"\n{target}\n[ids]\nfrom = 1\nto = 1000\n"
     );
     let calls = Calls::Grpc(grpc_calls(&text));
     let settings = settings(port, tls, calls);
@@ -406,8 +416,95 @@ async fn reflection_on_a_server_without_it_is_a_setup_error() {
     .await;
 }
 
-/// Setup refusals that need no server: a streaming method, the library client, REST calls,
-/// and a scheme the TLS settings contradict.
+/// Streaming methods of a service no one here wrote (grpcio): a server stream's every
+/// message checked and timed (4 gaps for 5 items), its status read at the end (NOT_FOUND
+/// after two items); a client stream of 7 uploads counted by the server; a bidi call's
+/// 3 answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streaming_methods_are_measured_per_message() {
+    bounded(async {
+        let Some(server) = Grpcio::start(None, false) else {
+            return;
+        };
+        let request = "request = '{\"id\": {{id}}}'";
+        let watch = format!(
+            "proto = [\"{}\"]\n{request}\nexpect_fields = [\"name\", \"owner.name\"]",
+            proto()
+        );
+        let client = client_with(server.port, None, "shop.v1.Catalog/WatchItems", &watch)
+            .await
+            .expect("client");
+        let connected = client.connect().await.expect("connect");
+        for id in 1..=20u64 {
+            let mut gaps = Vec::new();
+            let reply = connected
+                .conn
+                .request_observed(Call::item(id), &mut |gap| gaps.push(gap))
+                .await
+                .unwrap_or_else(|f| panic!("watch {id}: {f}"));
+            assert_eq!(reply.messages, 5, "five items streamed");
+            assert_eq!(gaps.len(), 4, "a gap between each two");
+            assert!(reply.ttfb <= reply.total);
+            assert!(
+                gaps.iter().all(|g| *g <= reply.total - reply.ttfb),
+                "{gaps:?}"
+            );
+        }
+        let f = connected
+            .conn
+            .request(Call::item(404))
+            .await
+            .expect_err("NOT_FOUND after two items");
+        assert_eq!(f.code.as_deref(), Some("NOT_FOUND"), "{f}");
+        connected.conn.close().await;
+
+        let upload = format!(
+            "proto = [\"{}\"]\n{request}\nmessages = 7\nexpect_values = {{ count = \"== 7\" }}",
+            proto()
+        );
+        let client = client_with(server.port, None, "shop.v1.Catalog/UploadItems", &upload)
+            .await
+            .expect("client");
+        let connected = client.connect().await.expect("connect");
+        let reply = connected.conn.request(Call::item(3)).await.expect("upload");
+        assert_eq!(reply.messages, 7);
+        connected.conn.close().await;
+        assert!(
+            server.logged().contains(&(7, "upload".to_string())),
+            "the server counted 7 items"
+        );
+
+        let chat = format!(
+            "proto = [\"{}\"]\n{request}\nmessages = 3\nexpect_fields = [\"name\"]",
+            proto()
+        );
+        let client = client_with(server.port, None, "shop.v1.Catalog/ChatItems", &chat)
+            .await
+            .expect("client");
+        let connected = client.connect().await.expect("connect");
+        let reply = connected.conn.request(Call::item(9)).await.expect("chat");
+        assert_eq!(reply.messages, 3, "each request answered");
+        connected.conn.close().await;
+
+        // An upload that the server counts otherwise fails its value check.
+        let wrong = upload.replace("== 7", "== 8");
+        let client = client_with(server.port, None, "shop.v1.Catalog/UploadItems", &wrong)
+            .await
+            .expect("client");
+        let connected = client.connect().await.expect("connect");
+        let f = connected
+            .conn
+            .request(Call::item(3))
+            .await
+            .expect_err("7 is not 8");
+        assert_eq!(f.class, FailureClass::MissingData, "{f}");
+        connected.conn.close().await;
+    })
+    .await;
+}
+
+/// Setup refusals that need no server: `messages` on a method that takes one request, the
+/// library client, REST calls, and a scheme the TLS settings contradict.
 #[test]
 fn targets_the_lean_client_cannot_send_are_refused() {
     let calls = |method: &str, scheme: &str| {
@@ -417,12 +514,15 @@ fn targets_the_lean_client_cannot_send_are_refused() {
         ))
     };
     let error = |settings: ClientSettings| Grpc.client(&settings).err().unwrap().to_string();
-    let e = error(settings(
-        1,
-        None,
-        Calls::Grpc(calls("shop.v1.Catalog/WatchItems", "http")),
+    let several = grpc_calls(&format!(
+        "[grpc]\naddress = \"http://127.0.0.1:1\"\nmethod = \"shop.v1.Catalog/WatchItems\"\nproto = [\"{}\"]\nmessages = 3\n",
+        proto()
     ));
-    assert!(e.contains("server-streaming") && e.contains("unary"), "{e}");
+    let e = error(settings(1, None, Calls::Grpc(several)));
+    assert!(
+        e.contains("targets.grpc.messages") && e.contains("one request message"),
+        "{e}"
+    );
 
     let mut library = settings(
         1,

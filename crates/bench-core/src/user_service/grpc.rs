@@ -50,6 +50,8 @@ pub struct GrpcMethod {
     pub expect_fields: Vec<String>,
     /// `expect_values`: each path with its comparison, in path order.
     pub expect_values: Vec<(String, ValueCheck)>,
+    /// Request messages per call of a client-streaming or bidi method (1 otherwise).
+    pub messages: u32,
     rows: Option<Arc<DataRows>>,
 }
 
@@ -73,6 +75,7 @@ struct MethodFields<'a> {
     metadata: Vec<(&'a String, &'a String)>,
     expect_fields: &'a [String],
     expect_values: &'a BTreeMap<String, String>,
+    messages: Option<u32>,
 }
 
 impl GrpcCalls {
@@ -129,6 +132,7 @@ impl GrpcCalls {
                 metadata: target.metadata.iter().collect(),
                 expect_fields: &target.expect_fields,
                 expect_values: &target.expect_values,
+                messages: target.messages,
             }]
         } else {
             // One place per setting: what each call gives is not also given on the target.
@@ -137,6 +141,7 @@ impl GrpcCalls {
                 ("request", target.request != super::default_request()),
                 ("expect_fields", !target.expect_fields.is_empty()),
                 ("expect_values", !target.expect_values.is_empty()),
+                ("messages", target.messages.is_some()),
             ];
             if let Some((name, _)) = on_target.iter().find(|(_, given)| *given) {
                 return Err(format!(
@@ -158,6 +163,7 @@ impl GrpcCalls {
                         .collect(),
                     expect_fields: &c.expect_fields,
                     expect_values: &c.expect_values,
+                    messages: c.messages,
                 })
                 .collect()
         };
@@ -255,7 +261,13 @@ impl GrpcMethod {
                     .map_err(|e| format!("{key}.expect_values.{path}: {e}"))
             })
             .collect::<Result<_, _>>()?;
+        let messages = match fields.messages {
+            None => 1,
+            Some(n @ 1..=100_000) => n,
+            Some(n) => return Err(format!("{key}.messages: must be 1 to 100,000, got {n}")),
+        };
         Ok(GrpcMethod {
+            messages,
             path: format!("/{service}/{method}"),
             service: service.to_string(),
             method: method.to_string(),

@@ -168,6 +168,10 @@ pub struct GrpcTarget {
     /// proto3 scalar, whose presence the wire does not show.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub expect_values: BTreeMap<String, String>,
+    /// A client-streaming or bidi method: the request messages each call sends, each
+    /// rendered from `request` (default 1). Unary and server-streaming methods send one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca: Option<PathBuf>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -206,6 +210,9 @@ pub struct GrpcCall {
     pub expect_fields: Vec<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub expect_values: BTreeMap<String, String>,
+    /// As the short form's `messages`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages: Option<u32>,
 }
 
 fn default_method() -> String {

@@ -255,6 +255,7 @@ impl RestCalls {
             }
         }
         Ok(Reply {
+            messages: 0,
             ttfb,
             total,
             body_bytes: body.len() as u64,

@@ -405,6 +405,7 @@ impl Pool {
 /// shard w mod S (S = 4 × runtime threads); the lock is taken only for a record, never across an
 /// await, so two workers contend only when they run at the same instant on different threads.
 type Shard = std::sync::Mutex<Measurements>;
+use crate::measure::stats::MessageGaps;
 
 fn record(shard: &Shard, f: impl FnOnce(&mut Measurements)) {
     f(&mut shard.lock().expect("measurement shard"));
@@ -505,19 +506,27 @@ async fn connect(
     Ok(connected.conn)
 }
 
+/// One request on `conn`, bounded by the request timeout; the gaps between a streaming
+/// answer's messages go to `gaps` (the worker's, added to the cell's if the call succeeds).
 async fn request(
     conn: &dyn Connection,
     call: Call,
     spec: &LoadSpec,
+    gaps: &mut MessageGaps,
 ) -> Result<bench_core::Reply, Failure> {
-    tokio::time::timeout(spec.request_timeout, conn.request(call))
-        .await
-        .map_err(|_| {
-            Failure::new(
-                FailureClass::RequestTimeout,
-                "no complete answer within the request timeout",
-            )
-        })?
+    gaps.reset();
+    let mut on_message = |gap: Duration| gaps.record(gap);
+    tokio::time::timeout(
+        spec.request_timeout,
+        conn.request_observed(call, &mut on_message),
+    )
+    .await
+    .map_err(|_| {
+        Failure::new(
+            FailureClass::RequestTimeout,
+            "no complete answer within the request timeout",
+        )
+    })?
 }
 
 fn count(progress: &Progress, failed: bool) {
@@ -545,6 +554,7 @@ async fn reuse_worker(
     worker: u32,
 ) {
     let mut first = true;
+    let mut gaps = MessageGaps::default();
     while let Some(ticket) = budget.take() {
         if std::mem::take(&mut first) {
             budget.steady.worker_active(progress);
@@ -552,7 +562,8 @@ async fn reuse_worker(
         let issued = ticket.start(shard, spec.pacing).await;
         let mut moves = 0;
         let outcome = loop {
-            let outcome = reuse_attempt(client, slot, shard, spec, ticket.call(spec, worker)).await;
+            let call = ticket.call(spec, worker);
+            let outcome = reuse_attempt(client, slot, shard, spec, call, &mut gaps).await;
             match outcome {
                 Err(f) if f.is_unprocessed() && moves < MAX_MOVES => {
                     moves += 1;
@@ -568,6 +579,7 @@ async fn reuse_worker(
             (ticket.id - spec.first_id, issued),
             ticket.request(spec),
             outcome.map(|reply| (reply, answered)),
+            &gaps,
         );
     }
 }
@@ -580,6 +592,7 @@ async fn reuse_attempt(
     shard: &Shard,
     spec: &LoadSpec,
     call: Call,
+    gaps: &mut MessageGaps,
 ) -> Result<bench_core::Reply, Failure> {
     let conn = {
         let mut guard = slot.lock().await;
@@ -596,7 +609,7 @@ async fn reuse_attempt(
             }
         }
     };
-    match request(&*conn, call, spec).await {
+    match request(&*conn, call, spec, gaps).await {
         Err(f) if f.breaks_connection() => {
             let mut guard = slot.lock().await;
             if guard.as_ref().is_some_and(|o| Arc::ptr_eq(&o.conn, &conn)) {
@@ -639,6 +652,7 @@ async fn new_conn_worker(
     worker: u32,
 ) {
     let mut first = true;
+    let mut gaps = MessageGaps::default();
     while let Some(ticket) = budget.take() {
         if std::mem::take(&mut first) {
             budget.steady.worker_active(progress);
@@ -648,7 +662,8 @@ async fn new_conn_worker(
         let outcome = loop {
             let outcome = match connect(client, spec, shard).await {
                 Ok(conn) => {
-                    let result = request(&*conn, ticket.call(spec, worker), spec).await;
+                    let call = ticket.call(spec, worker);
+                    let result = request(&*conn, call, spec, &mut gaps).await;
                     // Latency ends with the validated answer; the close is not part of it.
                     let answered = Instant::now();
                     conn.close().await;
@@ -672,6 +687,7 @@ async fn new_conn_worker(
             (ticket.id - spec.first_id, issued),
             ticket.request(spec),
             outcome,
+            &gaps,
         );
     }
 }
@@ -684,10 +700,12 @@ fn record_outcome(
     (index, issued): (u64, Instant),
     request: Option<(usize, &[String])>,
     outcome: Result<(bench_core::Reply, Instant), Failure>,
+    gaps: &MessageGaps,
 ) {
     match outcome {
         Ok((reply, answered)) => {
             record(shard, |m| {
+                m.add_message_gaps(gaps);
                 if let Some(timing) = &reply.reopened {
                     m.record_attempt();
                     m.record_connect(timing);

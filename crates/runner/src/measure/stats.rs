@@ -26,6 +26,29 @@ fn record(h: &mut Histogram<u64>, d: Duration) {
     h.record(us).expect("value within bounds");
 }
 
+/// One worker's gaps between the messages of the call in flight: kept apart until the call
+/// is known to have succeeded, then added to the cell's ([`Measurements::add_message_gaps`]).
+/// One histogram per worker, reset per call: no memory per message.
+pub struct MessageGaps(Histogram<u64>);
+
+impl Default for MessageGaps {
+    fn default() -> Self {
+        MessageGaps(histogram())
+    }
+}
+
+impl MessageGaps {
+    pub fn record(&mut self, gap: Duration) {
+        record(&mut self.0, gap);
+    }
+
+    pub fn reset(&mut self) {
+        if !self.0.is_empty() {
+            self.0.reset();
+        }
+    }
+}
+
 /// Distinct codes kept per failure class; a cell's further codes are counted together.
 pub const MAX_CODES_PER_CLASS: usize = 32;
 /// The code under which failures past [`MAX_CODES_PER_CLASS`] distinct codes are counted.
@@ -93,6 +116,13 @@ pub struct Measurements {
     /// REFUSED_STREAM) that were sent again on a new connection, each time: not failures.
     #[serde(default)]
     pub moved: u64,
+    /// Streaming calls: messages streamed by the successful calls ([`Reply::messages`]).
+    #[serde(default)]
+    pub messages: u64,
+    /// Streaming answers: the time between two consecutive messages of one successful call,
+    /// as they reached the client (the first message's time is the call's `ttfb`).
+    #[serde(with = "buckets", default = "histogram")]
+    pub message_gap: Histogram<u64>,
     /// A request mix's requests, each measured apart, in the mix's order (empty without a
     /// mix); the figures above hold all of them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -198,6 +228,8 @@ impl Default for Measurements {
             wire: WireBytes::default(),
             body_bytes: 0,
             moved: 0,
+            messages: 0,
+            message_gap: histogram(),
             by_request: Vec::new(),
         }
     }
@@ -234,6 +266,16 @@ impl Measurements {
         self.body_bytes += reply.body_bytes;
         record(&mut self.latency, latency);
         record(&mut self.ttfb, reply.ttfb);
+        self.messages += u64::from(reply.messages);
+    }
+
+    /// The message gaps of a successful call.
+    pub fn add_message_gaps(&mut self, gaps: &MessageGaps) {
+        if !gaps.0.is_empty() {
+            self.message_gap
+                .add(&gaps.0)
+                .expect("auto-resizing histogram");
+        }
     }
 
     pub fn record_failure(&mut self, failure: Failure) {
@@ -319,6 +361,10 @@ impl Measurements {
         self.add_wire(other.wire);
         self.body_bytes += other.body_bytes;
         self.moved += other.moved;
+        self.messages += other.messages;
+        self.message_gap
+            .add(&other.message_gap)
+            .expect("auto-resizing histogram");
         for theirs in &other.by_request {
             match self.by_request.iter_mut().find(|r| r.name == theirs.name) {
                 Some(ours) => ours.merge(theirs),
@@ -408,6 +454,7 @@ mod tests {
     fn failures_stay_out_of_latency_and_merge_adds_up() {
         let mut a = Measurements::default();
         let reply = Reply {
+            messages: 0,
             reopened: None,
             ttfb: Duration::from_micros(100),
             total: Duration::from_micros(150),
@@ -439,6 +486,7 @@ mod tests {
     fn measurements_survive_the_trip_to_the_runner_exactly() {
         let mut m = Measurements::default();
         let reply = Reply {
+            messages: 0,
             reopened: None,
             ttfb: Duration::from_micros(90),
             total: Duration::from_micros(100),
@@ -596,6 +644,7 @@ mod tests {
                 if roll < 85 {
                     let latency = Duration::from_micros(latency_us(&mut rng, base));
                     let reply = Reply {
+                        messages: 0,
                         ttfb: Duration::from_micros(latency_us(&mut rng, base / 2 + 1)),
                         body_bytes: rng.below(4096),
                         ..Reply::default()

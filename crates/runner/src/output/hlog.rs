@@ -6,8 +6,8 @@
 //!
 //! One log per cell holds one interval, the measured phase: the `StartTime` and `BaseTime`
 //! headers are its wall-clock start, each interval starts at 0 (relative to `BaseTime`) and
-//! lasts the phase. Tags: `latency` and `ttfb` always, `connect`, `handshake` and `pacing_lag`
-//! when they recorded anything.
+//! lasts the phase. Tags: `latency` and `ttfb` always, `connect`, `handshake`, `pacing_lag`
+//! and `message_gap` (streaming calls) when they recorded anything.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
@@ -26,7 +26,14 @@ use crate::measure::stats::{histogram, Measurements};
 pub const DIR: &str = "hlog";
 
 /// The tags a log may hold, each naming a histogram of [`Measurements`].
-pub const TAGS: [&str; 5] = ["latency", "ttfb", "connect", "handshake", "pacing_lag"];
+pub const TAGS: [&str; 6] = [
+    "latency",
+    "ttfb",
+    "connect",
+    "handshake",
+    "pacing_lag",
+    "message_gap",
+];
 
 /// Tags written even when their histogram is empty (a cell whose every request failed).
 const ALWAYS: [&str; 2] = ["latency", "ttfb"];
@@ -69,6 +76,7 @@ pub struct Histograms {
     pub connect: Histogram<u64>,
     pub handshake: Histogram<u64>,
     pub pacing_lag: Histogram<u64>,
+    pub message_gap: Histogram<u64>,
     /// From the earliest interval start to the latest interval end; `None` without intervals.
     pub window: Option<Window>,
 }
@@ -81,6 +89,7 @@ impl Default for Histograms {
             connect: histogram(),
             handshake: histogram(),
             pacing_lag: histogram(),
+            message_gap: histogram(),
             window: None,
         }
     }
@@ -94,6 +103,7 @@ impl Histograms {
             "connect" => &mut self.connect,
             "handshake" => &mut self.handshake,
             "pacing_lag" => &mut self.pacing_lag,
+            "message_gap" => &mut self.message_gap,
             _ => return None,
         })
     }
@@ -106,6 +116,7 @@ impl Histograms {
             "connect" => &self.connect,
             "handshake" => &self.handshake,
             "pacing_lag" => &self.pacing_lag,
+            "message_gap" => &self.message_gap,
             _ => return None,
         })
     }
@@ -117,16 +128,18 @@ impl Histograms {
         m.connect = self.connect;
         m.handshake = self.handshake;
         m.pacing_lag = self.pacing_lag;
+        m.message_gap = self.message_gap;
     }
 }
 
-fn tagged(m: &Measurements) -> [(&'static str, &Histogram<u64>); 5] {
+fn tagged(m: &Measurements) -> [(&'static str, &Histogram<u64>); 6] {
     [
         ("latency", &m.latency),
         ("ttfb", &m.ttfb),
         ("connect", &m.connect),
         ("handshake", &m.handshake),
         ("pacing_lag", &m.pacing_lag),
+        ("message_gap", &m.message_gap),
     ]
 }
 
@@ -149,7 +162,7 @@ pub fn encode(cell_key: &str, m: &Measurements, window: Window) -> anyhow::Resul
             "transport-bench cell {cell_key}: the measured phase (warm-up excluded), one interval per histogram"
         ))
         .add_comment(
-            "values in microseconds (1 us to 60 s, 3 significant digits); tags: latency, ttfb, connect, handshake, pacing_lag (docs/results-schema.md)",
+            "values in microseconds (1 us to 60 s, 3 significant digits); tags: latency, ttfb, connect, handshake, pacing_lag, message_gap (docs/results-schema.md)",
         )
         .with_start_time(start)
         .with_base_time(start)
@@ -307,6 +320,7 @@ mod tests {
     fn a_log_reads_back_as_the_histograms_and_window_written() {
         let mut m = Measurements::default();
         let reply = Reply {
+            messages: 0,
             ttfb: Duration::from_micros(80),
             ..Reply::default()
         };

@@ -195,6 +195,9 @@ impl Input {
             received: row.wire_received_bytes,
         };
         m.body_bytes = (row.body_bytes_per_ok * row.ok as f64).round() as u64;
+        m.messages = row
+            .messages_per_call_mean
+            .map_or(0, |per_call| (per_call * row.ok as f64).round() as u64);
         let warmup = Measurements {
             sent: row.warmup_sent,
             ok: row.warmup_ok,

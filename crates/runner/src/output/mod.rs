@@ -290,7 +290,7 @@ impl ResultsWriter {
             }
         }
         self.failures.append(&failures)?;
-        let quantiles = |h: &hdrhistogram::Histogram<u64>, request: &str| {
+        let quantiles = |h: &hdrhistogram::Histogram<u64>, request: &str, metric: &str| {
             CDF_QUANTILES
                 .iter()
                 .filter(|_| !h.is_empty())
@@ -299,13 +299,15 @@ impl ResultsWriter {
                     quantile: *q,
                     latency_us: h.value_at_quantile(*q),
                     request: request.to_string(),
+                    metric: metric.to_string(),
                 })
                 .collect::<Vec<_>>()
         };
-        let mut latency = quantiles(&m.latency, "");
+        let mut latency = quantiles(&m.latency, "", "latency");
         for r in &m.by_request {
-            latency.extend(quantiles(&r.latency, &r.name));
+            latency.extend(quantiles(&r.latency, &r.name, "latency"));
         }
+        latency.extend(quantiles(&m.message_gap, "", "message_gap"));
         self.latency.append(&latency)?;
         let requests = result.request_rows();
         if !requests.is_empty() {

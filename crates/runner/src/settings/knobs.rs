@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use bench_core::{ClientImplementation, HandshakeVariant, PayloadProfile, QuicEndpoint};
+use bench_core::{ClientImplementation, GrpcCall, HandshakeVariant, PayloadProfile, QuicEndpoint};
 use serde::{Deserialize, Serialize};
 
 use super::{Executor, HostNamespaces, Pacing, Regime, Threshold};
@@ -218,6 +218,14 @@ knobs! {
     /// as gRPC's implementations).
     #[arg(long, value_name = "BYTES")]
     grpc_max_receive_message_bytes: cell_opt<u64> = None;
+    /// gRPC stacks on our servers: the item service's method each request calls: unary
+    /// (GetItem), server-stream (ListItems: `stream_messages` items), client-stream (PutItems:
+    /// that many items uploaded) or bidi (ChatItems: that many requests, each answered).
+    #[arg(long, value_parser = super::parse_name::<GrpcCall>, value_name = "unary|server-stream|client-stream|bidi")]
+    grpc_call: cell<GrpcCall> = GrpcCall::Unary;
+    /// Streaming calls (`grpc_call`): the messages one call streams.
+    #[arg(long, value_name = "N")]
+    stream_messages: cell<u32> = bench_core::stack::DEFAULT_STREAM_MESSAGES;
     /// Reuse regime only: connections shared by all workers (0 = one per worker).
     #[arg(long)]
     connections: cell<u32> = 0;

@@ -328,6 +328,8 @@ impl Experiment {
             response_body_max_bytes: self.response_body_max_bytes,
             grpc_max_receive_message_bytes: self.grpc_max_receive_message_bytes,
             quic_endpoint: self.quic_endpoint,
+            grpc_call: self.grpc_call,
+            stream_messages: self.stream_messages,
         }
     }
 

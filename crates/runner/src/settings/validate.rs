@@ -199,6 +199,39 @@ impl Experiment {
                 );
             }
         }
+        if self.grpc_call.is_streaming() {
+            let call = self.grpc_call;
+            let without: Vec<String> = self
+                .stacks
+                .iter()
+                .filter(|s| {
+                    crate::registry::find(s)
+                        .is_some_and(|stack| !stack.grpc_calls().contains(&call))
+                })
+                .cloned()
+                .collect();
+            if !without.is_empty() {
+                return fail(
+                    "grpc_call",
+                    format!(
+                        "{call} is a gRPC method of the item service; {} make no gRPC calls (set stacks to grpc, grpc-h3)",
+                        without.join(", ")
+                    ),
+                );
+            }
+            if self.client == bench_core::ClientImplementation::Library {
+                return fail(
+                    "grpc_call",
+                    format!("the library gRPC clients make unary calls only; {call} needs client = \"lean\""),
+                );
+            }
+        }
+        if self.stream_messages == 0 || self.stream_messages > 1_000_000 {
+            return fail(
+                "stream_messages",
+                format!("must be 1 to 1,000,000, got {}", self.stream_messages),
+            );
+        }
         if let Some(Err(e)) = self.netem.as_ref().map(|n| n.parsed()) {
             return fail("netem", e.to_string());
         }

@@ -193,6 +193,21 @@ row_type! {
         pub wire_received_bytes_per_request: f64,
         #[serde(serialize_with = "fmt::dec::<1, _>")]
         pub body_bytes_per_ok: f64,
+        /// Streaming calls: messages streamed per successful call, messages per second of
+        /// the phase, and the gaps between consecutive messages of a call; empty for unary
+        /// calls and in runs from before.
+        #[serde(default, serialize_with = "fmt::opt_dec::<3, _>")]
+        pub messages_per_call_mean: Option<f64>,
+        #[serde(default, serialize_with = "fmt::opt_dec::<3, _>")]
+        pub messages_per_s: Option<f64>,
+        #[serde(default)]
+        pub message_gap_p50_us: Option<u64>,
+        #[serde(default)]
+        pub message_gap_p99_us: Option<u64>,
+        #[serde(default)]
+        pub message_gap_p999_us: Option<u64>,
+        #[serde(default)]
+        pub message_gap_max_us: Option<u64>,
         /// TCP connections in TIME_WAIT in the load generator's network namespace (summed
         /// over load generators) at the measured phase's start, at its end, and the largest
         /// sampled reading; empty when not read, and in runs from before.
@@ -232,6 +247,13 @@ row_type! {
         /// `per-connection` or `shared`; empty in runs from before the knob (per-connection).
         #[serde(default)]
         pub quic_endpoint: Option<String>,
+        /// The item-service method our gRPC stacks call (`unary`, `server-stream`,
+        /// `client-stream`, `bidi`), and a streaming call's messages; empty for other stacks,
+        /// and in runs from before.
+        #[serde(default)]
+        pub grpc_call: Option<String>,
+        #[serde(default)]
+        pub stream_messages: Option<u32>,
         pub linger_zero: bool,
         /// Absent before the reference run's version: optional for that reason only.
         #[serde(default)]
@@ -383,6 +405,10 @@ impl CellRow {
             quic_offload: e.quic_offload,
             quic_mtu_discovery: e.quic_mtu_discovery,
             quic_endpoint: Some(e.quic_endpoint.as_str().to_string()),
+            grpc_call: crate::registry::find(&cell.stack)
+                .filter(|s| s.grpc_calls().len() > 1)
+                .map(|_| e.grpc_call.as_str().to_string()),
+            stream_messages: e.grpc_call.is_streaming().then_some(e.stream_messages),
             linger_zero: e.linger_zero,
             source_addresses: Some(e.source_addresses),
             path: Some(e.path.as_str().to_string()),
@@ -408,6 +434,8 @@ impl CellRow {
         let [latency, ttfb, connect, handshake] =
             [&m.latency, &m.ttfb, &m.connect, &m.handshake].map(LatencySummary::of);
         let fail = |c: FailureClass| m.failures[c.index()];
+        let gap = LatencySummary::of(&m.message_gap);
+        let gaps = |v: u64| (!m.message_gap.is_empty()).then_some(v);
         let env = r.environment;
         let emulation = env.and_then(|e| e.emulation);
         let net = env.and_then(|e| e.net);
@@ -513,6 +541,13 @@ impl CellRow {
             wire_sent_bytes_per_request: per(m.wire.sent as f64, m.sent),
             wire_received_bytes_per_request: per(m.wire.received as f64, m.sent),
             body_bytes_per_ok: per(m.body_bytes as f64, m.ok),
+            messages_per_call_mean: (m.messages > 0).then(|| per(m.messages as f64, m.ok)),
+            messages_per_s: (m.messages > 0 && r.elapsed_s > 0.0)
+                .then(|| m.messages as f64 / r.elapsed_s),
+            message_gap_p50_us: gaps(gap.p50),
+            message_gap_p99_us: gaps(gap.p99),
+            message_gap_p999_us: gaps(gap.p999),
+            message_gap_max_us: gaps(gap.max),
             tcp_time_wait_before: client.tcp_time_wait.map(|t| t.before),
             tcp_time_wait_after: client.tcp_time_wait.map(|t| t.after),
             tcp_time_wait_peak: client.tcp_time_wait.map(|t| t.peak),

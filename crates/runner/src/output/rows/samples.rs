@@ -48,6 +48,10 @@ row_type! {
         /// Empty: all the cell's successes; a name of a request mix: that name's only.
         #[serde(default)]
         pub request: String,
+        /// `latency` (the success latency), or `message_gap` (the gaps between a streamed
+        /// answer's messages: `latency_us` is then a gap); empty in runs from before (latency).
+        #[serde(default)]
+        pub metric: String,
     }
 }
 
