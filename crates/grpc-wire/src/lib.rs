@@ -525,7 +525,7 @@ pub fn decode_item_view(mut buf: &[u8]) -> Result<ItemView<'_>, String> {
 mod tests {
     use super::*;
     use crate::pb::Item;
-    use bench_core::workload::validate_item;
+    use bench_core::workload::{padding, validate_item};
     use bench_core::PayloadProfile;
 
     #[test]
@@ -550,6 +550,73 @@ mod tests {
         drop(second);
         let third = frame_into(&message, &mut buf);
         assert_eq!(third.as_ptr(), address, "the buffer's allocation is reused");
+    }
+
+    /// A streamed answer split anywhere: the items come out whole, in order, timed at the
+    /// chunk that completed them; one gap fewer than messages.
+    #[test]
+    fn an_item_stream_is_read_across_any_split() {
+        let body = item_call_body(
+            GrpcCall::ClientStream,
+            40,
+            3,
+            &padding(PayloadProfile::Small),
+        );
+        let started = Instant::now();
+        for split in 0..=body.len() {
+            let mut items = ItemStream::new(40, 3, PayloadProfile::Small, 1 << 20, started);
+            let mut gaps = Vec::new();
+            let (a, b) = body.split_at(split);
+            let later = started + Duration::from_millis(5);
+            items.data(a, started, &mut |g| gaps.push(g)).unwrap();
+            items.data(b, later, &mut |g| gaps.push(g)).unwrap();
+            let first_len =
+                PREFIX_BYTES + u32::from_be_bytes([body[1], body[2], body[3], body[4]]) as usize;
+            let first_at = if split >= first_len {
+                Duration::ZERO
+            } else {
+                Duration::from_millis(5)
+            };
+            assert_eq!(items.finish().unwrap(), first_at, "split {split}");
+            assert_eq!(items.times.messages, 3);
+            assert_eq!(gaps.len(), 2, "split {split}");
+            assert!(gaps.iter().sum::<Duration>() <= Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn an_item_stream_fails_early_ends_extra_items_and_oversized_messages() {
+        let description = padding(PayloadProfile::Small);
+        let three = item_call_body(GrpcCall::ClientStream, 1, 3, &description);
+        let now = Instant::now();
+        let mut none = |_: Duration| {};
+        // Asked for 4, three came.
+        let mut items = ItemStream::new(1, 4, PayloadProfile::Small, 1 << 20, now);
+        items.data(&three, now, &mut none).unwrap();
+        let f = items.finish().unwrap_err();
+        assert_eq!(f.class, FailureClass::MissingData);
+        assert!(f.detail.contains("after 3 of 4 items"), "{f}");
+        // Asked for 2: the third is one too many.
+        let mut items = ItemStream::new(1, 2, PayloadProfile::Small, 1 << 20, now);
+        let f = items.data(&three, now, &mut none).unwrap_err();
+        assert_eq!(f.code.as_deref(), Some("extra message"), "{f}");
+        // Ids out of order fail validation.
+        let mut items = ItemStream::new(2, 3, PayloadProfile::Small, 1 << 20, now);
+        assert!(items.data(&three, now, &mut none).is_err());
+        // A message above the limit fails at its prefix, before its bytes.
+        let mut items = ItemStream::new(1, 3, PayloadProfile::Small, 10, now);
+        let f = items.data(&three[..5], now, &mut none).unwrap_err();
+        assert_eq!(
+            f.code.as_deref(),
+            Some(bench_core::limits::GRPC_MESSAGE_KNOB),
+            "{f}"
+        );
+        // An answer that ends inside a message.
+        let mut items = ItemStream::new(1, 3, PayloadProfile::Small, 1 << 20, now);
+        items
+            .data(&three[..three.len() - 1], now, &mut none)
+            .unwrap();
+        assert!(items.finish().unwrap_err().detail.contains("ended"));
     }
 
     #[test]

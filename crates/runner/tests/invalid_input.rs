@@ -97,6 +97,33 @@ fn invalid_experiments_and_flags_are_rejected_before_anything_runs() {
         None,
         "zero-rtt is not offered by h1",
     );
+    rejected(
+        &["--grpc-call", "server-stream", "--stacks", "grpc,h2"],
+        None,
+        "--grpc-call: server-stream is a gRPC method of the item service; h2 make no gRPC calls",
+    );
+    rejected(
+        &[
+            "--grpc-call",
+            "bidi",
+            "--stacks",
+            "grpc",
+            "--client",
+            "library",
+        ],
+        None,
+        "the library gRPC clients make unary calls only",
+    );
+    rejected(
+        &[],
+        Some("grpc_call = \"stream\"\n"),
+        "unknown variant `stream`",
+    );
+    rejected(
+        &[],
+        Some("stream_messages = 0\n"),
+        "stream_messages: must be 1 to 1,000,000",
+    );
 }
 
 #[test]
