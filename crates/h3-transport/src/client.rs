@@ -406,9 +406,9 @@ impl Drop for H3Driver {
 /// `:status` and its three digits, as a field section's size counts them.
 const STATUS_FIELD_BYTES: u64 = (":status".len() + 3 + 32) as u64;
 
-/// What reads a streamed answer's body: each chunk with the time it was read; an error
-/// stops the answer.
-pub type OnData<'a> = dyn FnMut(&[u8], Instant) -> Result<(), Failure> + Send + 'a;
+/// What reads a streamed answer's body: each chunk with the time it was read and the answer's
+/// status; an error stops the answer.
+pub type OnData<'a> = dyn FnMut(&[u8], Instant, u16) -> Result<(), Failure> + Send + 'a;
 
 /// What a request sends: its head, and its body if it has one.
 pub type Outgoing = (http::Request<()>, Option<Bytes>);
@@ -442,7 +442,7 @@ impl H3Connection {
     ) -> Result<Answer, Failure> {
         let mut body = BytesMut::new();
         let mut answer = self
-            .exchange_streamed(outgoing, started, answer_limit, &mut |chunk, _| {
+            .exchange_streamed(outgoing, started, answer_limit, &mut |chunk, _, _| {
                 body.extend_from_slice(chunk);
                 Ok(())
             })
@@ -485,6 +485,7 @@ impl H3Connection {
             .await
             .map_err(|e| self.classify_limited(&e))?;
         let ttfb = started.elapsed();
+        let status = resp.status().as_u16();
         // Past a limit the answer fails and its stream is dropped, which stops it (quinn sends
         // STOP_SENDING); h3's `stop_sending` is not called, as h3-quinn 0.0.10 panics on it while
         // a read is in flight.
@@ -508,7 +509,7 @@ impl H3Connection {
                     while chunk.has_remaining() {
                         let part = chunk.chunk();
                         meter.feed(part)?;
-                        on_data(part, at)?;
+                        on_data(part, at, status)?;
                         let n = part.len();
                         received += n;
                         chunk.advance(n);
@@ -537,7 +538,6 @@ impl H3Connection {
                 Err(e) => return Err(self.cut_short(&e, received, length)),
             }
         }
-        let status = resp.status().as_u16();
         Ok(Answer {
             ttfb,
             status,

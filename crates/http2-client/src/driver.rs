@@ -212,6 +212,13 @@ impl StreamedCall<'_> {
                 Some(Ok(event @ StreamEvent::Data { .. })) => {
                     // The window update that taking the data may have queued goes out now.
                     driver.flush(cx, id);
+                    // The reader may take its time before it asks again: the socket must not
+                    // wait for it, so another waiting stream reads it meanwhile; and its own
+                    // waker, stale until it asks again, is not the one another hands over to.
+                    driver.hand_over_io(id);
+                    if let Some((_, slot)) = driver.wakers.iter_mut().find(|(i, _)| *i == id) {
+                        *slot = None;
+                    }
                     Poll::Ready(Ok(event))
                 }
                 Some(done) => {
@@ -363,9 +370,16 @@ impl Driver {
             self.wakers.swap_remove(index);
         }
         self.dispatch(Some(id));
+        self.hand_over_io(id);
+    }
+
+    /// If the socket would wake stream `id` (which is not waiting now), another waiting
+    /// stream takes over reading and writing.
+    fn hand_over_io(&mut self, id: u32) {
         if self.io_waiter == Some(id) {
             self.io_waiter = None;
-            if let Some(w) = self.wakers.iter().find_map(|(_, w)| w.as_ref()) {
+            let waiting = self.wakers.iter().filter(|(i, _)| *i != id);
+            if let Some(w) = waiting.into_iter().find_map(|(_, w)| w.as_ref()) {
                 w.wake_by_ref();
             }
         }

@@ -895,6 +895,12 @@ impl Connection {
             }
             if end_stream {
                 self.finish(index);
+            } else if data.is_empty() && slot.consumed_ungranted >= stream_window / 2 {
+                // Padding alone the reader never takes: given back here, or a server padding
+                // its frames would close the window for good.
+                frame::put_window_update(&mut self.tx, h.stream_id, slot.consumed_ungranted);
+                slot.recv_unacked -= slot.consumed_ungranted;
+                slot.consumed_ungranted = 0;
             } else {
                 self.completed.push(h.stream_id);
             }

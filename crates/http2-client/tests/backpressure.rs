@@ -18,6 +18,9 @@ const STREAM_WINDOW: u32 = 256 * 1024;
 const CONNECTION_WINDOW: u32 = 8 << 20;
 const ANSWER_BYTES: u64 = 4 << 20;
 const CHUNK: usize = 16 * 1024;
+/// How long `/slow` takes to answer, and how long a reader stalls while it is awaited.
+const SLOW_ANSWER: Duration = Duration::from_millis(300);
+const STALL: Duration = Duration::from_secs(3);
 
 /// h2's server: `/big` answers [`ANSWER_BYTES`] in chunks as flow control gives capacity,
 /// counting what it was allowed to send; any other path a short answer.
@@ -31,6 +34,9 @@ async fn h2_server(sent: Arc<AtomicU64>) -> std::net::SocketAddr {
             let sent = sent.clone();
             tokio::spawn(async move {
                 let big = request.uri().path() == "/big";
+                if request.uri().path() == "/slow" {
+                    tokio::time::sleep(SLOW_ANSWER).await;
+                }
                 let head = http::Response::builder().status(200).body(()).unwrap();
                 let mut send = respond.send_response(head, false).unwrap();
                 if !big {
@@ -60,6 +66,26 @@ async fn h2_server(sent: Arc<AtomicU64>) -> std::net::SocketAddr {
     addr
 }
 
+/// A connection to `addr` with our windows.
+async fn connect(addr: std::net::SocketAddr) -> Arc<H2Conn> {
+    let certs = tempfile::tempdir().unwrap();
+    let settings = client_settings(addr, certs.path(), true, PayloadProfile::Small);
+    let (stream, _, closer) = TcpConnector::new(&settings, b"h2")
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let authority = format!("localhost:{}", addr.port());
+    Arc::new(H2Conn::open(
+        stream,
+        closer,
+        &authority,
+        false,
+        STREAM_WINDOW,
+        CONNECTION_WINDOW,
+    ))
+}
+
 fn head(path: &'static str) -> RequestHead<'static> {
     RequestHead {
         method: "GET",
@@ -75,22 +101,7 @@ async fn a_slow_reader_holds_the_server_to_one_stream_window() {
     tokio::time::timeout(Duration::from_secs(60), async {
         let sent = Arc::new(AtomicU64::new(0));
         let addr = h2_server(sent.clone()).await;
-        let certs = tempfile::tempdir().unwrap();
-        let settings = client_settings(addr, certs.path(), true, PayloadProfile::Small);
-        let (stream, _, closer) = TcpConnector::new(&settings, b"h2")
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
-        let authority = format!("localhost:{}", addr.port());
-        let conn = Arc::new(H2Conn::open(
-            stream,
-            closer,
-            &authority,
-            false,
-            STREAM_WINDOW,
-            CONNECTION_WINDOW,
-        ));
+        let conn = connect(addr).await;
         let big = head("/big");
         let mut call = conn
             .open_streamed(&big, None, Instant::now())
@@ -137,6 +148,54 @@ async fn a_slow_reader_holds_the_server_to_one_stream_window() {
         assert_eq!(answer.status, 200);
         assert!(answer.body.is_empty(), "the body went to the reader");
         assert_eq!(sent.load(Ordering::SeqCst), ANSWER_BYTES);
+        drop(call);
+        conn.close().await;
+    })
+    .await
+    .expect("within the test's bound");
+}
+
+/// A reader that stops after taking data does not keep the socket from the connection's other
+/// streams: a request already waiting when the reader last read gets its answer while the
+/// reader stalls. (Which task tokio wakes for the socket decides whether the stalled reader
+/// would be the one; the driver hands the socket over whenever a reader takes data, so it
+/// never is.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_reader_does_not_hold_the_socket_from_a_waiting_stream() {
+    tokio::time::timeout(Duration::from_secs(60), async {
+        let addr = h2_server(Arc::new(AtomicU64::new(0))).await;
+        let conn = connect(addr).await;
+        let resumed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // The waiting stream: sent first, answered after SLOW_ANSWER.
+        let waiting = {
+            let (conn, resumed) = (conn.clone(), resumed.clone());
+            tokio::spawn(async move {
+                let slow = head("/slow");
+                let answer = conn.exchange(&slow, None, Instant::now()).await.unwrap();
+                assert_eq!(&answer.body[..], b"small");
+                resumed.load(Ordering::SeqCst)
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        // The reader reads (so it polled the socket last), then stalls past the slow answer.
+        let big = head("/big");
+        let mut call = conn
+            .open_streamed(&big, None, Instant::now())
+            .await
+            .unwrap();
+        for _ in 0..4 {
+            assert!(matches!(
+                call.next().await.unwrap(),
+                StreamEvent::Data { .. }
+            ));
+        }
+        tokio::time::sleep(STALL).await;
+        resumed.store(true, Ordering::SeqCst);
+        let answered_after_the_stall = waiting.await.unwrap();
+        assert!(
+            !answered_after_the_stall,
+            "the waiting stream's answer came only once the stalled reader read again"
+        );
         drop(call);
         conn.close().await;
     })

@@ -122,7 +122,7 @@ fn invalid_experiments_and_flags_are_rejected_before_anything_runs() {
     rejected(
         &[],
         Some("stream_messages = 0\n"),
-        "stream_messages: must be 1 to 1,000,000",
+        "stream_messages: must be 1 to 100,000",
     );
 }
 

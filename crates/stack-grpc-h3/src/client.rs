@@ -93,6 +93,15 @@ fn call_head(uri: &http::Uri) -> http::Request<()> {
     builder.body(()).expect("valid request")
 }
 
+/// A streamed answer's body is read only under HTTP 200: any other status fails as that
+/// status (a proxy's error page is not a broken gRPC message).
+pub(crate) fn not_grpc(status: u16) -> Result<(), Failure> {
+    if status == 200 {
+        return Ok(());
+    }
+    check_status(status, None, |_| None)
+}
+
 /// The answer's status, from its trailers or, in a trailers-only answer, its head.
 pub(crate) fn answer_status(answer: &Answer) -> Result<(), Failure> {
     let field = |name: &str| {
@@ -131,7 +140,10 @@ impl GrpcH3Connection {
                 (call_head(&self.uri), Some(body)),
                 started,
                 limit,
-                &mut |chunk, at| items.data(chunk, at, on_message),
+                &mut |chunk, at, status| {
+                    not_grpc(status)?;
+                    items.data(chunk, at, on_message)
+                },
             )
             .await;
         let total = started.elapsed();

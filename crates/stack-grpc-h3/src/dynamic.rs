@@ -230,12 +230,20 @@ impl Connection for DynamicH3Connection {
                     (head?, Some(body)),
                     started,
                     BodyLimit::GrpcStream { max_message_bytes },
-                    &mut |chunk, at| stream.data(chunk, at, on_message),
+                    &mut |chunk, at, status| {
+                        crate::client::not_grpc(status)?;
+                        stream.data(chunk, at, on_message)
+                    },
                 )
                 .await;
             let total = started.elapsed();
-            answer_status(&answer?)?;
-            let ttfb = stream.finish()?;
+            let answer = answer?;
+            answer_status(&answer)?;
+            // Without messages, the head is the first thing the answer gave.
+            let ttfb = match stream.finish()? {
+                _ if stream.times.messages == 0 => answer.ttfb,
+                first_message => first_message,
+            };
             return Ok(Reply {
                 messages: stream.times.messages,
                 reopened: None,

@@ -48,8 +48,9 @@ enum Answer {
     Status(Refusal),
     /// Not a gRPC request: a plain HTTP status (gRPC over HTTP/2, "Requests").
     Http(u16),
-    /// A streaming answer: these items, one message each.
-    Items(Vec<u64>),
+    /// A streaming answer: the items of these ids, one message each (a ListItems range is not
+    /// collected: its count is the client's).
+    Items(Box<dyn Iterator<Item = u64> + Send>),
 }
 
 async fn serve_request(resolver: Request, service: &Service) -> anyhow::Result<()> {
@@ -129,7 +130,7 @@ async fn serve_request(resolver: Request, service: &Service) -> anyhow::Result<(
             LIST_ITEMS_PATH => match unary(&messages).map(ListItemsRequest::decode) {
                 Ok(Ok(r)) => {
                     let end = r.first_id.saturating_add(u64::from(r.count));
-                    Answer::Items((r.first_id..end).collect())
+                    Answer::Items(Box::new(r.first_id..end))
                 }
                 Ok(Err(_)) => Answer::Status(not_a("ListItemsRequest")),
                 Err(refusal) => Answer::Status(refusal),
@@ -140,7 +141,7 @@ async fn serve_request(resolver: Request, service: &Service) -> anyhow::Result<(
                     .map(|m| GetItemRequest::decode(m.clone()).map(|r| r.id))
                     .collect();
                 match ids {
-                    Ok(ids) => Answer::Items(ids),
+                    Ok(ids) => Answer::Items(Box::new(ids.into_iter())),
                     Err(_) => Answer::Status(not_a("GetItemRequest")),
                 }
             }
@@ -191,7 +192,11 @@ fn not_a(what: &'static str) -> Refusal {
 /// A streaming answer: the items of `ids` in order, each after its service time, each sent
 /// as QUIC's flow control lets it go (a slow client holds the server back); an injected
 /// fault acts on the whole call or on its first item, as on the tonic server.
-async fn stream_items(stream: &mut Stream, ids: Vec<u64>, service: &Service) -> anyhow::Result<()> {
+async fn stream_items(
+    stream: &mut Stream,
+    ids: Box<dyn Iterator<Item = u64> + Send>,
+    service: &Service,
+) -> anyhow::Result<()> {
     let fault = service.faults.next();
     if let Some(FaultKind::Delay(d) | FaultKind::Stall(d)) = fault {
         tokio::time::sleep(d).await;
@@ -211,7 +216,7 @@ async fn stream_items(stream: &mut Stream, ids: Vec<u64>, service: &Service) -> 
         .header(http::header::CONTENT_TYPE, "application/grpc")
         .body(())?;
     stream.send_response(head).await?;
-    for (k, id) in ids.into_iter().enumerate() {
+    for (k, id) in ids.enumerate() {
         let wait = service.service_time.begin(id);
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;

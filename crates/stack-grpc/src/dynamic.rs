@@ -182,7 +182,11 @@ impl Connection for DynamicConnection {
         let answer = answer?;
         check_status(&answer)?;
         if let Some(stream) = stream {
-            let ttfb = stream.finish()?;
+            // Without messages, the head is the first thing the answer gave.
+            let ttfb = match stream.finish()? {
+                _ if stream.times.messages == 0 => answer.ttfb,
+                first_message => first_message,
+            };
             return Ok(Reply {
                 messages: stream.times.messages,
                 reopened: None,

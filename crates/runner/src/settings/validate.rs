@@ -6,6 +6,11 @@ use bench_core::{HandshakeVariant, PayloadProfile};
 use super::{Experiment, Invalid, Regime};
 use bench_core::user_service::Api;
 
+/// Messages one streaming call of our workload may stream (`stream_messages`).
+const MAX_STREAM_MESSAGES: u32 = 100_000;
+/// The largest upload of one client-streaming call of our workload.
+const MAX_UPLOAD_BYTES: u64 = 64 << 20;
+
 impl Experiment {
     /// Checks every knob against what the runner can do; one clear line per problem, naming
     /// the experiment (callers that know the file use [`Experiment::check`] to name it).
@@ -226,10 +231,25 @@ impl Experiment {
                 );
             }
         }
-        if self.stream_messages == 0 || self.stream_messages > 1_000_000 {
+        if self.stream_messages == 0 || self.stream_messages > MAX_STREAM_MESSAGES {
             return fail(
                 "stream_messages",
-                format!("must be 1 to 1,000,000, got {}", self.stream_messages),
+                format!("must be 1 to 100,000, got {}", self.stream_messages),
+            );
+        }
+        // An upload is built whole before it is sent, per worker: held to a size a load
+        // generator can hold for each of its workers.
+        let upload = u64::from(self.stream_messages) * self.payload.padding_bytes() as u64;
+        if self.grpc_call == bench_core::GrpcCall::ClientStream && upload > MAX_UPLOAD_BYTES {
+            return fail(
+                "stream_messages",
+                format!(
+                    "a client-stream call of {} items of the {} payload uploads {} MiB, above {} MiB per call",
+                    self.stream_messages,
+                    self.payload,
+                    upload >> 20,
+                    MAX_UPLOAD_BYTES >> 20
+                ),
             );
         }
         if let Some(Err(e)) = self.netem.as_ref().map(|n| n.parsed()) {
