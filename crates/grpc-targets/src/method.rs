@@ -173,6 +173,12 @@ impl Method {
                 spec.path
             );
         }
+        if spec.request_uses_message() && !client_streaming {
+            bail!(
+                "{key}.request: {{{{message}}}} numbers the messages of a client stream; {} takes one request message",
+                spec.path
+            );
+        }
         let input = method.input();
         let output = method.output();
         let expect: Vec<Expectation> = spec
@@ -257,9 +263,31 @@ impl Method {
         if let Some(constant) = &self.constant {
             return Ok(constant.clone());
         }
+        if self.client_streaming && self.spec().request_uses_message() {
+            // Each message of the stream rendered with its number.
+            let mut body = BytesMut::new();
+            for k in 0..self.spec().messages {
+                let message = self.render(call, k, scratch)?;
+                body.extend_from_slice(&grpc_wire::frame_into(&message, &mut scratch.frame));
+            }
+            return Ok(body.freeze());
+        }
+        let message = self.render(call, 0, scratch)?;
+        let framed = grpc_wire::frame_into(&message, &mut scratch.frame);
+        Ok(self.repeated(framed))
+    }
+
+    /// Request message `k` of `call`, rendered from the template and encoded.
+    fn render(
+        &self,
+        call: &Call,
+        k: u32,
+        scratch: &mut Scratch,
+    ) -> Result<DynamicMessage, Failure> {
         scratch.json.clear();
-        self.spec().render_request(call, &mut scratch.json);
-        let message = json_message(&self.input, &scratch.json).map_err(|e| {
+        self.spec()
+            .render_request_message(call, k, &mut scratch.json);
+        json_message(&self.input, &scratch.json).map_err(|e| {
             Failure::new(
                 FailureClass::Other,
                 format!(
@@ -270,12 +298,11 @@ impl Method {
                 ),
             )
             .with_code("request_encoding")
-        })?;
-        let framed = grpc_wire::frame_into(&message, &mut scratch.frame);
-        Ok(self.repeated(framed))
+        })
     }
 
-    /// A client stream's body: the framed message `messages` times (as is for one).
+    /// A client stream's body: the framed message `messages` times (as is for one); a
+    /// template with `{{message}}` is rendered per message instead ([`Method::encode`]).
     fn repeated(&self, framed: Bytes) -> Bytes {
         let n = self.spec().messages as usize;
         if !self.client_streaming || n <= 1 {

@@ -337,6 +337,11 @@ fn check_prints_an_estimated_duration() {
 
 #[test]
 fn bad_targets_are_rejected_before_anything_is_sent() {
+    rejected(
+        &["--stacks", "h1"],
+        Some("[targets.rest]\nurl = \"https://127.0.0.1:9/items/{{message}}\"\n"),
+        "targets.rest.url: {{message}} numbers the messages of a gRPC client stream",
+    );
     let rest = "[targets.rest]\nurl = \"https://127.0.0.1:9/items/{{id}}\"\n";
     rejected(
         &["--stacks", "h1,grpc"],

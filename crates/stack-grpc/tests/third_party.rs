@@ -470,8 +470,24 @@ async fn streaming_methods_are_measured_per_message() {
         assert_eq!(reply.messages, 7);
         connected.conn.close().await;
         assert!(
-            server.logged().contains(&(7, "upload".to_string())),
-            "the server counted 7 items"
+            server.logged().contains(&(7, "upload-1-distinct".to_string())),
+            "the server counted 7 items, one rendering sent 7 times"
+        );
+        // `{{message}}` numbers them: 7 distinct items.
+        let numbered = format!(
+            "proto = [\"{}\"]\nrequest = '{{\"id\": {{{{id}}}}, \"name\": \"part {{{{message}}}}\"}}'\nmessages = 7",
+            proto()
+        );
+        let client = client_with(server.port, None, "shop.v1.Catalog/UploadItems", &numbered)
+            .await
+            .expect("client");
+        let connected = client.connect().await.expect("connect");
+        connected.conn.request(Call::item(4)).await.expect("numbered upload");
+        connected.conn.close().await;
+        assert!(
+            server.logged().contains(&(7, "upload-7-distinct".to_string())),
+            "{:?}",
+            server.logged()
         );
 
         let chat = format!(
@@ -521,6 +537,15 @@ fn targets_the_lean_client_cannot_send_are_refused() {
     let e = error(settings(1, None, Calls::Grpc(several)));
     assert!(
         e.contains("targets.grpc.messages") && e.contains("one request message"),
+        "{e}"
+    );
+    let numbered = grpc_calls(&format!(
+        "[grpc]\naddress = \"http://127.0.0.1:1\"\nmethod = \"shop.v1.Catalog/WatchItems\"\nproto = [\"{}\"]\nrequest = '{{\"id\": {{{{message}}}}}}'\n",
+        proto()
+    ));
+    let e = error(settings(1, None, Calls::Grpc(numbered)));
+    assert!(
+        e.contains("targets.grpc.request: {{message}} numbers"),
         "{e}"
     );
 

@@ -222,7 +222,14 @@ impl GrpcMethod {
                 )
             })?;
         let field = |what: &str, text: &str| {
-            Template::parse(text, sources).map_err(|e| format!("{key}.{what}: {e}"))
+            let template =
+                Template::parse(text, sources).map_err(|e| format!("{key}.{what}: {e}"))?;
+            if what != "request" && template.uses_message() {
+                return Err(format!(
+                    "{key}.{what}: {{{{message}}}} numbers a client stream's request messages; metadata is sent once per call"
+                ));
+            }
+            Ok(template)
         };
         let request = field("request", fields.request)?;
         let mut metadata = Vec::new();
@@ -283,6 +290,17 @@ impl GrpcMethod {
     /// The request message for `call` as JSON text, appended to `out`.
     pub fn render_request(&self, call: &Call, out: &mut String) {
         self.request.render(call, self.rows.as_deref(), out);
+    }
+
+    /// Request message `message` of `call`'s client stream as JSON text, appended to `out`.
+    pub fn render_request_message(&self, call: &Call, message: u32, out: &mut String) {
+        self.request
+            .render_message(call, message, self.rows.as_deref(), out);
+    }
+
+    /// Whether the request template numbers a client stream's messages (`{{message}}`).
+    pub fn request_uses_message(&self) -> bool {
+        self.request.uses_message()
     }
 
     /// Whether every call sends the same message (then it is encoded once).

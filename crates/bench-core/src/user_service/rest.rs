@@ -278,7 +278,13 @@ fn compile_request(
         ));
     }
     let field = |what: &str, text: &str| {
-        Template::parse(text, sources).map_err(|e| format!("{key}.{what}: {e}"))
+        let template = Template::parse(text, sources).map_err(|e| format!("{key}.{what}: {e}"))?;
+        if template.uses_message() {
+            return Err(format!(
+                "{key}.{what}: {{{{message}}}} numbers the messages of a gRPC client stream; a REST request is one message"
+            ));
+        }
+        Ok(template)
     };
     let path = field(fields.path_key, fields.path)?;
     let mut headers = Vec::new();

@@ -1,5 +1,6 @@
 //! Templates of a target's requests: text with `{{id}}`, `{{worker}}`, `{{seq}}`,
-//! `{{env.NAME}}` and `{{row.COLUMN}}` placeholders, parsed once and rendered per request
+//! `{{message}}` (a gRPC client stream's message number), `{{env.NAME}}` and `{{row.COLUMN}}`
+//! placeholders, parsed once and rendered per request
 //! into a reused buffer (no allocation on the hot path).
 
 use std::fmt::Write;
@@ -14,6 +15,8 @@ enum Part {
     Id,
     Worker,
     Seq,
+    /// The number of the message in a gRPC client stream (0, 1, …).
+    Message,
     /// A column of the data file's row for this request.
     Row(usize),
 }
@@ -63,6 +66,7 @@ impl Template {
                 "id" => Part::Id,
                 "worker" => Part::Worker,
                 "seq" => Part::Seq,
+                "message" => Part::Message,
                 _ if name.starts_with("env.") => {
                     let var = &name[4..];
                     let value = (sources.env)(var).ok_or_else(|| {
@@ -86,7 +90,7 @@ impl Template {
                 }
                 _ => {
                     return Err(format!(
-                        "template '{text}': unknown placeholder {{{{{name}}}}} (expected id, worker, seq, env.NAME or row.COLUMN)"
+                        "template '{text}': unknown placeholder {{{{{name}}}}} (expected id, worker, seq, message, env.NAME or row.COLUMN)"
                     ))
                 }
             };
@@ -119,14 +123,26 @@ impl Template {
         }
     }
 
-    /// Appends the rendering for `call` to `out`.
+    /// Appends the rendering for `call` to `out` (`{{message}}` as 0).
     pub fn render(&self, call: &Call, rows: Option<&DataRows>, out: &mut String) {
+        self.render_message(call, 0, rows, out);
+    }
+
+    /// Appends the rendering for message `message` of `call`'s stream to `out`.
+    pub fn render_message(
+        &self,
+        call: &Call,
+        message: u32,
+        rows: Option<&DataRows>,
+        out: &mut String,
+    ) {
         for part in &self.parts {
             match part {
                 Part::Text(t) => out.push_str(t),
                 Part::Id => write!(out, "{}", call.id).expect("writing to a String"),
                 Part::Worker => write!(out, "{}", call.worker).expect("writing to a String"),
                 Part::Seq => write!(out, "{}", call.seq).expect("writing to a String"),
+                Part::Message => write!(out, "{message}").expect("writing to a String"),
                 Part::Row(column) => {
                     if let Some(rows) = rows {
                         out.push_str(rows.value(call.seq, *column));
@@ -146,6 +162,11 @@ impl Template {
     /// Whether every request renders the same bytes (so they can be prepared once).
     pub fn is_constant(&self) -> bool {
         self.parts.iter().all(|p| matches!(p, Part::Text(_)))
+    }
+
+    /// Whether it numbers the messages of a stream (`{{message}}`).
+    pub fn uses_message(&self) -> bool {
+        self.parts.contains(&Part::Message)
     }
 
     /// Whether an environment variable's value is in it (then it is never written out).
@@ -198,6 +219,15 @@ mod tests {
         assert_eq!(auth.render_string(&call, None), "Bearer s3cret");
         assert!(auth.secret() && auth.is_constant());
         assert_eq!(auth.source(), "Bearer {{env.TOKEN}}");
+        let part = Template::parse("{\"name\": \"part {{message}} of {{id}}\"}", &sources).unwrap();
+        assert!(part.uses_message() && !t.uses_message());
+        let mut out = String::new();
+        part.render_message(&call, 5, None, &mut out);
+        assert_eq!(out, "{\"name\": \"part 5 of 42\"}");
+        assert_eq!(
+            part.render_string(&call, None),
+            "{\"name\": \"part 0 of 42\"}"
+        );
     }
 
     #[test]
