@@ -3,6 +3,8 @@
 //! reused and new connections, all validated. (The library client, tonic-h3's channel,
 //! against our server is the conformance kit's library pass.)
 
+mod common;
+
 use std::sync::Arc;
 
 use bench_core::call::Call;
@@ -17,8 +19,7 @@ use stack_grpc_h3::GrpcH3;
 
 struct Items(String);
 
-#[tonic::async_trait]
-impl ItemService for Items {
+common::item_service!(Items, |this| this.0.as_str(), {
     async fn get_item(
         &self,
         req: tonic::Request<GetItemRequest>,
@@ -28,45 +29,7 @@ impl ItemService for Items {
             &self.0,
         )))
     }
-
-    type ListItemsStream = grpc_wire::streams::ItemStream;
-
-    async fn list_items(
-        &self,
-        req: tonic::Request<grpc_wire::pb::ListItemsRequest>,
-    ) -> Result<tonic::Response<Self::ListItemsStream>, tonic::Status> {
-        let ids = grpc_wire::streams::list_ids(req.get_ref());
-        Ok(tonic::Response::new(grpc_wire::streams::items(
-            ids,
-            self.0.as_str().into(),
-            Default::default(),
-            false,
-        )))
-    }
-
-    async fn put_items(
-        &self,
-        req: tonic::Request<tonic::Streaming<Item>>,
-    ) -> Result<tonic::Response<grpc_wire::pb::PutItemsReply>, tonic::Status> {
-        let reply = grpc_wire::streams::count_uploads(req.into_inner()).await?;
-        Ok(tonic::Response::new(reply))
-    }
-
-    type ChatItemsStream = grpc_wire::streams::ItemStream;
-
-    async fn chat_items(
-        &self,
-        req: tonic::Request<tonic::Streaming<GetItemRequest>>,
-    ) -> Result<tonic::Response<Self::ChatItemsStream>, tonic::Status> {
-        let ids = grpc_wire::streams::chat_ids(req.into_inner());
-        Ok(tonic::Response::new(grpc_wire::streams::items(
-            ids,
-            self.0.as_str().into(),
-            Default::default(),
-            false,
-        )))
-    }
-}
+});
 
 /// tonic-h3's server on loopback with the suite's certificate, serving the item service.
 fn tonic_h3_server(certs: &std::path::Path, payload: PayloadProfile) -> std::net::SocketAddr {

@@ -4,6 +4,8 @@
 //! from reflection; the calls are validated as the `grpc` stack validates them (`grpc-targets`).
 //! Traffic stays on 127.0.0.1.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -34,8 +36,7 @@ struct Items(Seen);
 const NOT_FOUND_ID: u64 = 100_404;
 const NAMELESS_ID: u64 = 100_007;
 
-#[tonic::async_trait]
-impl ItemService for Items {
+common::item_service!(Items, |_this| "x", {
     async fn get_item(
         &self,
         req: tonic::Request<GetItemRequest>,
@@ -57,45 +58,7 @@ impl ItemService for Items {
             _ => Ok(tonic::Response::new(grpc_wire::item(id, "x"))),
         }
     }
-
-    type ListItemsStream = grpc_wire::streams::ItemStream;
-
-    async fn list_items(
-        &self,
-        req: tonic::Request<grpc_wire::pb::ListItemsRequest>,
-    ) -> Result<tonic::Response<Self::ListItemsStream>, tonic::Status> {
-        let ids = grpc_wire::streams::list_ids(req.get_ref());
-        Ok(tonic::Response::new(grpc_wire::streams::items(
-            ids,
-            "x".into(),
-            Default::default(),
-            false,
-        )))
-    }
-
-    async fn put_items(
-        &self,
-        req: tonic::Request<tonic::Streaming<Item>>,
-    ) -> Result<tonic::Response<grpc_wire::pb::PutItemsReply>, tonic::Status> {
-        let reply = grpc_wire::streams::count_uploads(req.into_inner()).await?;
-        Ok(tonic::Response::new(reply))
-    }
-
-    type ChatItemsStream = grpc_wire::streams::ItemStream;
-
-    async fn chat_items(
-        &self,
-        req: tonic::Request<tonic::Streaming<GetItemRequest>>,
-    ) -> Result<tonic::Response<Self::ChatItemsStream>, tonic::Status> {
-        let ids = grpc_wire::streams::chat_ids(req.into_inner());
-        Ok(tonic::Response::new(grpc_wire::streams::items(
-            ids,
-            "x".into(),
-            Default::default(),
-            false,
-        )))
-    }
-}
+});
 
 fn proto_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto")

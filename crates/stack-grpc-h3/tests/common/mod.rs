@@ -1,0 +1,49 @@
+//! What the tests' tonic-h3 servers share: the item service's streaming methods, served as
+//! the suite's own tonic server serves them (`grpc_wire::streams`).
+
+/// `impl ItemService for $service` with the test's own `get_item` and the streaming methods:
+/// `$description` (given the service as `$this`) is each streamed item's padding.
+macro_rules! item_service {
+    ($service:ty, |$this:ident| $description:expr, { $($get_item:tt)* }) => {
+        #[tonic::async_trait]
+        impl ItemService for $service {
+        $($get_item)*
+
+        type ListItemsStream = grpc_wire::streams::ItemStream;
+
+        async fn list_items(
+            &self,
+            req: tonic::Request<grpc_wire::pb::ListItemsRequest>,
+        ) -> Result<tonic::Response<Self::ListItemsStream>, tonic::Status> {
+            let $this = self;
+            let ids = grpc_wire::streams::list_ids(req.get_ref());
+            let items =
+                grpc_wire::streams::items(ids, $description.into(), Default::default(), false);
+            Ok(tonic::Response::new(items))
+        }
+
+        async fn put_items(
+            &self,
+            req: tonic::Request<tonic::Streaming<grpc_wire::pb::Item>>,
+        ) -> Result<tonic::Response<grpc_wire::pb::PutItemsReply>, tonic::Status> {
+            let reply = grpc_wire::streams::count_uploads(req.into_inner()).await?;
+            Ok(tonic::Response::new(reply))
+        }
+
+        type ChatItemsStream = grpc_wire::streams::ItemStream;
+
+        async fn chat_items(
+            &self,
+            req: tonic::Request<tonic::Streaming<grpc_wire::pb::GetItemRequest>>,
+        ) -> Result<tonic::Response<Self::ChatItemsStream>, tonic::Status> {
+            let $this = self;
+            let ids = grpc_wire::streams::chat_ids(req.into_inner());
+            let items =
+                grpc_wire::streams::items(ids, $description.into(), Default::default(), false);
+            Ok(tonic::Response::new(items))
+        }
+        }
+    };
+}
+
+pub(crate) use item_service;
