@@ -140,18 +140,6 @@ impl std::fmt::Display for GrpcCall {
     }
 }
 
-impl std::str::FromStr for GrpcCall {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        GrpcCall::ALL
-            .into_iter()
-            .find(|c| c.as_str() == s)
-            .ok_or_else(|| {
-                format!("unknown gRPC call {s:?} (unary, server-stream, client-stream or bidi)")
-            })
-    }
-}
-
 /// Messages per streaming call unless `stream_messages` says otherwise.
 pub const DEFAULT_STREAM_MESSAGES: u32 = 10;
 

@@ -23,7 +23,10 @@ pub mod health {
     tonic::include_proto!("grpc.health.v1");
 }
 
+pub mod item_calls;
 pub mod streams;
+
+pub use item_calls::ItemCalls;
 
 /// Full method path of the workload's RPC.
 pub const GET_ITEM_PATH: &str = "/bench.v1.ItemService/GetItem";
@@ -324,6 +327,18 @@ impl ItemStream {
             self.times.message(message.len(), at, on_gap);
         }
         Ok(())
+    }
+
+    /// The answer ended (its status checked by the caller): the reply, its `ttfb` the first
+    /// message, `total` as the transport measured it.
+    pub fn reply(&self, total: Duration) -> Result<bench_core::Reply, Failure> {
+        Ok(bench_core::Reply {
+            ttfb: self.finish()?,
+            total,
+            body_bytes: self.times.body_bytes,
+            messages: self.times.messages,
+            reopened: None,
+        })
     }
 
     /// The answer ended: every item asked for must have come. Returns the time to the first

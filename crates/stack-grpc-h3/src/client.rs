@@ -1,4 +1,4 @@
-//! gRPC client over HTTP/3: unary calls in gRPC's wire format (`grpc-wire`) on the suite's
+//! gRPC client over HTTP/3: unary and streaming calls in gRPC's wire format (`grpc-wire`) on the suite's
 //! HTTP/3 transport (`h3-transport`: a socket and quinn endpoint per connection, full,
 //! resumed or 0-RTT handshakes as the settings ask), read and validated as the `grpc` stack's
 //! lean client reads them.
@@ -7,45 +7,31 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use bench_core::limits::{grpc_max_receive_message_bytes, BodyLimit};
-use bench_core::workload::{padding, validate_item};
-use bench_core::{
-    Call, Client, ClientSettings, Connected, Connection, Failure, FailureClass, GrpcCall,
-    PayloadProfile, Reply, WireBytes,
-};
-use grpc_wire::{check_status, decode_item_view, unframe, ItemStream, GRPC_FIELDS};
+use bench_core::{Call, Client, ClientSettings, Connected, Connection, Failure, Reply, WireBytes};
+use grpc_wire::{check_status, unframe, ItemCalls, GRPC_FIELDS};
 use h3_transport::{Answer, H3Transport};
 
 pub struct GrpcH3Client {
     transport: H3Transport,
-    payload: PayloadProfile,
-    /// The largest message received (`grpc_max_receive_message_bytes`).
-    max_message_bytes: u64,
-    /// Which method each request calls, and the messages a streaming call streams.
-    grpc_call: GrpcCall,
-    stream_messages: u32,
-    /// What an upload's items carry (the payload profile's padding).
-    description: Arc<str>,
+    /// The method each request calls, its body and how its answer is checked.
+    calls: ItemCalls,
     /// `https://{server name}:{port}/bench.v1.ItemService/{method}`.
     uri: http::Uri,
 }
 
 impl GrpcH3Client {
     pub fn new(settings: &ClientSettings) -> anyhow::Result<Self> {
+        let calls = ItemCalls::new(settings);
         let uri = format!(
             "https://{}:{}{}",
             settings.server_name,
             settings.target.port(),
-            grpc_wire::item_call_path(settings.tuning.grpc_call)
+            calls.path()
         )
         .parse()?;
         Ok(GrpcH3Client {
             transport: H3Transport::new(settings, crate::ALPN)?,
-            payload: settings.payload,
-            max_message_bytes: grpc_max_receive_message_bytes(&settings.tuning),
-            grpc_call: settings.tuning.grpc_call,
-            stream_messages: settings.tuning.stream_messages.max(1),
-            description: padding(settings.payload).into(),
+            calls,
             uri,
         })
     }
@@ -58,12 +44,8 @@ impl Client for GrpcH3Client {
         Ok(Connected {
             conn: Arc::new(GrpcH3Connection {
                 conn,
-                payload: self.payload,
                 uri: self.uri.clone(),
-                max_message_bytes: self.max_message_bytes,
-                grpc_call: self.grpc_call,
-                stream_messages: self.stream_messages,
-                description: self.description.clone(),
+                calls: self.calls.clone(),
             }),
             timing,
         })
@@ -76,12 +58,8 @@ impl Client for GrpcH3Client {
 
 struct GrpcH3Connection {
     conn: h3_transport::H3Connection,
-    payload: PayloadProfile,
     uri: http::Uri,
-    max_message_bytes: u64,
-    grpc_call: GrpcCall,
-    stream_messages: u32,
-    description: Arc<str>,
+    calls: ItemCalls,
 }
 
 /// A unary call's request head: POST to the method's path with gRPC's two required fields.
@@ -128,18 +106,13 @@ impl GrpcH3Connection {
         on_message: &mut (dyn FnMut(Duration) + Send),
     ) -> Result<Reply, Failure> {
         let started = Instant::now();
-        let n = self.stream_messages;
-        let body = grpc_wire::item_call_body(self.grpc_call, id, n, &self.description);
-        let mut items = ItemStream::new(id, n, self.payload, self.max_message_bytes, started);
-        let limit = BodyLimit::GrpcStream {
-            max_message_bytes: self.max_message_bytes,
-        };
+        let mut items = self.calls.stream(id, started);
         let answer = self
             .conn
             .exchange_streamed(
-                (call_head(&self.uri), Some(body)),
+                (call_head(&self.uri), Some(self.calls.body(id))),
                 started,
-                limit,
+                self.calls.answer_limit(),
                 &mut |chunk, at, status| {
                     not_grpc(status)?;
                     items.data(chunk, at, on_message)
@@ -147,16 +120,8 @@ impl GrpcH3Connection {
             )
             .await;
         let total = started.elapsed();
-        let answer = answer?;
-        answer_status(&answer)?;
-        let first_message = items.finish()?;
-        Ok(Reply {
-            messages: items.times.messages,
-            reopened: None,
-            ttfb: first_message,
-            total,
-            body_bytes: items.times.body_bytes,
-        })
+        answer_status(&answer?)?;
+        items.reply(total)
     }
 }
 
@@ -172,46 +137,22 @@ impl Connection for GrpcH3Connection {
         on_message: &mut (dyn FnMut(Duration) + Send),
     ) -> Result<Reply, Failure> {
         let id = call.id;
-        if matches!(self.grpc_call, GrpcCall::ServerStream | GrpcCall::Bidi) {
+        if self.calls.streamed_answer() {
             return self.streamed(id, on_message).await;
         }
-        let n = self.stream_messages;
-        let body = grpc_wire::item_call_body(self.grpc_call, id, n, &self.description);
         let started = Instant::now();
         let answer = self
             .conn
             .exchange_limited(
-                (call_head(&self.uri), Some(body)),
+                (call_head(&self.uri), Some(self.calls.body(id))),
                 started,
-                BodyLimit::GrpcUnary {
-                    max_message_bytes: self.max_message_bytes,
-                },
+                self.calls.answer_limit(),
             )
             .await?;
         let total = started.elapsed();
         answer_status(&answer)?;
         let message = unframe(&answer.body)?;
-        if self.grpc_call == GrpcCall::ClientStream {
-            grpc_wire::check_put_items_reply(&message, id, n)?;
-            return Ok(Reply {
-                messages: n,
-                reopened: None,
-                ttfb: answer.ttfb,
-                total,
-                body_bytes: message.len() as u64,
-            });
-        }
-        let view = decode_item_view(&message).map_err(|e| {
-            Failure::new(FailureClass::BadBody, format!("invalid protobuf item: {e}"))
-        })?;
-        validate_item(&view, id, self.payload)?;
-        Ok(Reply {
-            messages: 0,
-            reopened: None,
-            ttfb: answer.ttfb,
-            total,
-            body_bytes: message.len() as u64,
-        })
+        self.calls.unary_reply(id, &message, answer.ttfb, total)
     }
 
     fn wire_bytes(&self) -> WireBytes {

@@ -1,4 +1,4 @@
-//! gRPC client: unary calls in gRPC's wire format (length-prefixed protobuf, grpc-status
+//! gRPC client: unary and streaming calls in gRPC's wire format (length-prefixed protobuf, grpc-status
 //! trailers) on an HTTP/2 connection we open ourselves (the `http2-client` crate's [`H2Conn`], shared with the HTTP/2 stack), so a
 //! "new connection" is exactly one new socket and handshake (no channel pool, no reconnects).
 //! tonic's client machinery cost twice h2load's CPU per call here (scripts/compare-anchors),
@@ -8,63 +8,29 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use bench_core::limits::{grpc_max_receive_message_bytes, BodyLimit};
 use bench_core::net::{TcpConnector, WireCounters};
-use bench_core::workload::{padding, validate_item};
-use bench_core::{
-    Client, ClientSettings, Connected, Connection, Failure, FailureClass, GrpcCall, PayloadProfile,
-    Reply, WireBytes,
-};
-use grpc_wire::ItemStream;
+use bench_core::{Client, ClientSettings, Connected, Connection, Failure, Reply, WireBytes};
+use grpc_wire::ItemCalls;
 use http2_client::{H2Conn, RequestHead, StreamEvent};
 
-use crate::pb::GetItemRequest;
-use crate::wire::{check_status, frame, unframe};
-use grpc_wire::decode_item_view;
+use crate::wire::{check_status, unframe};
 
 pub struct GrpcClient {
     connector: TcpConnector,
-    payload: PayloadProfile,
     https: bool,
     authority: String,
-    /// The largest message received (`grpc_max_receive_message_bytes`).
-    max_message_bytes: u64,
-    /// Which method each request calls, and the messages a streaming call streams.
-    grpc_call: GrpcCall,
-    stream_messages: u32,
-    /// What an upload's items carry (the payload profile's padding).
-    description: Arc<str>,
+    /// The method each request calls, its body and how its answer is checked.
+    calls: ItemCalls,
 }
 
 impl GrpcClient {
     pub fn new(settings: &ClientSettings) -> anyhow::Result<Self> {
         Ok(GrpcClient {
             connector: TcpConnector::new(settings, crate::ALPN)?,
-            payload: settings.payload,
             https: settings.tls.is_some(),
             authority: format!("{}:{}", settings.server_name, settings.target.port()),
-            max_message_bytes: grpc_max_receive_message_bytes(&settings.tuning),
-            grpc_call: settings.tuning.grpc_call,
-            stream_messages: settings.tuning.stream_messages.max(1),
-            description: padding(settings.payload).into(),
+            calls: ItemCalls::new(settings),
         })
-    }
-}
-
-/// A call's request head: the method's path and gRPC's two required fields; the answer held
-/// to one message (unary answers) or to each message's size (streaming answers).
-fn call(grpc_call: GrpcCall, max_message_bytes: u64) -> RequestHead<'static> {
-    let streamed_answer = matches!(grpc_call, GrpcCall::ServerStream | GrpcCall::Bidi);
-    RequestHead {
-        method: "POST",
-        path: grpc_wire::item_call_path(grpc_call),
-        fields: &crate::wire::GRPC_FIELDS,
-        keep: crate::wire::KEEP,
-        answer_limit: if streamed_answer {
-            BodyLimit::GrpcStream { max_message_bytes }
-        } else {
-            BodyLimit::GrpcUnary { max_message_bytes }
-        },
     }
 }
 
@@ -77,12 +43,16 @@ impl Client for GrpcClient {
             conn: Arc::new(GrpcConnection {
                 conn,
                 counters,
-                payload: self.payload,
-                head: call(self.grpc_call, self.max_message_bytes),
-                grpc_call: self.grpc_call,
-                stream_messages: self.stream_messages,
-                max_message_bytes: self.max_message_bytes,
-                description: self.description.clone(),
+                // The method's path and gRPC's two required fields; the answer held to one
+                // message (unary answers) or to each message's size (streams).
+                head: RequestHead {
+                    method: "POST",
+                    path: self.calls.path(),
+                    fields: &crate::wire::GRPC_FIELDS,
+                    keep: crate::wire::KEEP,
+                    answer_limit: self.calls.answer_limit(),
+                },
+                calls: self.calls.clone(),
             }),
             timing,
         })
@@ -92,12 +62,8 @@ impl Client for GrpcClient {
 struct GrpcConnection {
     conn: H2Conn,
     counters: Arc<WireCounters>,
-    payload: PayloadProfile,
     head: RequestHead<'static>,
-    grpc_call: GrpcCall,
-    stream_messages: u32,
-    max_message_bytes: u64,
-    description: Arc<str>,
+    calls: ItemCalls,
 }
 
 impl GrpcConnection {
@@ -109,9 +75,8 @@ impl GrpcConnection {
         on_message: &mut (dyn FnMut(Duration) + Send),
     ) -> Result<Reply, Failure> {
         let started = Instant::now();
-        let n = self.stream_messages;
-        let body = grpc_wire::item_call_body(self.grpc_call, id, n, &self.description);
-        let mut items = ItemStream::new(id, n, self.payload, self.max_message_bytes, started);
+        let mut items = self.calls.stream(id, started);
+        let body = self.calls.body(id);
         let mut call = self
             .conn
             .open_streamed(&self.head, Some(body), started)
@@ -129,34 +94,7 @@ impl GrpcConnection {
             }
         };
         check_status(&answer)?;
-        let first_message = items.finish()?;
-        Ok(Reply {
-            messages: items.times.messages,
-            reopened: None,
-            ttfb: first_message,
-            total: answer.total,
-            body_bytes: items.times.body_bytes,
-        })
-    }
-
-    /// A client-streaming call: `stream_messages` items uploaded, the count checked.
-    async fn upload(&self, id: u64) -> Result<Reply, Failure> {
-        let n = self.stream_messages;
-        let body = grpc_wire::item_call_body(self.grpc_call, id, n, &self.description);
-        let answer = self
-            .conn
-            .exchange(&self.head, Some(body), Instant::now())
-            .await?;
-        check_status(&answer)?;
-        let message = unframe(&answer.body)?;
-        grpc_wire::check_put_items_reply(&message, id, n)?;
-        Ok(Reply {
-            messages: n,
-            reopened: None,
-            ttfb: answer.ttfb,
-            total: answer.total,
-            body_bytes: message.len() as u64,
-        })
+        items.reply(answer.total)
     }
 }
 
@@ -171,35 +109,18 @@ impl Connection for GrpcConnection {
         call: bench_core::Call,
         on_message: &mut (dyn FnMut(Duration) + Send),
     ) -> Result<Reply, Failure> {
-        match self.grpc_call {
-            GrpcCall::Unary => {}
-            GrpcCall::ServerStream | GrpcCall::Bidi => {
-                return self.streamed(call.id, on_message).await
-            }
-            GrpcCall::ClientStream => return self.upload(call.id).await,
-        }
         let id = call.id;
+        if self.calls.streamed_answer() {
+            return self.streamed(id, on_message).await;
+        }
         let answer = self
             .conn
-            .exchange(
-                &self.head,
-                Some(frame(&GetItemRequest { id })),
-                Instant::now(),
-            )
+            .exchange(&self.head, Some(self.calls.body(id)), Instant::now())
             .await?;
         check_status(&answer)?;
         let message = unframe(&answer.body)?;
-        let view = decode_item_view(&message).map_err(|e| {
-            Failure::new(FailureClass::BadBody, format!("invalid protobuf item: {e}"))
-        })?;
-        validate_item(&view, id, self.payload)?;
-        Ok(Reply {
-            messages: 0,
-            reopened: None,
-            ttfb: answer.ttfb,
-            total: answer.total,
-            body_bytes: message.len() as u64,
-        })
+        self.calls
+            .unary_reply(id, &message, answer.ttfb, answer.total)
     }
 
     fn wire_bytes(&self) -> WireBytes {

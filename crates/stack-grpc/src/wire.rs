@@ -8,7 +8,7 @@ use bench_core::net::{TcpConnector, WireCounters};
 use bench_core::{ConnectTiming, Failure};
 use http2_client::{Answer, H2Conn};
 
-pub(crate) use grpc_wire::{frame, unframe, GRPC_FIELDS, KEEP};
+pub(crate) use grpc_wire::{unframe, GRPC_FIELDS, KEEP};
 
 /// A new socket (and handshake) with an HTTP/2 connection on it, as our server's windows.
 pub(crate) async fn open(

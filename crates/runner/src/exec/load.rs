@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use bench_core::{Call, Client, Connection, Failure, FailureClass, WireBytes};
 use tokio::sync::Mutex;
 
-use crate::measure::stats::{Measurements, SteadyWindow};
+use crate::measure::stats::{Measurements, MessageGaps, SteadyWindow};
 use crate::settings::Regime;
 
 /// How one load phase runs.
@@ -405,7 +405,6 @@ impl Pool {
 /// shard w mod S (S = 4 × runtime threads); the lock is taken only for a record, never across an
 /// await, so two workers contend only when they run at the same instant on different threads.
 type Shard = std::sync::Mutex<Measurements>;
-use crate::measure::stats::MessageGaps;
 
 fn record(shard: &Shard, f: impl FnOnce(&mut Measurements)) {
     f(&mut shard.lock().expect("measurement shard"));

@@ -644,7 +644,6 @@ mod tests {
                 if roll < 85 {
                     let latency = Duration::from_micros(latency_us(&mut rng, base));
                     let reply = Reply {
-                        messages: 0,
                         ttfb: Duration::from_micros(latency_us(&mut rng, base / 2 + 1)),
                         body_bytes: rng.below(4096),
                         ..Reply::default()
