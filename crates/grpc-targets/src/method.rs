@@ -104,10 +104,25 @@ impl AnswerStream<'_> {
     }
 
     /// The answer ended (its status checked by the caller): an error if it ended inside a
-    /// message; else the time to its first message.
-    pub fn finish(&self) -> Result<std::time::Duration, Failure> {
+    /// message; else the reply, its `ttfb` the first message's arrival (the head's,
+    /// `head_ttfb`, for an answer without messages).
+    pub fn reply(
+        &self,
+        head_ttfb: std::time::Duration,
+        total: std::time::Duration,
+    ) -> Result<bench_core::Reply, Failure> {
         self.reader.finish()?;
-        Ok(self.times.first_message())
+        let ttfb = match self.times.messages {
+            0 => head_ttfb,
+            _ => self.times.first_message(),
+        };
+        Ok(bench_core::Reply {
+            ttfb,
+            total,
+            body_bytes: self.times.body_bytes,
+            messages: self.times.messages,
+            reopened: None,
+        })
     }
 }
 

@@ -239,18 +239,7 @@ impl Connection for DynamicH3Connection {
             let total = started.elapsed();
             let answer = answer?;
             answer_status(&answer)?;
-            // Without messages, the head is the first thing the answer gave.
-            let ttfb = match stream.finish()? {
-                _ if stream.times.messages == 0 => answer.ttfb,
-                first_message => first_message,
-            };
-            return Ok(Reply {
-                messages: stream.times.messages,
-                reopened: None,
-                ttfb,
-                total,
-                body_bytes: stream.times.body_bytes,
-            });
+            return stream.reply(answer.ttfb, total);
         }
         let answer = self
             .conn

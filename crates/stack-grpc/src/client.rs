@@ -11,9 +11,9 @@ use async_trait::async_trait;
 use bench_core::net::{TcpConnector, WireCounters};
 use bench_core::{Client, ClientSettings, Connected, Connection, Failure, Reply, WireBytes};
 use grpc_wire::ItemCalls;
-use http2_client::{H2Conn, RequestHead, StreamEvent};
+use http2_client::{H2Conn, RequestHead};
 
-use crate::wire::{check_status, unframe};
+use crate::wire::{check_status, read_stream, unframe};
 
 pub struct GrpcClient {
     connector: TcpConnector,
@@ -77,22 +77,10 @@ impl GrpcConnection {
         let started = Instant::now();
         let mut items = self.calls.stream(id, started);
         let body = self.calls.body(id);
-        let mut call = self
-            .conn
-            .open_streamed(&self.head, Some(body), started)
-            .await?;
-        let answer = loop {
-            match call.next().await? {
-                StreamEvent::Data { data, at, status } => {
-                    if status != 200 {
-                        // Not a gRPC answer: its status says why, not its body.
-                        grpc_wire::check_status(status, None, |_| None)?;
-                    }
-                    items.data(&data, at, on_message)?;
-                }
-                StreamEvent::End(answer) => break answer,
-            }
-        };
+        let answer = read_stream(&self.conn, &self.head, body, started, &mut |data, at| {
+            items.data(data, at, on_message)
+        })
+        .await?;
         check_status(&answer)?;
         items.reply(answer.total)
     }

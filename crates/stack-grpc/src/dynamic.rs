@@ -12,11 +12,11 @@ use bench_core::limits::{grpc_max_receive_message_bytes, BodyLimit};
 use bench_core::net::{TcpConnector, WireCounters};
 use bench_core::user_service::GrpcCalls;
 use bench_core::{Call, Client, ClientSettings, Connected, Connection, Failure, Reply, WireBytes};
-use grpc_targets::{AnswerStream, Methods};
-use http2_client::{H2Conn, RequestHead, StreamEvent};
+use grpc_targets::Methods;
+use http2_client::{H2Conn, RequestHead};
 use prost_reflect::DescriptorPool;
 
-use crate::wire::{self, check_status, unframe, GRPC_FIELDS, KEEP};
+use crate::wire::{self, check_status, read_stream, unframe, GRPC_FIELDS, KEEP};
 
 /// A client of a target's methods; its connections share the prepared methods.
 pub struct DynamicClient {
@@ -94,30 +94,6 @@ struct DynamicConnection {
     max_message_bytes: u64,
 }
 
-/// A streaming answer read as it arrives into `stream` (checked and timed per message); the
-/// answer's head and trailers returned.
-async fn read_stream(
-    conn: &H2Conn,
-    head: &RequestHead<'_>,
-    body: bytes::Bytes,
-    started: Instant,
-    stream: &mut AnswerStream<'_>,
-    on_message: &mut (dyn FnMut(Duration) + Send),
-) -> Result<http2_client::Answer, Failure> {
-    let mut call = conn.open_streamed(head, Some(body), started).await?;
-    loop {
-        match call.next().await? {
-            StreamEvent::Data { data, at, status } => {
-                if status != 200 {
-                    grpc_wire::check_status(status, None, |_| None)?;
-                }
-                stream.data(&data, at, on_message)?;
-            }
-            StreamEvent::End(answer) => return Ok(answer),
-        }
-    }
-}
-
 #[async_trait]
 impl Connection for DynamicConnection {
     async fn request(&self, call: Call) -> Result<Reply, Failure> {
@@ -174,7 +150,8 @@ impl Connection for DynamicConnection {
             match stream.as_mut() {
                 None => self.conn.exchange(&head, Some(body), started).await,
                 Some(stream) => {
-                    read_stream(&self.conn, &head, body, started, stream, on_message).await
+                    let mut on_data = |data: &[u8], at| stream.data(data, at, on_message);
+                    read_stream(&self.conn, &head, body, started, &mut on_data).await
                 }
             }
         };
@@ -182,18 +159,7 @@ impl Connection for DynamicConnection {
         let answer = answer?;
         check_status(&answer)?;
         if let Some(stream) = stream {
-            // Without messages, the head is the first thing the answer gave.
-            let ttfb = match stream.finish()? {
-                _ if stream.times.messages == 0 => answer.ttfb,
-                first_message => first_message,
-            };
-            return Ok(Reply {
-                messages: stream.times.messages,
-                reopened: None,
-                ttfb,
-                total: answer.total,
-                body_bytes: stream.times.body_bytes,
-            });
+            return stream.reply(answer.ttfb, answer.total);
         }
         let message = unframe(&answer.body)?;
         let body_bytes = message.len() as u64;

@@ -6,7 +6,10 @@ use std::sync::Arc;
 
 use bench_core::net::{TcpConnector, WireCounters};
 use bench_core::{ConnectTiming, Failure};
-use http2_client::{Answer, H2Conn};
+use std::time::Instant;
+
+use bytes::Bytes;
+use http2_client::{Answer, H2Conn, RequestHead, StreamEvent};
 
 pub(crate) use grpc_wire::{unframe, GRPC_FIELDS, KEEP};
 
@@ -37,4 +40,32 @@ pub(crate) fn check_status(answer: &Answer) -> Result<(), Failure> {
             .trailer_field(name)
             .or_else(|| answer.head_field(name))
     })
+}
+
+/// What reads a streamed answer's body: each chunk with its arrival time; an error stops the
+/// answer (its stream is cancelled).
+pub(crate) type OnData<'a> = dyn FnMut(&[u8], Instant) -> Result<(), Failure> + Send + 'a;
+
+/// Sends a call whose answer is a stream and hands the answer's body to `on_data` as it
+/// arrives (with its arrival time), under HTTP 200 only (another status fails as that
+/// status, before its body is read as messages); the answer's head and trailers returned.
+pub(crate) async fn read_stream(
+    conn: &H2Conn,
+    head: &RequestHead<'_>,
+    body: Bytes,
+    started: Instant,
+    on_data: &mut OnData<'_>,
+) -> Result<Answer, Failure> {
+    let mut call = conn.open_streamed(head, Some(body), started).await?;
+    loop {
+        match call.next().await? {
+            StreamEvent::Data { data, at, status } => {
+                if status != 200 {
+                    grpc_wire::check_status(status, None, |_| None)?;
+                }
+                on_data(&data, at)?;
+            }
+            StreamEvent::End(answer) => return Ok(answer),
+        }
+    }
 }

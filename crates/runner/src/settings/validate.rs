@@ -216,11 +216,17 @@ impl Experiment {
                 .cloned()
                 .collect();
             if !without.is_empty() {
+                let with: Vec<&str> = crate::registry::stacks()
+                    .into_iter()
+                    .filter(|stack| stack.grpc_calls().contains(&call))
+                    .map(|stack| stack.name())
+                    .collect();
                 return fail(
                     "grpc_call",
                     format!(
-                        "{call} is a gRPC method of the item service; {} make no gRPC calls (set stacks to grpc, grpc-h3)",
-                        without.join(", ")
+                        "{call} is a gRPC method of the item service; {} make no gRPC calls (set stacks to {})",
+                        without.join(", "),
+                        with.join(", ")
                     ),
                 );
             }
