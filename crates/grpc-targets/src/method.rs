@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::{anyhow, bail};
 use bench_core::user_service::grpc::GrpcMethod;
 use bench_core::user_service::value_check::{FieldValue, Literal, ValueCheck};
-use bench_core::user_service::GrpcCalls;
+use bench_core::user_service::{CheckMessages, GrpcCalls};
 use bench_core::{Call, Failure, FailureClass};
 use bytes::{Bytes, BytesMut};
 use prost_reflect::{
@@ -84,6 +84,8 @@ pub struct AnswerStream<'a> {
     method: &'a Method,
     reader: grpc_wire::MessageReader,
     pub times: grpc_wire::MessageTimes,
+    /// With `check_messages = "last"`: the latest message, checked when the answer ends.
+    last: Option<Bytes>,
 }
 
 impl AnswerStream<'_> {
@@ -97,32 +99,73 @@ impl AnswerStream<'_> {
         self.reader.feed(chunk);
         while let Some(message) = self.reader.next_message()? {
             let len = message.len();
-            self.method.check(message)?;
+            match self.method.spec().check_messages {
+                CheckMessages::Every => self.method.check(message)?,
+                CheckMessages::Last => self.last = Some(message),
+            }
             self.times.message(len, at, on_gap);
         }
         Ok(())
+    }
+
+    /// The client ended the call at its `duration_ms`, `total` after it began (its stream
+    /// is cancelled): the messages whole by then count, a message still arriving does not.
+    /// Its `ttfb` is the first message's arrival, or `total` when none came.
+    pub fn cut(&mut self, total: std::time::Duration) -> Result<bench_core::Reply, Failure> {
+        self.check_last()?;
+        let ttfb = match self.times.messages {
+            0 => total,
+            _ => self.times.first_message(),
+        };
+        Ok(self.reply_with(ttfb, total))
+    }
+
+    /// With `check_messages = "last"`: the last message held to the answer checks (an
+    /// answer without one fails them, if there are any).
+    fn check_last(&mut self) -> Result<(), Failure> {
+        if self.method.spec().check_messages != CheckMessages::Last {
+            return Ok(());
+        }
+        match self.last.take() {
+            Some(message) => self.method.check(message),
+            None if self.method.has_checks() => Err(Failure::new(
+                FailureClass::MissingData,
+                "the answer has no message to check (check_messages = \"last\")",
+            )
+            .with_code("no_message")),
+            None => Ok(()),
+        }
+    }
+
+    fn reply_with(
+        &self,
+        ttfb: std::time::Duration,
+        total: std::time::Duration,
+    ) -> bench_core::Reply {
+        bench_core::Reply {
+            ttfb,
+            total,
+            body_bytes: self.times.body_bytes,
+            messages: self.times.messages,
+            reopened: None,
+        }
     }
 
     /// The answer ended (its status checked by the caller): an error if it ended inside a
     /// message; else the reply, its `ttfb` the first message's arrival (the head's,
     /// `head_ttfb`, for an answer without messages).
     pub fn reply(
-        &self,
+        &mut self,
         head_ttfb: std::time::Duration,
         total: std::time::Duration,
     ) -> Result<bench_core::Reply, Failure> {
         self.reader.finish()?;
+        self.check_last()?;
         let ttfb = match self.times.messages {
             0 => head_ttfb,
             _ => self.times.first_message(),
         };
-        Ok(bench_core::Reply {
-            ttfb,
-            total,
-            body_bytes: self.times.body_bytes,
-            messages: self.times.messages,
-            reopened: None,
-        })
+        Ok(self.reply_with(ttfb, total))
     }
 }
 
@@ -191,6 +234,18 @@ impl Method {
         if spec.request_uses_message() && !client_streaming {
             bail!(
                 "{key}.request: {{{{message}}}} numbers the messages of a client stream; {} takes one request message",
+                spec.path
+            );
+        }
+        if spec.duration.is_some() && !server_streaming {
+            bail!(
+                "{key}.duration_ms: ends a streamed answer early; {}'s answer is one message (a client stream's length is messages = N)",
+                spec.path
+            );
+        }
+        if spec.check_messages == CheckMessages::Last && !server_streaming {
+            bail!(
+                "{key}.check_messages: chooses among a streamed answer's messages; {}'s answer is one message",
                 spec.path
             );
         }
@@ -377,6 +432,28 @@ impl Method {
             method: self,
             reader: grpc_wire::MessageReader::new(max_message_bytes),
             times: grpc_wire::MessageTimes::new(started),
+            last: None,
+        }
+    }
+
+    /// Whether answers are held to anything beyond being this method's message.
+    fn has_checks(&self) -> bool {
+        !self.expect.is_empty() || !self.values.is_empty()
+    }
+
+    /// Reads a streamed answer (`read`) until the call's `duration_ms` since `started` is
+    /// over: `None` when that came first. `read` is then dropped, which cancels its stream
+    /// on both stacks; without `duration_ms` the answer is read to its end.
+    pub async fn read_for_duration<T>(
+        &self,
+        started: std::time::Instant,
+        read: impl std::future::Future<Output = T>,
+    ) -> Option<T> {
+        match self.spec().duration {
+            None => Some(read.await),
+            Some(d) => tokio::time::timeout_at((started + d).into(), read)
+                .await
+                .ok(),
         }
     }
 

@@ -381,6 +381,24 @@ fn bad_targets_are_rejected_before_anything_is_sent() {
         Some(&format!("{rest}[targets.grpc]\naddress = \"http://127.0.0.1:9\"\nmethod = \"a.B/C\"\nproto = [\"missing.proto\"]\n")),
         "targets.grpc.proto: no file",
     );
+    let feed =
+        "[targets.grpc]\naddress = \"http://127.0.0.1:9\"\nmethod = \"a.B/C\"\nreflection = true\n";
+    rejected(
+        &["--stacks", "grpc"],
+        Some(&format!("{feed}duration_ms = 0\n")),
+        "targets.grpc.duration_ms: must be 1 to 3600000 (an hour), got 0",
+    );
+    // A call the client would end only after the timeout has failed it.
+    rejected(
+        &["--stacks", "grpc", "--request-timeout-ms", "2000"],
+        Some(&format!("{feed}duration_ms = 2000\n")),
+        "targets.grpc.duration_ms = 2000 is not shorter than request_timeout_ms = 2000",
+    );
+    rejected(
+        &["--stacks", "grpc"],
+        Some(&format!("{feed}check_messages = \"first\"\n")),
+        "unknown variant `first`, expected `every` or `last`",
+    );
     rejected(
         &["--grpc-method", "a.B/C"],
         None,

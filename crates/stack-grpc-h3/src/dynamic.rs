@@ -224,19 +224,24 @@ impl Connection for DynamicH3Connection {
         let max_message_bytes = self.max_message_bytes;
         if method.server_streaming() {
             let mut stream = method.answer_stream(max_message_bytes, started);
-            let answer = self
-                .conn
-                .exchange_streamed(
-                    (head?, Some(body)),
-                    started,
-                    BodyLimit::GrpcStream { max_message_bytes },
-                    &mut |chunk, at, status| {
-                        crate::client::not_grpc(status)?;
-                        stream.data(chunk, at, on_message)
-                    },
-                )
-                .await;
+            let head = head?;
+            let mut on_data = |chunk: &[u8], at, status| {
+                crate::client::not_grpc(status)?;
+                stream.data(chunk, at, on_message)
+            };
+            let read = self.conn.exchange_streamed(
+                (head, Some(body)),
+                started,
+                BodyLimit::GrpcStream { max_message_bytes },
+                &mut on_data,
+            );
+            let answer = method.read_for_duration(started, read).await;
             let total = started.elapsed();
+            let Some(answer) = answer else {
+                // The call's duration_ms is over: dropping the read stopped its stream (quinn
+                // sends STOP_SENDING); the messages whole by then count.
+                return stream.cut(total);
+            };
             let answer = answer?;
             answer_status(&answer)?;
             return stream.reply(answer.ttfb, total);

@@ -36,7 +36,15 @@ struct Items(Seen);
 const NOT_FOUND_ID: u64 = 100_404;
 const NAMELESS_ID: u64 = 100_007;
 
-common::item_service!(Items, |_this| "x", {
+/// ListItems paces its items 10 ms apart, a feed that outlasts a call's `duration_ms`.
+fn paced() -> bench_core::service_time::ServiceTimeSpec {
+    bench_core::service_time::ServiceTimeSpec {
+        time: Some("fixed:10ms".parse().expect("service time")),
+        ..Default::default()
+    }
+}
+
+common::item_service!(Items, |_this| "x", paced(), {
     async fn get_item(
         &self,
         req: tonic::Request<GetItemRequest>,
@@ -228,6 +236,41 @@ async fn proto_file_calls_over_http3_succeed_and_reach_the_server() {
         logged.sort();
         sent.sort();
         assert_eq!(logged, sent, "the ids (and metadata) the server received");
+    })
+    .await;
+}
+
+/// `duration_ms` over HTTP/3: the client ends a ListItems feed of 100,000 items 10 ms apart
+/// at 300 ms (dropping its stream stops it), the call succeeds with the items whole by then,
+/// and the connection takes the next call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_answer_over_http3_ends_at_the_call_duration() {
+    bounded(async {
+        let certs = tempfile::tempdir().expect("temp dir");
+        let (port, _seen) = tonic_h3_server(certs.path(), false);
+        let target = proto_target(
+            "request = '{\"first_id\": \"{{id}}\", \"count\": 100000}'\nexpect_fields = [\"name\"]\nduration_ms = 300",
+        );
+        let client = client_for(certs.path(), port, "bench.v1.ItemService/ListItems", &target)
+            .await
+            .expect("client");
+        let connected = client.connect().await.expect("connect");
+        for id in [1, 2] {
+            let reply = connected
+                .conn
+                .request(Call::item(id))
+                .await
+                .unwrap_or_else(|f| panic!("call {id}: {f}"));
+            assert!(
+                reply.total >= Duration::from_millis(300) && reply.total < Duration::from_secs(3),
+                "{:?}",
+                reply.total
+            );
+            // 10 ms apart for 300 ms: about 30 (fewer on a loaded machine), not 100,000.
+            assert!((3..=40).contains(&reply.messages), "{}", reply.messages);
+            assert!(reply.ttfb < reply.total);
+        }
+        connected.conn.close().await;
     })
     .await;
 }

@@ -148,17 +148,23 @@ impl Connection for DynamicConnection {
                 },
             };
             match stream.as_mut() {
-                None => self.conn.exchange(&head, Some(body), started).await,
+                None => Some(self.conn.exchange(&head, Some(body), started).await),
                 Some(stream) => {
                     let mut on_data = |data: &[u8], at| stream.data(data, at, on_message);
-                    read_stream(&self.conn, &head, body, started, &mut on_data).await
+                    let read = read_stream(&self.conn, &head, body, started, &mut on_data);
+                    method.read_for_duration(started, read).await
                 }
             }
         };
         method.put_scratch(scratch);
+        let Some(answer) = answer else {
+            // The call's duration_ms is over: its stream was cancelled, its messages count.
+            let mut stream = stream.expect("only a streamed answer has a duration");
+            return stream.cut(started.elapsed());
+        };
         let answer = answer?;
         check_status(&answer)?;
-        if let Some(stream) = stream {
+        if let Some(mut stream) = stream {
             return stream.reply(answer.ttfb, answer.total);
         }
         let message = unframe(&answer.body)?;

@@ -519,6 +519,108 @@ async fn streaming_methods_are_measured_per_message() {
     .await;
 }
 
+/// `duration_ms` ends a feed without end (grpcio's WatchItems for id 777: an item every
+/// 10 ms): the call succeeds at its duration with the items whole by then, the server sees it
+/// cancelled, and the connection goes on. `check_messages = "last"` holds the checks to the
+/// last message: an answer whose earlier items lack the field passes, one whose last item
+/// lacks it fails, where checking every message fails both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_answer_ends_at_the_call_duration_and_can_check_its_last_message() {
+    bounded(async {
+        let Some(server) = Grpcio::start(None, false) else {
+            return;
+        };
+        let request = "request = '{\"id\": {{id}}}'";
+        let feed = format!(
+            "proto = [\"{}\"]\n{request}\nexpect_fields = [\"name\"]\nduration_ms = 300",
+            proto()
+        );
+        let client = client_with(server.port, None, "shop.v1.Catalog/WatchItems", &feed)
+            .await
+            .expect("client");
+        let connected = client.connect().await.expect("connect");
+        for _ in 0..2 {
+            let reply = connected
+                .conn
+                .request(Call::item(777))
+                .await
+                .expect("ended by the client at its duration");
+            assert!(
+                reply.total >= Duration::from_millis(300) && reply.total < Duration::from_secs(3),
+                "{:?}",
+                reply.total
+            );
+            // 10 ms apart for 300 ms: about 30 (fewer on a loaded machine), not the 3,000.
+            assert!((3..=40).contains(&reply.messages), "{}", reply.messages);
+            assert!(reply.ttfb < reply.total);
+        }
+        // The cancels left the connection usable: a call that ends by itself follows.
+        let ended = connected
+            .conn
+            .request(Call::item(5))
+            .await
+            .expect("watch 5");
+        assert_eq!(ended.messages, 5);
+        connected.conn.close().await;
+        let cancelled = || {
+            server
+                .logged()
+                .iter()
+                .filter(|(id, what)| *id == 777 && what == "watch-cancelled")
+                .count()
+        };
+        let waited = std::time::Instant::now();
+        while cancelled() < 2 && waited.elapsed() < Duration::from_secs(5) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(cancelled(), 2, "{:?}", server.logged());
+
+        let owners = |check: &str| {
+            format!(
+                "proto = [\"{}\"]\n{request}\nexpect_fields = [\"owner.name\"]\n{check}",
+                proto()
+            )
+        };
+        let every = client_with(server.port, None, "shop.v1.Catalog/WatchItems", &owners(""))
+            .await
+            .expect("client");
+        let last = client_with(
+            server.port,
+            None,
+            "shop.v1.Catalog/WatchItems",
+            &owners("check_messages = \"last\""),
+        )
+        .await
+        .expect("client");
+        let (every, last) = (
+            every.connect().await.expect("connect"),
+            last.connect().await.expect("connect"),
+        );
+        // 555: only the last item has an owner; 556: all but the last.
+        for id in [555, 556] {
+            let f = every.conn.request(Call::item(id)).await.expect_err("every");
+            assert_eq!(f.class, FailureClass::MissingData, "{id}: {f}");
+            assert_eq!(f.code.as_deref(), Some("owner.name"), "{id}: {f}");
+        }
+        let reply = last
+            .conn
+            .request(Call::item(555))
+            .await
+            .expect("last has it");
+        assert_eq!(reply.messages, 5, "every item counted, the last checked");
+        let f = last
+            .conn
+            .request(Call::item(556))
+            .await
+            .expect_err("last lacks it");
+        assert_eq!(f.class, FailureClass::MissingData, "{f}");
+        assert_eq!(f.code.as_deref(), Some("owner.name"), "{f}");
+        every.conn.close().await;
+        last.conn.close().await;
+    })
+    .await;
+}
+
 /// Setup refusals that need no server: `messages` on a method that takes one request, the
 /// library client, REST calls, and a scheme the TLS settings contradict.
 #[test]
@@ -546,6 +648,33 @@ fn targets_the_lean_client_cannot_send_are_refused() {
     let e = error(settings(1, None, Calls::Grpc(numbered)));
     assert!(
         e.contains("targets.grpc.request: {{message}} numbers"),
+        "{e}"
+    );
+    // A duration ends a streamed answer; "last" chooses among its messages: neither fits a
+    // method whose answer is one message.
+    let with = |method: &str, line: &str| {
+        grpc_calls(&format!(
+            "[grpc]\naddress = \"http://127.0.0.1:1\"\nmethod = \"{method}\"\nproto = [\"{}\"]\n{line}\n",
+            proto()
+        ))
+    };
+    let e = error(settings(
+        1,
+        None,
+        Calls::Grpc(with("shop.v1.Catalog/UploadItems", "duration_ms = 100")),
+    ));
+    assert!(
+        e.contains("targets.grpc.duration_ms: ends a streamed answer early")
+            && e.contains("messages = N"),
+        "{e}"
+    );
+    let e = error(settings(
+        1,
+        None,
+        Calls::Grpc(with("shop.v1.Catalog/GetItem", "check_messages = \"last\"")),
+    ));
+    assert!(
+        e.contains("targets.grpc.check_messages: chooses among"),
         "{e}"
     );
 

@@ -5,10 +5,13 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::call::Call;
 use crate::user_service::value_check::ValueCheck;
-use crate::user_service::{DataRows, Endpoint, GrpcTarget, IdRange, RequestMix, Sources, Template};
+use crate::user_service::{
+    CheckMessages, DataRows, Endpoint, GrpcTarget, IdRange, RequestMix, Sources, Template,
+};
 
 /// Where the method's message descriptors come from.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,6 +55,11 @@ pub struct GrpcMethod {
     pub expect_values: Vec<(String, ValueCheck)>,
     /// Request messages per call of a client-streaming or bidi method (1 otherwise).
     pub messages: u32,
+    /// When the client ends a call whose answer is a stream (`duration_ms`); `None`: at
+    /// the answer's end.
+    pub duration: Option<Duration>,
+    /// Which messages of a streamed answer the answer checks hold.
+    pub check_messages: CheckMessages,
     rows: Option<Arc<DataRows>>,
 }
 
@@ -76,7 +84,13 @@ struct MethodFields<'a> {
     expect_fields: &'a [String],
     expect_values: &'a BTreeMap<String, String>,
     messages: Option<u32>,
+    duration_ms: Option<u64>,
+    check_messages: Option<CheckMessages>,
 }
+
+/// The longest `duration_ms` a call may have (an hour: a stream kept longer is a soak, and
+/// the request timeout must still exceed it).
+pub const MAX_CALL_DURATION_MS: u64 = 3_600_000;
 
 impl GrpcCalls {
     pub fn compile(
@@ -133,6 +147,8 @@ impl GrpcCalls {
                 expect_fields: &target.expect_fields,
                 expect_values: &target.expect_values,
                 messages: target.messages,
+                duration_ms: target.duration_ms,
+                check_messages: target.check_messages,
             }]
         } else {
             // One place per setting: what each call gives is not also given on the target.
@@ -142,6 +158,8 @@ impl GrpcCalls {
                 ("expect_fields", !target.expect_fields.is_empty()),
                 ("expect_values", !target.expect_values.is_empty()),
                 ("messages", target.messages.is_some()),
+                ("duration_ms", target.duration_ms.is_some()),
+                ("check_messages", target.check_messages.is_some()),
             ];
             if let Some((name, _)) = on_target.iter().find(|(_, given)| *given) {
                 return Err(format!(
@@ -164,6 +182,8 @@ impl GrpcCalls {
                     expect_fields: &c.expect_fields,
                     expect_values: &c.expect_values,
                     messages: c.messages,
+                    duration_ms: c.duration_ms,
+                    check_messages: c.check_messages,
                 })
                 .collect()
         };
@@ -273,8 +293,19 @@ impl GrpcMethod {
             Some(n @ 1..=100_000) => n,
             Some(n) => return Err(format!("{key}.messages: must be 1 to 100,000, got {n}")),
         };
+        let duration = match fields.duration_ms {
+            None => None,
+            Some(ms @ 1..=MAX_CALL_DURATION_MS) => Some(Duration::from_millis(ms)),
+            Some(ms) => {
+                return Err(format!(
+                    "{key}.duration_ms: must be 1 to {MAX_CALL_DURATION_MS} (an hour), got {ms}"
+                ))
+            }
+        };
         Ok(GrpcMethod {
             messages,
+            duration,
+            check_messages: fields.check_messages.unwrap_or_default(),
             path: format!("/{service}/{method}"),
             service: service.to_string(),
             method: method.to_string(),

@@ -172,6 +172,15 @@ pub struct GrpcTarget {
     /// rendered from `request` (default 1). Unary and server-streaming methods send one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub messages: Option<u32>,
+    /// A server-streaming or bidi method: the client ends each call this long after it
+    /// began (cancelling its stream), as ghz's `--stream-call-duration` does; unset, the
+    /// answer is read to its end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    /// Which messages of a streamed answer `expect_fields` and `expect_values` hold:
+    /// `"every"` (default) or `"last"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_messages: Option<CheckMessages>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca: Option<PathBuf>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -213,6 +222,24 @@ pub struct GrpcCall {
     /// As the short form's `messages`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub messages: Option<u32>,
+    /// As the short form's `duration_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    /// As the short form's `check_messages`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_messages: Option<CheckMessages>,
+}
+
+/// Which messages of a streamed gRPC answer the answer checks hold.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckMessages {
+    /// Each message as it arrives: the first that fails them fails the call.
+    #[default]
+    Every,
+    /// The answer's last message only, when the answer ends (or the call's `duration_ms`
+    /// ends it); an answer without messages then fails them.
+    Last,
 }
 
 fn default_method() -> String {
@@ -416,6 +443,19 @@ impl GrpcTarget {
             insecure: self.insecure,
         }
     }
+    /// The longest `duration_ms` of its calls, with the setting that gives it (the request
+    /// timeout must exceed it).
+    pub fn longest_call_duration_ms(&self) -> Option<(String, u64)> {
+        let short = self
+            .duration_ms
+            .map(|ms| ("targets.grpc.duration_ms".to_string(), ms));
+        let calls = self.calls.iter().filter_map(|c| {
+            c.duration_ms
+                .map(|ms| (format!("targets.grpc.calls.{}.duration_ms", c.name), ms))
+        });
+        short.into_iter().chain(calls).max_by_key(|(_, ms)| *ms)
+    }
+
     /// The weighted choice among `calls`; `None` for the short form.
     pub fn mix(&self, seed: u64) -> Result<Option<RequestMix>, String> {
         let entries = self.calls.iter().map(|c| (c.name.as_str(), c.weight));

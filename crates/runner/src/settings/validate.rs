@@ -530,6 +530,19 @@ impl Experiment {
                 return fail("targets", e);
             }
         }
+        // A call the client ends after `duration_ms` must end before the timeout fails it.
+        let longest = self.targets.grpc.as_ref();
+        if let Some((key, ms)) = longest.and_then(|g| g.longest_call_duration_ms()) {
+            if ms >= self.request_timeout_ms {
+                return fail(
+                    "targets",
+                    format!(
+                        "{key} = {ms} is not shorter than request_timeout_ms = {}: every call would time out; raise request_timeout_ms above it",
+                        self.request_timeout_ms
+                    ),
+                );
+            }
+        }
         let ours_only: [(&str, bool); 6] = [
             ("server_fault", self.server_fault.is_some()),
             ("service_time", self.service_time.is_some()),

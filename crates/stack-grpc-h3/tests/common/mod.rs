@@ -2,9 +2,15 @@
 //! the suite's own tonic server serves them (`grpc_wire::streams`).
 
 /// `impl ItemService for $service` with the test's own `get_item` and the streaming methods:
-/// `$description` (given the service as `$this`) is each streamed item's padding.
+/// `$description` (given the service as `$this`) is each streamed item's padding, and
+/// `$service_time` (a `ServiceTimeSpec`, default none) what each ListItems item waits.
 macro_rules! item_service {
     ($service:ty, |$this:ident| $description:expr, { $($get_item:tt)* }) => {
+        common::item_service!($service, |$this| $description, Default::default(), {
+            $($get_item)*
+        });
+    };
+    ($service:ty, |$this:ident| $description:expr, $service_time:expr, { $($get_item:tt)* }) => {
         #[tonic::async_trait]
         impl ItemService for $service {
         $($get_item)*
@@ -18,7 +24,7 @@ macro_rules! item_service {
             let $this = self;
             let ids = grpc_wire::streams::list_ids(req.get_ref());
             let items =
-                grpc_wire::streams::items(ids, $description.into(), Default::default(), false);
+                grpc_wire::streams::items(ids, $description.into(), $service_time, false);
             Ok(tonic::Response::new(items))
         }
 
