@@ -534,7 +534,7 @@ impl Expectation {
             _ => ("0", ">= 0"),
         };
         format!(
-            "{key}.expect_fields: '{path}' is a proto3 {kind} without presence: the wire              leaves it out when it is {default}, so only the message around it is checked; to              check its value, write expect_values = {{ \"{path}\" = \"{suggestion}\" }}",
+            "{key}.expect_fields: '{path}' is a proto3 {kind} without presence: the wire leaves it out when it is {default}, so only the message around it is checked; to check its value, write expect_values = {{ \"{path}\" = \"{suggestion}\" }}",
             path = self.path,
             kind = kind_name(last),
         )
@@ -776,6 +776,13 @@ mod tests {
         let notes = methods.notes();
         assert_eq!(notes.len(), 1, "{notes:?}");
         assert!(notes[0].starts_with("targets.grpc.calls.first.expect_fields: 'name'"));
+        // One line as written, no run of blanks from a wrapped literal.
+        assert!(
+            notes[0].contains("the wire leaves it out when it is \"\", so")
+                && !notes[0].contains("  "),
+            "{}",
+            notes[0]
+        );
         let mut scratch = Scratch::default();
         let mut seen = [false, false];
         for seq in 0..64 {
