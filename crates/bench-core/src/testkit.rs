@@ -310,3 +310,21 @@ fn tempfile_dir(tag: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// A streamed answer the client ended at its `duration_ms` (`duration`) while the server sent
+/// a message every `pace`: the call succeeded at (not long after) the duration with about
+/// `duration / pace` messages (down to a tenth of them on a loaded machine), never the whole feed.
+pub fn assert_ended_at_duration(reply: &crate::Reply, duration: Duration, pace: Duration) {
+    assert!(
+        reply.total >= duration && reply.total < duration + Duration::from_millis(2_700),
+        "ended after {:?}, the duration being {duration:?}",
+        reply.total
+    );
+    let most = (duration.as_millis() / pace.as_millis()) as u32;
+    assert!(
+        (most / 10..=most + most / 3).contains(&reply.messages),
+        "{} messages in {duration:?} at one per {pace:?}",
+        reply.messages
+    );
+    assert!(reply.ttfb < reply.total);
+}

@@ -261,14 +261,12 @@ async fn a_streamed_answer_over_http3_ends_at_the_call_duration() {
                 .request(Call::item(id))
                 .await
                 .unwrap_or_else(|f| panic!("call {id}: {f}"));
-            assert!(
-                reply.total >= Duration::from_millis(300) && reply.total < Duration::from_secs(3),
-                "{:?}",
-                reply.total
+            // 10 ms apart for 300 ms: about 30, not the whole feed.
+            bench_core::testkit::assert_ended_at_duration(
+                &reply,
+                Duration::from_millis(300),
+                Duration::from_millis(10),
             );
-            // 10 ms apart for 300 ms: about 30 (fewer on a loaded machine), not 100,000.
-            assert!((3..=40).contains(&reply.messages), "{}", reply.messages);
-            assert!(reply.ttfb < reply.total);
         }
         connected.conn.close().await;
     })

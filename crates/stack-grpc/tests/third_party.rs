@@ -545,14 +545,12 @@ async fn a_streamed_answer_ends_at_the_call_duration_and_can_check_its_last_mess
                 .request(Call::item(777))
                 .await
                 .expect("ended by the client at its duration");
-            assert!(
-                reply.total >= Duration::from_millis(300) && reply.total < Duration::from_secs(3),
-                "{:?}",
-                reply.total
+            // 10 ms apart for 300 ms: about 30, not the whole feed.
+            bench_core::testkit::assert_ended_at_duration(
+                &reply,
+                Duration::from_millis(300),
+                Duration::from_millis(10),
             );
-            // 10 ms apart for 300 ms: about 30 (fewer on a loaded machine), not the 3,000.
-            assert!((3..=40).contains(&reply.messages), "{}", reply.messages);
-            assert!(reply.ttfb < reply.total);
         }
         // The cancels left the connection usable: a call that ends by itself follows.
         let ended = connected
