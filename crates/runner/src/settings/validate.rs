@@ -531,8 +531,8 @@ impl Experiment {
             }
         }
         // A call the client ends after `duration_ms` must end before the timeout fails it.
-        let longest = self.targets.grpc.as_ref();
-        if let Some((key, ms)) = longest.and_then(|g| g.longest_call_duration_ms()) {
+        let grpc = self.targets.grpc.as_ref();
+        if let Some((key, ms)) = grpc.and_then(|g| g.longest_call_duration_ms()) {
             if ms >= self.request_timeout_ms {
                 return fail(
                     "targets",
