@@ -665,7 +665,7 @@ fn run_cells(
         target: args.target.map(|addr| (addr, args.target_pid)),
         service: service.map(std::sync::Arc::new),
         service_pid: args.target_pid,
-        argv: std::env::args().collect(),
+        argv: cli::argv_for_record(&std::env::args().collect::<Vec<_>>()),
     };
     bench_core::tls::install_crypto_provider();
     let limits = exp.thresholds.clone();

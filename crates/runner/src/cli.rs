@@ -337,6 +337,12 @@ pub struct RunArgs {
     /// targets.grpc.metadata when there is a gRPC target (default: none).
     #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
     pub headers: Vec<String>,
+    /// A header (or gRPC metadata) name whose values are secrets, besides Authorization,
+    /// Proxy-Authorization, Cookie and names with token, key, secret, password or auth:
+    /// their literal values never reach results, manifests or logs (repeat for several;
+    /// adds to targets.secret_headers) (default: none).
+    #[arg(long = "secret-header", value_name = "NAME")]
+    pub secret_headers: Vec<String>,
     /// The CA (PEM) your service's certificate is verified against, instead of the system
     /// trust store (SSL_CERT_FILE or SSL_CERT_DIR when set): sets targets.*.ca.
     #[arg(long, value_name = "FILE")]
@@ -394,6 +400,11 @@ impl RunArgs {
                 other.headers
             } else {
                 self.headers
+            },
+            secret_headers: if self.secret_headers.is_empty() {
+                other.secret_headers
+            } else {
+                self.secret_headers
             },
             ca: self.ca.or(other.ca),
             server_name: self.server_name.or(other.server_name),
@@ -507,6 +518,9 @@ impl RunArgs {
             }
         }
         self.apply_grpc(targets)?;
+        targets
+            .secret_headers
+            .extend(self.secret_headers.iter().cloned());
         let headers = self
             .headers
             .iter()
@@ -625,10 +639,47 @@ fn parse_header(text: &str) -> Result<(String, String), String> {
         Some((name, value)) if !name.trim().is_empty() && !name.trim().contains(' ') => {
             Ok((name.trim().to_string(), value.trim().to_string()))
         }
-        _ => Err(format!(
-            "--header {text:?}: expected NAME: VALUE, e.g. -H 'Authorization: Bearer {{{{env.TOKEN}}}}'"
-        )),
+        // The text is not echoed: it may be a credential without its name.
+        _ => Err(
+            "--header: expected NAME: VALUE, e.g. -H 'Authorization: Bearer {{env.TOKEN}}'"
+                .to_string(),
+        ),
     }
+}
+
+/// The command line as a run records it (`manifest.json`'s `argv`): the literal value of a
+/// secret header given with `-H`/`--header` replaced by `<redacted>`
+/// ([`bench_core::user_service::secrets`]), and every URL without userinfo or credential
+/// query values. A placeholder such as `{{env.TOKEN}}` is kept: it holds no secret.
+pub fn argv_for_record(argv: &[String]) -> Vec<String> {
+    use bench_core::user_service::secrets;
+    let mut marked = Vec::new();
+    let mut args = argv.iter();
+    while let Some(arg) = args.next() {
+        if arg == "--secret-header" {
+            marked.extend(args.next().cloned());
+        } else if let Some(name) = arg.strip_prefix("--secret-header=") {
+            marked.push(name.to_string());
+        }
+    }
+    let mut out = Vec::with_capacity(argv.len());
+    let mut header_next = false;
+    for arg in argv {
+        let recorded = if std::mem::take(&mut header_next) {
+            secrets::header_line(arg, &marked)
+        } else if arg == "-H" || arg == "--header" {
+            header_next = true;
+            arg.clone()
+        } else if let Some(line) = arg.strip_prefix("--header=") {
+            format!("--header={}", secrets::header_line(line, &marked))
+        } else if let Some(line) = arg.strip_prefix("-H").filter(|l| !l.is_empty()) {
+            format!("-H{}", secrets::header_line(line, &marked))
+        } else {
+            secrets::url(arg)
+        };
+        out.push(recorded);
+    }
+    out
 }
 
 /// The short sweep of a first look at your service (`--url` or `--grpc`, no experiment
@@ -691,6 +742,44 @@ pub fn parse() -> Cli {
 mod tests {
     use super::*;
     use clap::FromArgMatches;
+
+    #[test]
+    fn a_recorded_command_line_holds_no_secret() {
+        let argv: Vec<String> = [
+            "runner",
+            "--url",
+            "https://alice:pw-S3CRET@localhost:8443/items/{{id}}?access_token=q-S3CRET",
+            "-H",
+            "Authorization: Bearer h-S3CRET",
+            "-HCookie: c-S3CRET",
+            "--header=Proxy-Authorization: Basic p-S3CRET",
+            "--header",
+            "X-Tenant: t-S3CRET",
+            "--secret-header",
+            "x-tenant",
+            "-H",
+            "Authorization: Bearer {{env.TOKEN}}",
+            "-H",
+            "Accept: application/json",
+        ]
+        .map(String::from)
+        .to_vec();
+        let recorded = argv_for_record(&argv);
+        assert_eq!(
+            recorded.len(),
+            argv.len(),
+            "one recorded argument per argument"
+        );
+        assert!(
+            recorded.iter().all(|a| !a.contains("S3CRET")),
+            "{recorded:?}"
+        );
+        assert!(recorded.contains(&"Authorization: Bearer {{env.TOKEN}}".to_string()));
+        assert!(recorded.contains(&"Accept: application/json".to_string()));
+        assert!(recorded.contains(&"X-Tenant: <redacted>".to_string()));
+        // The record still parses as the same command (a resume reads it).
+        assert!(command().try_get_matches_from(&recorded).is_ok());
+    }
 
     fn args(argv: &[&str]) -> RunArgs {
         let matches = command()

@@ -211,6 +211,134 @@ expect_fields = ["name", "owner.name"]
     );
 }
 
+/// Literal credentials given as `-H` flags (a built-in name, a name marked with
+/// `--secret-header`, and userinfo and a token in the URL), and the same header written in an
+/// experiment file, reach no file of the run and nothing it prints; a header that is no secret
+/// and an `{{env.…}}` placeholder are kept as given.
+#[test]
+fn literal_credentials_from_flags_and_files_reach_no_record() {
+    let tmp = tempfile::tempdir().unwrap();
+    let certs = bench_core::tls::ensure_certs(tmp.path()).expect("certificates");
+    let Some(rest) = Hypercorn::start(tmp.path()) else {
+        return;
+    };
+    let secrets = [
+        "hdr-S3CRET-bearer",
+        "hdr-S3CRET-cookie",
+        "hdr-S3CRET-tenant",
+        "url-S3CRET-query",
+        "url-S3CRET-pass",
+        "file-S3CRET-bearer",
+    ];
+    let assert_no_secret = |dir: &Path, printed: &str| {
+        for (path, content) in every_file(dir) {
+            for secret in secrets {
+                assert!(!content.contains(secret), "{secret} reached {path:?}");
+            }
+        }
+        for secret in secrets {
+            assert!(!printed.contains(secret), "{secret} was printed: {printed}");
+        }
+    };
+    let port = rest.addr().port();
+    let ca = certs.ca_cert();
+    // A URL with userinfo is refused (use a header), and the refusal does not repeat it.
+    let refused = runner()
+        .args([
+            "--url",
+            &format!("https://user:url-S3CRET-pass@localhost:{port}/x"),
+            "--out",
+        ])
+        .arg(tmp.path().join("refused"))
+        .output()
+        .expect("runner runs");
+    let text = output_text(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{text}");
+    assert!(text.contains("credentials in the URL"), "{text}");
+    assert_no_secret(tmp.path(), &text);
+    // Flags only.
+    let flags_out = tmp.path().join("flags");
+    let url = format!("https://localhost:{port}/items/{{{{id}}}}?access_token=url-S3CRET-query");
+    let output = runner()
+        .args(["--url", &url, "--ca"])
+        .arg(&ca)
+        .args([
+            "-H",
+            "Authorization: Bearer hdr-S3CRET-bearer",
+            "-HCookie: session=hdr-S3CRET-cookie",
+            "--header=X-Tenant: hdr-S3CRET-tenant",
+            "--secret-header",
+            "x-tenant",
+            "-H",
+            "X-Trace: kept-1",
+            "--stacks",
+            "h1",
+            "--regime",
+            "reuse",
+            "--concurrency",
+            "1",
+            "--requests",
+            "5",
+            "--baseline-seconds",
+            "0",
+            "--out",
+        ])
+        .arg(&flags_out)
+        .output()
+        .expect("runner runs");
+    let text = output_text(&output);
+    assert!(output.status.success(), "{text}");
+    let dir = results_dir(&flags_out);
+    assert_eq!(
+        num(&read_csv(&dir.join("cells.csv"))[0], "ok"),
+        5.0,
+        "{text}"
+    );
+    assert_no_secret(&dir, &text);
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    let argv: Vec<&str> = manifest["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(argv.contains(&"Authorization: <redacted>"), "{argv:?}");
+    assert!(argv.contains(&"X-Trace: kept-1"), "{argv:?}");
+    let headers = &manifest["experiment"]["targets"]["rest"]["headers"];
+    assert_eq!(headers["X-Tenant"], "<redacted>", "{headers}");
+    assert_eq!(headers["X-Trace"], "kept-1", "{headers}");
+    // The same header in an experiment file.
+    let file_dir = tmp.path().join("file");
+    std::fs::create_dir(&file_dir).unwrap();
+    let exp = format!(
+        r#"
+stacks = ["h1"]
+regimes = ["reuse"]
+concurrency = [1]
+requests_reuse = 5
+warmup_fraction = 0.0
+baseline_seconds = 0
+[targets.rest]
+url = "https://localhost:{port}/items/{{{{id}}}}"
+ca = "{ca}"
+headers = {{ Authorization = "Bearer file-S3CRET-bearer" }}
+"#,
+        ca = ca.display()
+    );
+    let (output, out) = run(&exp, &file_dir, &[]);
+    let text = output_text(&output);
+    assert!(output.status.success(), "{text}");
+    let dir = results_dir(&out);
+    assert_no_secret(&dir, &text);
+    // The server did get the credentials: the run sent them, it only never wrote them down.
+    assert!(
+        rest.seen().len() >= 10,
+        "both runs reached the service: {}",
+        rest.seen().len()
+    );
+}
+
 #[test]
 fn wrong_expectations_land_in_their_classes_with_codes() {
     let tmp = tempfile::tempdir().unwrap();

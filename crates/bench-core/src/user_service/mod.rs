@@ -7,6 +7,7 @@ pub mod data;
 pub mod grpc;
 pub mod mix;
 pub mod rest;
+pub mod secrets;
 pub mod template;
 pub mod value_check;
 
@@ -57,6 +58,10 @@ pub struct Targets {
     /// A CSV (with a header line) or JSON-lines file whose rows `{{row.COLUMN}}` reads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<PathBuf>,
+    /// Headers and metadata whose values are secrets besides the built-in credential names
+    /// ([`secrets::is_secret_header`]): their literal values never reach a record.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secret_headers: Vec<String>,
 }
 
 /// TLS towards a target: the system's trust store unless `ca` names a PEM file.
@@ -340,9 +345,10 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// Parses `https://host[:port][/path]` or `http://…`; an error names the URL.
+    /// Parses `https://host[:port][/path]` or `http://…`; an error names the URL (without
+    /// its credentials: [`secrets::url`]).
     pub fn parse(url: &str) -> Result<Endpoint, String> {
-        let bad = |why: &str| format!("'{url}': {why}");
+        let bad = |why: &str| format!("'{}': {why}", secrets::url(url));
         let (https, rest) = if let Some(rest) = url.strip_prefix("https://") {
             (true, rest)
         } else if let Some(rest) = url.strip_prefix("http://") {
@@ -589,6 +595,11 @@ impl Targets {
             grpc: other.grpc.or(self.grpc),
             ids: self.ids,
             data: other.data.or(self.data),
+            secret_headers: self
+                .secret_headers
+                .into_iter()
+                .chain(other.secret_headers)
+                .collect(),
         }
     }
 
@@ -627,50 +638,33 @@ impl Targets {
     }
 
     /// The targets as the manifest records them: templates as written (an `{{env.…}}` stays a
-    /// placeholder), and the value of any header or metadata entry that is not wholly
-    /// templated and looks like a credential replaced by `<redacted>`.
+    /// placeholder), the literal value of any secret header or metadata entry
+    /// ([`secrets::is_secret_header`]) replaced by `<redacted>`, and URLs without userinfo or
+    /// credential query values ([`secrets::url`]).
     pub fn redacted(&self) -> Targets {
         let mut out = self.clone();
+        let marked = &self.secret_headers;
+        let redact = |fields: &mut BTreeMap<String, String>| {
+            for (name, value) in fields.iter_mut() {
+                *value = secrets::header_value(name, value, marked);
+            }
+        };
         if let Some(rest) = out.rest.as_mut() {
+            rest.url = secrets::url(&rest.url);
             redact(&mut rest.headers);
             for request in &mut rest.requests {
+                request.path = secrets::url(&request.path);
                 redact(&mut request.headers);
             }
         }
         if let Some(grpc) = out.grpc.as_mut() {
+            grpc.address = secrets::url(&grpc.address);
             redact(&mut grpc.metadata);
             for call in &mut grpc.calls {
                 redact(&mut call.metadata);
             }
         }
         out
-    }
-}
-
-/// Header names whose literal values are credentials.
-fn is_credential(name: &str) -> bool {
-    let name = name.to_ascii_lowercase();
-    [
-        "authorization",
-        "cookie",
-        "token",
-        "secret",
-        "key",
-        "password",
-        "auth",
-    ]
-    .iter()
-    .any(|w| name.contains(w))
-}
-
-fn redact(fields: &mut BTreeMap<String, String>) {
-    for (name, value) in fields.iter_mut() {
-        let from_env = template::placeholders(value)
-            .iter()
-            .any(|p| p.starts_with("env."));
-        if is_credential(name) && !from_env {
-            *value = "<redacted>".into();
-        }
     }
 }
 

@@ -42,6 +42,8 @@ pub struct RunContext {
     /// The executor to use instead of the one the experiment names (tests: the kubernetes
     /// executor on a mock API server).
     pub executor: Option<Arc<dyn Executor>>,
+    /// The command line as the manifest records it: secrets already redacted
+    /// ([`crate::cli::argv_for_record`]).
     pub argv: Vec<String>,
 }
 

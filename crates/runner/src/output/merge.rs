@@ -438,7 +438,10 @@ fn write(
         pinning: first.pinning.clone(),
         client_threads: first.client_threads,
         server_threads: first.server_threads,
-        argv: std::env::args().collect(),
+        // Paths only, but a URL-shaped argument loses its credentials as a run's would.
+        argv: std::env::args()
+            .map(|a| bench_core::user_service::secrets::url(&a))
+            .collect(),
         emulator: first.emulator.clone(),
         stack_settings: first.stack_settings.clone(),
         stacks: first.stacks.clone(),
