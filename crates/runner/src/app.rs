@@ -224,6 +224,12 @@ pub fn main() -> ExitCode {
                     return Status::Invalid.into();
                 }
             };
+            let exp = match &service {
+                Some(service) if cli.run.is_first_look() && !cli.run.keep_going => {
+                    spoken_stacks(exp, service)
+                }
+                _ => exp,
+            };
             let agents = match agents_for(&exp, &cli.run) {
                 Ok(a) => a,
                 Err(e) => {
@@ -240,6 +246,30 @@ pub fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// A first look at your service runs the stacks that can connect to it: one connection from
+/// each stack first (TLS with ALPN over TCP, a QUIC handshake), and the stacks whose
+/// connection fails are skipped, each named with why. When none connects, all stay, and the
+/// run stops at the first cell with the failure's one line (exit 3).
+fn spoken_stacks(
+    mut exp: settings::Experiment,
+    service: &crate::exec::target::ServiceTargets,
+) -> settings::Experiment {
+    let opened = service.connect_each(&exp);
+    if opened.iter().all(|(_, ok, _)| !*ok) {
+        return exp;
+    }
+    for (stack, ok, line) in &opened {
+        if *ok {
+            println!("{line}");
+        } else {
+            println!("skipped {stack}: {line}");
+        }
+    }
+    exp.stacks
+        .retain(|s| opened.iter().any(|(stack, ok, _)| stack == s && *ok));
+    exp
 }
 
 /// `estimated duration 2 min 10 s: …`, stating what the estimate assumes.
@@ -347,7 +377,7 @@ fn validated(args: &cli::RunArgs) -> Result<settings::Experiment, String> {
     if exp
         .variant_experiments()
         .iter()
-        .any(|(_, e)| e.needs_netns())
+        .any(|(_, e)| e.needs_netns() || e.executor == settings::Executor::Hosts)
     {
         if let Some(why) = netns::unavailable() {
             return Err(format!("experiment '{}': {why}", exp.name));
@@ -372,6 +402,10 @@ fn validated(args: &cli::RunArgs) -> Result<settings::Experiment, String> {
         }
     }
     run::check_out_dir(&exp.out)?;
+    let certs = args.certs.clone().unwrap_or_else(default_certs_dir);
+    bench_core::tls::ensure_certs(&certs)
+        .and_then(|paths| bench_core::tls::check_certs(&paths))
+        .map_err(|e| format!("--certs {}: {e:#}", certs.display()))?;
     Ok(exp)
 }
 
@@ -391,7 +425,15 @@ fn resumed(args: &cli::RunArgs, dir: &std::path::Path) -> Result<settings::Exper
     if given != others {
         return Err("--resume reuses the settings of the run it resumes; give no other run flags (except --certs)".into());
     }
-    let manifest = output::Manifest::read(dir).map_err(|e| format!("{e:#}"))?;
+    // Header, rows and manifest are checked before anything is measured.
+    let manifest = output::folder::check(dir, output::folder::Purpose::Resume)?.manifest;
+    if !manifest.merged_from.is_empty() {
+        return Err(format!(
+            "--resume: {} is the output of `runner merge` (it adds up {} runs); resume the run that is missing cells, then merge again",
+            dir.display(),
+            manifest.merged_from.len()
+        ));
+    }
     // A capacity search chose its cells as it went: the experiment alone would plan others.
     let searched = cli::command()
         .try_get_matches_from(&manifest.argv)
@@ -709,7 +751,7 @@ fn run_cells(
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     if let Some(why) = &outcome.stopped {
         eprintln!("error: {why}");
-        return Ok(Status::Failed.into());
+        return Ok(Status::NothingMeasurable.into());
     }
     Ok(if outcome.interrupted {
         Status::Interrupted.into()

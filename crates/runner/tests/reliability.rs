@@ -228,3 +228,156 @@ fn a_run_whose_requests_all_fail_says_why_in_the_terminal() {
         "{stderr}"
     );
 }
+
+/// The pids of `pid`'s children (every thread's).
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return out;
+    };
+    for task in tasks.flatten() {
+        if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+            out.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<u32>().ok()),
+            );
+        }
+    }
+    out
+}
+
+/// The command line of `pid`, arguments joined by spaces (empty once it is gone).
+fn cmdline(pid: u32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+        .unwrap_or_default()
+}
+
+/// Whether `pid` still runs (a zombie does not).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    })
+}
+
+/// Issue 40, item 6: an interrupt during the open-loop stall probe (the first second, before
+/// any cell) stops the run cleanly: exit 130, a manifest saying "interrupted", and a resume
+/// that measures every cell.
+#[test]
+fn an_interrupt_before_the_first_cell_leaves_a_resumable_run() {
+    let out = tempfile::tempdir().unwrap();
+    let certs = tempfile::tempdir().unwrap();
+    bench_core::tls::ensure_certs(certs.path()).unwrap();
+    let args = [
+        "--stacks",
+        "h1",
+        "--baseline-seconds",
+        "0",
+        "--regime",
+        "reuse",
+        "--concurrency",
+        "2,4",
+        "--requests",
+        "200",
+        "--rate",
+        "100",
+        "--repetitions",
+        "1",
+    ];
+    let child = runner()
+        .args(args)
+        .arg("--out")
+        .arg(out.path())
+        .arg("--certs")
+        .arg(certs.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The folder appears once the run has its signal handlers; the probe then spins 1 s.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::fs::read_dir(out.path()).unwrap().next().is_none() {
+        assert!(Instant::now() < deadline, "no results folder appeared");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let output = child.wait_with_output().unwrap();
+    let text = output_text(&output);
+    assert_eq!(output.status.code(), Some(130), "{text}");
+    let dir = results_dir(out.path());
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["status"], "interrupted", "{text}");
+    let resumed = runner()
+        .arg("--resume")
+        .arg(&dir)
+        .arg("--certs")
+        .arg(certs.path())
+        .output()
+        .unwrap();
+    assert!(resumed.status.success(), "{}", output_text(&resumed));
+    assert_eq!(read_csv(&dir.join("cells.csv")).len(), 2);
+}
+
+/// Issue 40, item 7: the load generator and the server of a runner killed with SIGKILL end
+/// by themselves (they follow their parent), instead of sending load for the rest of the cell.
+#[test]
+fn children_end_when_the_runner_is_killed() {
+    let out = tempfile::tempdir().unwrap();
+    let certs = tempfile::tempdir().unwrap();
+    bench_core::tls::ensure_certs(certs.path()).unwrap();
+    // 3,000 requests at 100/s: a 30 s cell.
+    let mut child = runner()
+        .args([
+            "--stacks",
+            "h1",
+            "--baseline-seconds",
+            "0",
+            "--regime",
+            "reuse",
+            "--concurrency",
+            "2",
+            "--requests",
+            "3000",
+            "--rate",
+            "100",
+            "--repetitions",
+            "1",
+        ])
+        .arg("--out")
+        .arg(out.path())
+        .arg("--certs")
+        .arg(certs.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (load, serve) = loop {
+        assert!(Instant::now() < deadline, "no load generator started");
+        let kids = children_of(child.id());
+        let find = |word: &str| kids.iter().copied().find(|k| cmdline(*k).contains(word));
+        if let (Some(load), Some(serve)) = (find(" load "), find(" serve ")) {
+            break (load, serve);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Both follow their parent four times a second; give them a generous bound.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive(load) || alive(serve) {
+        assert!(
+            Instant::now() < deadline,
+            "outlived the runner: load {} serve {}",
+            alive(load),
+            alive(serve)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

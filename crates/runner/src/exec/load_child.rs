@@ -122,6 +122,7 @@ pub struct Finished {
 
 /// `runner load --certs DIR`: reads the job from stdin, runs it, reports on stdout.
 pub fn child_main(certs_dir: &Path) -> anyhow::Result<()> {
+    crate::exec::parent::follow("runner load");
     let mut line = String::new();
     std::io::stdin()
         .read_line(&mut line)
@@ -301,7 +302,9 @@ impl LoadProcess {
     /// Starts `runner load` (in the calling thread's network namespace) and hands it the job.
     pub async fn start(job: &LoadJob, certs_dir: &Path) -> anyhow::Result<Self> {
         let exe = std::env::current_exe().context("cannot find the runner executable")?;
-        let mut child = Command::new(exe)
+        let mut cmd = Command::new(exe);
+        crate::exec::parent::follow_me(&mut cmd);
+        let mut child = cmd
             .arg("load")
             .arg("--certs")
             .arg(certs_dir)

@@ -8,6 +8,7 @@ pub mod kubernetes;
 pub mod load;
 pub mod load_child;
 pub mod local;
+pub mod parent;
 pub mod pin;
 pub mod proxy;
 pub mod run;

@@ -56,21 +56,21 @@ pub struct RunOutcome {
     pub stopped: Option<String>,
 }
 
-/// Waits for SIGINT or SIGTERM and raises the flag.
-fn watch_signals(stop: Arc<AtomicBool>) {
+/// Raises the flag on SIGINT or SIGTERM. The handlers are in place when this returns (not
+/// when a task first runs), so a signal at any later instant stops the run cleanly.
+fn watch_signals(stop: Arc<AtomicBool>) -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
     tokio::spawn(async move {
-        let Ok(mut term) =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        else {
-            return;
-        };
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
+            _ = int.recv() => {}
             _ = term.recv() => {}
         }
         eprintln!("\ninterrupted: stopping the current cell; finished rows are kept");
         stop.store(true, Ordering::SeqCst);
     });
+    Ok(())
 }
 
 /// How long the open-loop stall probe spins before the first cell.
@@ -128,6 +128,9 @@ pub async fn run_cells(
     source: Option<Box<dyn CellSource>>,
 ) -> anyhow::Result<RunOutcome> {
     let mut ctx = ctx;
+    // First: from here on an interrupt ends the run with its manifest and rows kept.
+    let stop = Arc::new(AtomicBool::new(false));
+    watch_signals(stop.clone())?;
     if netns_in_use(&exp) {
         crate::netem::netns::remove_stale();
     }
@@ -140,16 +143,21 @@ pub async fn run_cells(
     let ctx = Arc::new(ctx);
     let searching = source.is_some();
     let planned = if searching { Vec::new() } else { plan(&exp) };
+    let mut resumed = None;
     let (dir, done, started_utc, run_id) = match resume {
         Some(dir) => {
-            output::one_run(&dir)?;
-            let done = output::finished_cells(&dir)?;
-            let before = Manifest::read(&dir)?;
+            let checked = output::folder::check(&dir, output::folder::Purpose::Resume)
+                .map_err(anyhow::Error::msg)?;
+            let done = checked.cells.clone();
+            let before = &checked.manifest;
             // A resumed run is the same run: it keeps the id (a run from before ids gets one).
             let run_id = before
                 .run_id
+                .clone()
                 .unwrap_or_else(|| output::new_run_id(chrono::Utc::now()));
-            (dir, done, before.started_utc, run_id)
+            let started = before.started_utc.clone();
+            resumed = Some(checked);
+            (dir, done, started, run_id)
         }
         None => {
             let now = chrono::Utc::now();
@@ -174,7 +182,6 @@ pub async fn run_cells(
             cells: cells.into_iter(),
         })
     });
-    let mut writer = ResultsWriter::open(&dir)?;
     let mut manifest = Manifest {
         run_id: Some(run_id),
         experiment: exp.for_record(),
@@ -226,6 +233,30 @@ pub async fn run_cells(
                 .unwrap_or(bench_core::stack::DEFAULT_SERVER_UDP_BUFFER_BYTES),
         )),
     };
+    // The folder is whole before anything is measured: locked, its manifest written (and,
+    // resumed, what a cut-off cell left dropped). A new folder that cannot be made whole
+    // (a full disk) is removed again rather than left behind half-made.
+    let opened = ResultsWriter::open(&dir).and_then(|writer| {
+        manifest.write(&dir)?;
+        if let Some(checked) = &resumed {
+            for note in output::folder::prune_unfinished(&dir, checked)? {
+                eprintln!("resume: {note}");
+            }
+        }
+        Ok(writer)
+    });
+    let mut writer = match opened {
+        Ok(writer) => writer,
+        Err(e) => {
+            if resumed.is_none() && std::fs::remove_dir_all(&dir).is_ok() {
+                return Err(e.context(format!(
+                    "nothing was measured; {} was removed",
+                    dir.display()
+                )));
+            }
+            return Err(e);
+        }
+    };
     if searching || planned.iter().any(|c| c.rate().is_some()) {
         let probe = stall_probe(exp.pin).await;
         eprintln!("open loop: {}", probe.describe());
@@ -236,8 +267,6 @@ pub async fn run_cells(
     manifest.write(&dir)?;
     // Made once here, before any server or load generator reads them.
     ensure_certs(&ctx.certs_dir)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    watch_signals(stop.clone());
     eprintln!("writing results to {}", dir.display());
     // Without a terminal the bars draw nothing, so each finished cell gets a line instead.
     let interactive = std::io::IsTerminal::is_terminal(&std::io::stderr());

@@ -130,37 +130,10 @@ impl ServeOptions {
     }
 }
 
-/// Set by [`ServerProcess::start`] on its child: the runner's pid, whose end the server
-/// follows (a runner killed with SIGKILL runs no cleanup; its servers must not outlive it).
-/// A server started by hand has no such variable and runs until it is stopped.
-const PARENT_VAR: &str = "TBENCH_SERVE_PARENT";
-
-/// Ends this process once its parent is no longer `parent` (it was reparented because the
-/// parent died), checked four times a second on a thread of its own.
-fn exit_with_parent(parent: u32) {
-    let spawned = std::thread::Builder::new()
-        .name("parent-watch".into())
-        .spawn(move || loop {
-            if nix::unistd::getppid().as_raw() as u32 != parent {
-                eprintln!("runner serve: the runner (pid {parent}) is gone; stopping");
-                std::process::exit(1);
-            }
-            std::thread::sleep(Duration::from_millis(250));
-        });
-    if let Err(e) = spawned {
-        eprintln!("warning: cannot watch the runner (pid {parent}): {e}");
-    }
-}
-
 /// Runs a server until SIGINT/SIGTERM (in the `serve` process), or until the runner that
 /// started it is gone.
 pub fn serve_blocking(stack: &'static dyn Stack, opts: ServeOptions) -> anyhow::Result<()> {
-    if let Some(parent) = std::env::var(PARENT_VAR)
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-    {
-        exit_with_parent(parent);
-    }
+    crate::exec::parent::follow("runner serve");
     if let Some(cpu) = opts.cpu {
         crate::exec::pin::pin_current_thread(cpu)?;
     }
@@ -232,7 +205,7 @@ impl ServerProcess {
         let exe = std::env::current_exe().context("cannot find the runner executable")?;
         let mut cmd = Command::new(exe);
         cmd.arg("serve").args(opts.to_args());
-        cmd.env(PARENT_VAR, std::process::id().to_string());
+        crate::exec::parent::follow_me(&mut cmd);
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

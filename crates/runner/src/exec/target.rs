@@ -237,15 +237,29 @@ impl ServiceTargets {
     /// `runner check`: one connection (TCP or QUIC, and TLS) to its target from every selected
     /// stack, each reported in one line; whether all of them opened.
     pub fn try_connections(&self, exp: &Experiment) -> (Vec<String>, bool) {
+        let opened = self.connect_each(exp);
+        let all = opened.iter().all(|(_, ok, _)| *ok);
+        (opened.into_iter().map(|(_, _, line)| line).collect(), all)
+    }
+
+    /// One connection from every selected stack: per stack, its name, whether it opened, and
+    /// the line that says so (or why not).
+    pub fn connect_each(&self, exp: &Experiment) -> Vec<(String, bool, String)> {
         let runtime = match tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
         {
             Ok(r) => r,
-            Err(e) => return (vec![format!("cannot start a runtime: {e}")], false),
+            Err(e) => {
+                let why = format!("cannot start a runtime: {e}");
+                return exp
+                    .stacks
+                    .iter()
+                    .map(|s| (s.clone(), false, why.clone()))
+                    .collect();
+            }
         };
-        let mut lines = Vec::new();
-        let mut all = true;
+        let mut out = Vec::new();
         for name in &exp.stacks {
             let stack = registry::find(name).expect("validated stack");
             let r = self.for_stack(name);
@@ -272,16 +286,17 @@ impl ServiceTargets {
                 r.endpoint.authority,
                 r.addr
             );
-            match opened {
-                Ok(()) => lines.push(format!("{head}: connected, {}", r.security())),
-                Err(e) => {
-                    all = false;
-                    lines.push(format!("{head}: FAILED: {e}"));
-                }
-            }
+            out.push(match opened {
+                Ok(()) => (
+                    name.clone(),
+                    true,
+                    format!("{head}: connected, {}", r.security()),
+                ),
+                Err(e) => (name.clone(), false, format!("{head}: FAILED: {e}")),
+            });
         }
         runtime.shutdown_timeout(Duration::from_millis(200));
-        (lines, all)
+        out
     }
 }
 

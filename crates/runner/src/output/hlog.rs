@@ -50,7 +50,7 @@ pub fn agent_file_name(cell_key: &str, agent: usize) -> String {
     format!("{}.agent-{agent}.hlog", stem(cell_key))
 }
 
-fn stem(cell_key: &str) -> String {
+pub(crate) fn stem(cell_key: &str) -> String {
     cell_key.replace('/', "_")
 }
 

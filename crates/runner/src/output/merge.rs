@@ -63,7 +63,7 @@ impl Input {
                 "{name} is not a results directory (it needs manifest.json and cells.csv)"
             ));
         }
-        super::one_run(dir).map_err(|e| MergeError::Refused(format!("{e:#}")))?;
+        super::folder::check(dir, super::folder::Purpose::Read).map_err(MergeError::Refused)?;
         let manifest = Manifest::read(dir).map_err(|e| MergeError::Refused(format!("{e:#}")))?;
         let table = rows::read::<CellRow>(&dir.join("cells.csv"))
             .map_err(|e| MergeError::Refused(format!("{e:#}")))?;

@@ -5,6 +5,7 @@
 
 pub mod capacity;
 pub mod curve;
+pub mod folder;
 pub mod hlog;
 pub mod merge;
 pub mod rows;
@@ -132,6 +133,18 @@ impl CsvFile {
         })
     }
 
+    /// Where the file ends now and whether it has its header: what [`CsvFile::roll_back`]
+    /// returns it to.
+    fn mark(&self) -> anyhow::Result<(u64, bool)> {
+        Ok((self.file.metadata()?.len(), self.has_header))
+    }
+
+    fn roll_back(&mut self, (len, has_header): (u64, bool)) -> std::io::Result<()> {
+        self.has_header = has_header;
+        self.file.set_len(len)?;
+        self.file.sync_data()
+    }
+
     fn append<T: Row>(&mut self, rows: &[T]) -> anyhow::Result<()> {
         let bytes = rows::to_bytes(!self.has_header, rows)?;
         let before = self.file.metadata()?.len();
@@ -196,7 +209,64 @@ impl ResultsWriter {
         })
     }
 
+    /// Writes every row and log of one cell as a unit: if any write fails (a full disk),
+    /// everything this cell wrote is taken back, in every file, so that a resumed run that
+    /// measures the cell again holds it once.
     pub fn write_cell(&mut self, result: &CellResult, samples: &[Sample]) -> anyhow::Result<()> {
+        let had_agents = self.agents.is_some();
+        let had_requests = self.requests.is_some();
+        let marks = [
+            Some(self.cells.mark()?),
+            Some(self.resources.mark()?),
+            Some(self.failures.mark()?),
+            Some(self.latency.mark()?),
+            self.agents.as_ref().map(CsvFile::mark).transpose()?,
+            self.requests.as_ref().map(CsvFile::mark).transpose()?,
+        ];
+        let written = self.append_cell(result, samples);
+        if written.is_err() {
+            let key = result.cell.key();
+            let files = [
+                Some(&mut self.cells),
+                Some(&mut self.resources),
+                Some(&mut self.failures),
+                Some(&mut self.latency),
+                self.agents.as_mut(),
+                self.requests.as_mut(),
+            ];
+            for (file, mark) in files.into_iter().zip(marks) {
+                if let Some(file) = file {
+                    // A file this cell opened first goes back to nothing.
+                    let _ = file.roll_back(mark.unwrap_or((0, false)));
+                }
+            }
+            for (opened_now, name) in [
+                (!had_agents && self.agents.is_some(), "agents.csv"),
+                (!had_requests && self.requests.is_some(), REQUESTS_FILE),
+            ] {
+                if opened_now && std::fs::metadata(self.dir.join(name)).is_ok_and(|m| m.len() == 0)
+                {
+                    let _ = std::fs::remove_file(self.dir.join(name));
+                }
+            }
+            if !had_agents {
+                self.agents = None;
+            }
+            if !had_requests {
+                self.requests = None;
+            }
+            let logs = std::iter::once(hlog::file_name(&key))
+                .chain((1..=result.per_agent.len()).map(|i| hlog::agent_file_name(&key, i)));
+            for name in logs {
+                let path = self.dir.join(hlog::DIR).join(name);
+                let _ = std::fs::remove_file(path.with_extension("hlog.tmp"));
+                let _ = std::fs::remove_file(path);
+            }
+        }
+        written
+    }
+
+    fn append_cell(&mut self, result: &CellResult, samples: &[Sample]) -> anyhow::Result<()> {
         let row = result.row();
         let key = &row.cell_key;
         let resources: Vec<ResourceRow> = samples
@@ -372,56 +442,6 @@ pub fn create_run_dir(out: &Path, base: &str) -> anyhow::Result<PathBuf> {
 
 /// The file of a request mix's per-name rows ([`RequestRow`]).
 pub const REQUESTS_FILE: &str = "requests.csv";
-
-/// The CSV files a run appends rows to.
-const ROW_FILES: [&str; 6] = [
-    "cells.csv",
-    "failures.csv",
-    "latency.csv",
-    "resources.csv",
-    "agents.csv",
-    REQUESTS_FILE,
-];
-
-/// Refuses a results directory whose rows come from more than one run (folders written
-/// before runs had directories of their own: two runs appending to one `cells.csv` each
-/// wrote a header line): its figures would mix two experiments under one manifest.
-pub fn one_run(dir: &Path) -> anyhow::Result<()> {
-    for name in ROW_FILES {
-        let path = dir.join(name);
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            continue;
-        };
-        let mut lines = text.lines();
-        let Some(header) = lines.next() else {
-            continue;
-        };
-        let headers = 1 + lines.filter(|l| *l == header).count();
-        if headers > 1 {
-            anyhow::bail!(
-                "{}: rows of more than one run ({name} has {headers} header lines): results of different runs cannot be read as one; measure each again into its own folder",
-                dir.display()
-            );
-        }
-    }
-    Ok(())
-}
-
-/// Keys of the cells already in a results directory's `cells.csv` (for resume).
-pub fn finished_cells(dir: &Path) -> anyhow::Result<std::collections::HashSet<String>> {
-    let path = dir.join("cells.csv");
-    if !path.exists() {
-        return Ok(Default::default());
-    }
-    let mut reader =
-        csv::Reader::from_path(&path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut keys = std::collections::HashSet::new();
-    for record in reader.records() {
-        let record = record.with_context(|| format!("malformed row in {}", path.display()))?;
-        keys.insert(record.get(0).unwrap_or_default().to_string());
-    }
-    Ok(keys)
-}
 
 /// Where and on what a run happened, rewritten after every cell.
 #[derive(Debug, Serialize, serde::Deserialize)]

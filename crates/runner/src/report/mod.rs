@@ -41,7 +41,16 @@ impl Results {
                 dir.display()
             );
         }
-        crate::output::one_run(dir)?;
+        let checked = crate::output::folder::check(dir, crate::output::folder::Purpose::Read)
+            .map_err(anyhow::Error::msg)?;
+        if checked.cells.is_empty() {
+            bail!(
+                "{}: no cell finished (cells.csv has no rows; the run is '{}'): resume it with `runner --resume {}` or run it again",
+                dir.display(),
+                checked.manifest.status,
+                dir.display()
+            );
+        }
         const NEEDED: [&str; 8] = [
             "cell_key",
             "variant",

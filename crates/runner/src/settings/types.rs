@@ -52,6 +52,10 @@ impl HostNamespaces {
 /// The most agent hosts one `hosts` run creates (`host_agents`); the bridge's addresses are
 /// numbered from the first agent's.
 pub const MAX_HOST_AGENTS: u32 = 32;
+
+/// The longest experiment name: it names the results folder (`<UTC stamp>-<name>`, with a
+/// suffix when taken), which a file system allows 255 bytes.
+pub const MAX_NAME_BYTES: usize = 200;
 /// The most agent pods per cell `k8s_agents` accepts.
 pub const MAX_K8S_AGENTS: u32 = 100;
 

@@ -30,6 +30,7 @@ impl Experiment {
             })
         };
         if self.name.trim().is_empty()
+            || self.name.len() > super::MAX_NAME_BYTES
             || !self
                 .name
                 .chars()
@@ -37,7 +38,10 @@ impl Experiment {
         {
             return fail(
                 "name",
-                "must be non-empty and use only letters, digits, '-', '_', '.'".into(),
+                format!(
+                    "must be 1 to {} characters (it names the results folder), letters, digits, '-', '_', '.'",
+                    super::MAX_NAME_BYTES
+                ),
             );
         }
         if self.stacks.is_empty() {
