@@ -505,6 +505,19 @@ impl RunArgs {
         if !stacks_given {
             crate::settings::default_stacks_for_targets(&mut exp);
         }
+        // Your service's cells last a time by default (as k6's stages do): a request budget
+        // that ends in a fraction of a second measures start-up more than the service.
+        let sizes = |k: &Knobs| {
+            k.requests_reuse.is_some() || k.requests_new_conn.is_some() || k.duration_seconds.is_some()
+        };
+        let sized = self.requests.is_some()
+            || sizes(&self.knobs)
+            || file.as_ref().is_some_and(|(_, k)| sizes(k))
+            || first_look.is_some()
+            || self.full_sweep;
+        if !exp.targets.is_empty() && !sized {
+            exp.duration_seconds = Some(TARGETS_CELL_SECONDS);
+        }
         Ok(exp)
     }
 
@@ -701,6 +714,10 @@ pub const FIRST_LOOK_CONCURRENCY: [u32; 3] = [1, 10, 50];
 /// Seconds each cell of a first look measures.
 pub const FIRST_LOOK_CELL_SECONDS: u64 = 2;
 
+/// Seconds per cell of a run against your service (`[targets]`) that gives neither a request
+/// budget nor a duration: long enough that repetitions agree, short enough for a sweep.
+pub const TARGETS_CELL_SECONDS: u64 = 10;
+
 /// The line a first look opens with: what it runs, and how to run the full sweep.
 pub fn first_look_banner() -> String {
     format!(
@@ -882,5 +899,31 @@ mod tests {
             full.experiment().unwrap().concurrency,
             Experiment::default().concurrency
         );
+    }
+
+    #[test]
+    fn a_service_run_lasts_a_time_per_cell_unless_sized() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("exp.toml");
+        let with = |extra: &str| {
+            std::fs::write(
+                &file,
+                format!("{extra}\n[targets.rest]\nurl = \"https://h:1/x\"\n"),
+            )
+            .unwrap();
+            args(&["--experiment", file.to_str().unwrap()])
+                .experiment()
+                .unwrap()
+                .duration_seconds
+        };
+        assert_eq!(with(""), Some(TARGETS_CELL_SECONDS));
+        assert_eq!(with("requests_reuse = 300"), None);
+        assert_eq!(with("duration_seconds = 4"), Some(4));
+        // Our own servers keep the study's request budgets.
+        std::fs::write(&file, "stacks = [\"h1\"]\n").unwrap();
+        let own = args(&["--experiment", file.to_str().unwrap()]);
+        assert_eq!(own.experiment().unwrap().duration_seconds, None);
+        let full = args(&["--url", "https://h:1/x", "--full-sweep"]);
+        assert_eq!(full.experiment().unwrap().duration_seconds, None);
     }
 }
