@@ -584,6 +584,43 @@ pub fn client_config(tls: &ClientTls, alpn: &[u8]) -> anyhow::Result<Arc<rustls:
     Ok(Arc::new(config))
 }
 
+/// Whether the server at `addr` speaks TLS: a TLS 1.3 ClientHello (nothing else is sent) is
+/// answered with a TLS record, a handshake or an alert (content type 22 or 21, version 3.x),
+/// which no plaintext HTTP/1.1 or HTTP/2 server sends. For an `http://` target, whose
+/// connections open (TCP) while every request then fails as a reset. `false` when the reply
+/// is anything else, when the connection fails or closes without a reply, or when nothing
+/// comes within `within`.
+pub async fn speaks_tls(addr: std::net::SocketAddr, server_name: &str, within: Duration) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let tls = ClientTls {
+        insecure: true,
+        ..ClientTls::default()
+    };
+    let Ok(config) = client_config(&tls, b"http/1.1") else {
+        return false;
+    };
+    let name = rustls_pki_types::ServerName::try_from(server_name.to_string())
+        .unwrap_or_else(|_| rustls_pki_types::ServerName::from(addr.ip()));
+    let Ok(mut conn) = rustls::ClientConnection::new(config, name) else {
+        return false;
+    };
+    let mut hello = Vec::new();
+    while conn.wants_write() {
+        if conn.write_tls(&mut hello).is_err() {
+            return false;
+        }
+    }
+    let mut head = [0u8; 2];
+    let answered = tokio::time::timeout(within, async {
+        let mut tcp = tokio::net::TcpStream::connect(addr).await?;
+        tcp.set_nodelay(true)?;
+        tcp.write_all(&hello).await?;
+        tcp.read_exact(&mut head).await
+    })
+    .await;
+    matches!(answered, Ok(Ok(_))) && matches!(head, [0x15 | 0x16, 0x03])
+}
+
 /// The `insecure` switch: any certificate chain and name is accepted, the handshake's
 /// signature is still checked (the connection is encrypted, but to whom is not known).
 #[derive(Debug)]

@@ -141,8 +141,8 @@ pub fn main() -> ExitCode {
                 experiment: Some(file.clone()),
                 ..run.or(cli.run)
             };
-            match validated(&args).and_then(|exp| {
-                let service = service_targets(&exp, None)?;
+            match validated(&args).and_then(|mut exp| {
+                let service = service_targets(&mut exp, None, false)?;
                 Ok((exp, service))
             }) {
                 Ok((exp, service)) => {
@@ -177,14 +177,14 @@ pub fn main() -> ExitCode {
         }
         None if cli.run.resume.is_some() => {
             let dir = cli.run.resume.clone().expect("checked");
-            let exp = match resumed(&cli.run, &dir) {
+            let mut exp = match resumed(&cli.run, &dir) {
                 Ok(e) => e,
                 Err(e) => {
                     eprintln!("error: {e}");
                     return Status::Invalid.into();
                 }
             };
-            let service = match service_targets(&exp, Some(true)) {
+            let service = match service_targets(&mut exp, Some(true), false) {
                 Ok(s) => s,
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -217,18 +217,14 @@ pub fn main() -> ExitCode {
             if cli.run.is_first_look() {
                 println!("{}", cli::first_look_banner());
             }
-            let service = match service_targets(&exp, Some(cli.run.yes)) {
+            let mut exp = exp;
+            let skip_unreached = cli.run.is_first_look() && !cli.run.keep_going;
+            let service = match service_targets(&mut exp, Some(cli.run.yes), skip_unreached) {
                 Ok(s) => s,
                 Err(e) => {
                     eprintln!("error: {e}");
                     return Status::Invalid.into();
                 }
-            };
-            let exp = match &service {
-                Some(service) if cli.run.is_first_look() && !cli.run.keep_going => {
-                    spoken_stacks(exp, service)
-                }
-                _ => exp,
             };
             let agents = match agents_for(&exp, &cli.run) {
                 Ok(a) => a,
@@ -246,30 +242,6 @@ pub fn main() -> ExitCode {
             }
         }
     }
-}
-
-/// A first look at your service runs the stacks that can connect to it: one connection from
-/// each stack first (TLS with ALPN over TCP, a QUIC handshake), and the stacks whose
-/// connection fails are skipped, each named with why. When none connects, all stay, and the
-/// run stops at the first cell with the failure's one line (exit 3).
-fn spoken_stacks(
-    mut exp: settings::Experiment,
-    service: &crate::exec::target::ServiceTargets,
-) -> settings::Experiment {
-    let opened = service.connect_each(&exp);
-    if opened.iter().all(|(_, ok, _)| !*ok) {
-        return exp;
-    }
-    for (stack, ok, line) in &opened {
-        if *ok {
-            println!("{line}");
-        } else {
-            println!("skipped {stack}: {line}");
-        }
-    }
-    exp.stacks
-        .retain(|s| opened.iter().any(|(stack, ok, _)| stack == s && *ok));
-    exp
 }
 
 /// `estimated duration 2 min 10 s: …`, stating what the estimate assumes.
@@ -457,10 +429,12 @@ fn resumed(args: &cli::RunArgs, dir: &std::path::Path) -> Result<settings::Exper
 ///
 /// With `confirm` (a run: whether --yes was given), the plan and addresses are printed and a
 /// large run to another host confirmed before anything is sent, the preflight included
-/// (reflection sends a request).
+/// (reflection sends a request); then each stack opens one connection, as `runner check`
+/// does, and one that fails on the target's settings stops the run.
 fn service_targets(
-    exp: &settings::Experiment,
+    exp: &mut settings::Experiment,
     confirm: Option<bool>,
+    skip_unreached: bool,
 ) -> Result<Option<crate::exec::target::ServiceTargets>, String> {
     let Some(service) = crate::exec::target::ServiceTargets::resolve(exp)? else {
         return Ok(None);
@@ -472,6 +446,22 @@ fn service_targets(
     bench_core::tls::install_crypto_provider();
     for note in service.preflight(exp)? {
         println!("note: {note}");
+    }
+    if confirm.is_some() {
+        let unreached = service.probe(exp)?;
+        // A first look runs the stacks that reached the service and names the others; when
+        // none did, all stay and the first cell says why in one line (exit 3).
+        if skip_unreached && !unreached.is_empty() && unreached.len() < exp.stacks.len() {
+            for (stack, line) in &unreached {
+                println!("skipped {stack}: {line}");
+            }
+            exp.stacks
+                .retain(|s| !unreached.iter().any(|(stack, _)| stack == s));
+        } else {
+            for (_, line) in &unreached {
+                eprintln!("warning: {line}");
+            }
+        }
     }
     Ok(Some(service))
 }
@@ -604,6 +594,9 @@ fn capacity(search: &cli::CapacityArgs, args: &cli::RunArgs) -> ExitCode {
                 service.confirm_load(settings.budget_requests, 0, args.yes)?;
                 bench_core::tls::install_crypto_provider();
                 service.preflight(&exp)?;
+                for (_, line) in service.probe(&exp)? {
+                    eprintln!("warning: {line}");
+                }
                 Some(service)
             }
             None => None,

@@ -508,7 +508,9 @@ impl RunArgs {
         // Your service's cells last a time by default (as k6's stages do): a request budget
         // that ends in a fraction of a second measures start-up more than the service.
         let sizes = |k: &Knobs| {
-            k.requests_reuse.is_some() || k.requests_new_conn.is_some() || k.duration_seconds.is_some()
+            k.requests_reuse.is_some()
+                || k.requests_new_conn.is_some()
+                || k.duration_seconds.is_some()
         };
         let sized = self.requests.is_some()
             || sizes(&self.knobs)

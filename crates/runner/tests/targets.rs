@@ -460,17 +460,19 @@ url = "https://localhost:{}/items/{{{{id}}}}"
             rest.addr().port()
         )
     };
-    // The system's trust store does not know the suite's CA: every handshake fails.
+    // The system's trust store does not know the suite's CA: the probe's handshake fails, and
+    // the run stops there (bad input, exit 2) with its line, before any request.
     let verified = tmp.path().join("verified");
     std::fs::create_dir(&verified).unwrap();
     let (output, out) = run(&exp(""), &verified, &[]);
-    assert!(output.status.success(), "{}", output_text(&output));
-    let failures = read_csv(&results_dir(&out).join("failures.csv"));
-    assert_eq!(failures.len(), 1, "{failures:?}");
-    assert_eq!(
-        (failures[0]["class"].as_str(), failures[0]["count"].as_str()),
-        ("tls_failed", "5")
+    let text = output_text(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("FAILED: tls_failed: certificate refused: the server's certificate is not signed by a CA this client trusts"),
+        "{text}"
     );
+    assert!(!out.exists(), "nothing measured: {text}");
+    assert!(rest.seen().is_empty(), "{:?}", rest.seen());
 
     // insecure: the requests succeed, and the run says what it was everywhere.
     let insecure = tmp.path().join("insecure");

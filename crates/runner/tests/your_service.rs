@@ -1,5 +1,6 @@
 //! Your own service in the first minutes: `runner check` opens a connection to every target
-//! on every selected stack and explains a refused certificate in one line; a flags-only first
+//! on every selected stack and explains a refused certificate in one line; a run probes the
+//! same way before any load (against nginx: `http://` to its TLS port); a flags-only first
 //! look (`--url`, `--ca`) runs a short sweep and says so.
 
 use std::io::{BufRead, BufReader};
@@ -10,6 +11,8 @@ mod common;
 
 use common::*;
 use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+use test_servers::nginx::Nginx;
+use test_servers::rest::Recorder;
 
 /// `runner serve` of `stack` with the certificates in `certs`, on `port` (0: any); killed
 /// when dropped.
@@ -213,4 +216,92 @@ fn a_flags_only_first_look_runs_a_short_sweep_and_says_so() {
     ] {
         assert!(!html.contains(study), "{study}");
     }
+}
+
+/// A run of `toml` (written to `dir`): its output and the folder given as `--out`.
+fn run(dir: &Path, toml: &str) -> (std::process::Output, std::path::PathBuf) {
+    let file = dir.join("run.toml");
+    std::fs::write(&file, toml).unwrap();
+    let out = dir.join("results");
+    let o = runner()
+        .arg("--experiment")
+        .arg(&file)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    (o, out)
+}
+
+/// 20 requests in one reuse cell per stack, nothing else, to `url`.
+fn nginx_toml(stacks: &str, url: &str, extra: &str) -> String {
+    format!(
+        "stacks = [{stacks}]\nregimes = [\"reuse\"]\nconcurrency = [1]\nrequests_reuse = 20\n\
+         warmup_fraction = 0.0\nbaseline_seconds = 0\n\
+         [targets.rest]\nurl = \"{url}\"\n{extra}\n"
+    )
+}
+
+/// `check`'s line for `stack` (e.g. "(h1)").
+fn line_of<'a>(stdout: &'a str, stack: &str) -> &'a str {
+    stdout
+        .lines()
+        .find(|l| l.contains(&format!("{stack} to your service's rest target")))
+        .unwrap_or_else(|| panic!("a line for {stack}: {stdout}"))
+}
+
+/// `http://` to nginx's TLS port: the probe says the server speaks TLS there and to use
+/// https://, `check` and a run exit 2 with that line, and nginx saw no request. nginx's
+/// plaintext port stays "connected, plaintext".
+#[test]
+fn http_to_a_tls_port_is_named_and_stops_check_and_run_before_any_load() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(nginx) = Nginx::start(&tmp.path().join("certs")) else {
+        return;
+    };
+    let port = nginx.addr.port();
+    let toml = nginx_toml(
+        "\"h1\", \"h2\"",
+        &format!("http://localhost:{port}/items/{{{{id}}}}"),
+        "",
+    );
+    let fix = format!("use https://localhost:{port} (targets.rest.url, or --url)");
+    let o = check(tmp.path(), &toml);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(2), "{}", output_text(&o));
+    for stack in ["(h1)", "(h2)"] {
+        let line = line_of(&stdout, stack);
+        assert!(
+            line.contains("FAILED: the server speaks TLS on this port") && line.contains(&fix),
+            "{line}"
+        );
+    }
+
+    let (o, out) = run(tmp.path(), &toml);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{}", output_text(&o));
+    let error = stderr
+        .lines()
+        .find(|l| l.starts_with("error: "))
+        .unwrap_or_else(|| panic!("an error line: {stderr}"));
+    assert!(
+        error.contains("the server speaks TLS on this port") && error.contains(&fix),
+        "{error}"
+    );
+    assert!(!out.exists(), "no results folder: nothing was measured");
+    assert!(nginx.seen().is_empty(), "requests: {:?}", nginx.seen());
+
+    // The same nginx's plaintext port: a plaintext server is not taken for a TLS one.
+    let plain = nginx_toml(
+        "\"h1\"",
+        &format!("http://localhost:{}/items/{{{{id}}}}", nginx.plain.port()),
+        "",
+    );
+    let o = check(tmp.path(), &plain);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", output_text(&o));
+    assert!(
+        line_of(&stdout, "(h1)").ends_with(": connected, plaintext"),
+        "{stdout}"
+    );
 }

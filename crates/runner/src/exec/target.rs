@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::Context;
 use bench_core::tls::ServerIdentity;
 use bench_core::user_service::{Api, Endpoint, TargetTls, Targets};
-use bench_core::{ClientSettings, ClientTls, HandshakeVariant};
+use bench_core::{ClientSettings, ClientTls, FailureClass, HandshakeVariant};
 
 use crate::plan::plan;
 use crate::registry;
@@ -233,36 +233,91 @@ impl ServiceTargets {
     }
 }
 
+/// One stack's probe of its target ([`ServiceTargets::probes`]).
+struct Probe {
+    /// The stack that opened it.
+    stack: String,
+    /// What `runner check` prints for it.
+    line: String,
+    /// `None`: connected. `Some(true)`: failed on the target's settings (the server speaks
+    /// TLS where the target says plaintext, or its certificate or handshake was refused),
+    /// which no request of a run could pass; `Some(false)`: failed otherwise (not reached).
+    failed: Option<bool>,
+}
+
 impl ServiceTargets {
     /// `runner check`: one connection (TCP or QUIC, and TLS) to its target from every selected
     /// stack, each reported in one line; whether all of them opened.
     pub fn try_connections(&self, exp: &Experiment) -> (Vec<String>, bool) {
-        let opened = self.connect_each(exp);
-        let all = opened.iter().all(|(_, ok, _)| *ok);
-        (opened.into_iter().map(|(_, _, line)| line).collect(), all)
+        let probes = self.probes(exp);
+        let all = probes.iter().all(|p| p.failed.is_none());
+        (probes.into_iter().map(|p| p.line).collect(), all)
     }
 
-    /// One connection from every selected stack: per stack, its name, whether it opened, and
-    /// the line that says so (or why not).
-    pub fn connect_each(&self, exp: &Experiment) -> Vec<(String, bool, String)> {
+    /// Before a run's load, the same probe as `runner check`'s: a stack whose connection
+    /// fails on the target's settings (TLS where the URL says `http://`, a refused
+    /// certificate) stops the run with that line, since every request would fail alike;
+    /// the stacks that did not reach their target otherwise, each with its line (a first look
+    /// skips them; other runs warn, since the load may come from other hosts).
+    pub fn probe(&self, exp: &Experiment) -> Result<Vec<(String, String)>, String> {
+        let probes = self.probes(exp);
+        if let Some(p) = probes.iter().find(|p| p.failed == Some(true)) {
+            return Err(p.line.clone());
+        }
+        Ok(probes
+            .into_iter()
+            .filter(|p| p.failed.is_some())
+            .map(|p| (p.stack, p.line))
+            .collect())
+    }
+
+    fn probes(&self, exp: &Experiment) -> Vec<Probe> {
         let runtime = match tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
         {
             Ok(r) => r,
             Err(e) => {
-                let why = format!("cannot start a runtime: {e}");
                 return exp
                     .stacks
                     .iter()
-                    .map(|s| (s.clone(), false, why.clone()))
-                    .collect();
+                    .map(|stack| Probe {
+                        stack: stack.clone(),
+                        line: format!("cannot start a runtime: {e}"),
+                        failed: Some(false),
+                    })
+                    .collect()
             }
         };
-        let mut out = Vec::new();
+        bench_core::tls::install_crypto_provider();
+        // Whether each plaintext target answers a TLS hello, asked once per target.
+        let mut speaks_tls: BTreeMap<&'static str, bool> = BTreeMap::new();
+        let mut probes = Vec::new();
         for name in &exp.stacks {
             let stack = registry::find(name).expect("validated stack");
             let r = self.for_stack(name);
+            let head = format!(
+                "{} ({}) to your service's {} target {} ({})",
+                stack.label(),
+                name,
+                r.api.as_str(),
+                r.endpoint.authority,
+                r.addr
+            );
+            if r.tls.is_none() {
+                let within = Duration::from_millis(exp.handshake_timeout_ms.min(SNIFF_BOUND_MS));
+                let tls = *speaks_tls.entry(r.api.as_str()).or_insert_with(|| {
+                    runtime.block_on(bench_core::tls::speaks_tls(r.addr, &r.server_name, within))
+                });
+                if tls {
+                    probes.push(Probe {
+                        stack: name.clone(),
+                        line: format!("{head}: FAILED: {}", r.speaks_tls_hint()),
+                        failed: Some(true),
+                    });
+                    continue;
+                }
+            }
             let opened = runtime.block_on(async {
                 let settings = client_settings(
                     &self.targets,
@@ -272,35 +327,71 @@ impl ServiceTargets {
                     r.tls.as_ref().map(|t| (t, HandshakeVariant::Full)),
                     exp,
                 )
-                .map_err(|e| format!("{e:#}"))?;
-                let client = stack.client(&settings).map_err(|e| format!("{e:#}"))?;
-                let connected = client.connect().await.map_err(|f| f.to_string())?;
+                .map_err(|e| (format!("{e:#}"), true))?;
+                let client = stack
+                    .client(&settings)
+                    .map_err(|e| (format!("{e:#}"), true))?;
+                let connected = client.connect().await.map_err(|f| {
+                    let tls = f.class == FailureClass::TlsFailed;
+                    // Not a TLS record in answer to the hello: a plaintext server.
+                    if tls && f.detail.contains("InvalidContentType") {
+                        (format!("{f}: {}", r.plaintext_hint()), true)
+                    } else {
+                        (f.to_string(), tls)
+                    }
+                })?;
                 connected.conn.close().await;
-                Ok::<_, String>(())
+                Ok::<_, (String, bool)>(())
             });
-            let head = format!(
-                "{} ({}) to your service's {} target {} ({})",
-                stack.label(),
-                name,
-                r.api.as_str(),
-                r.endpoint.authority,
-                r.addr
-            );
-            out.push(match opened {
-                Ok(()) => (
-                    name.clone(),
-                    true,
-                    format!("{head}: connected, {}", r.security()),
-                ),
-                Err(e) => (name.clone(), false, format!("{head}: FAILED: {e}")),
+            probes.push(match opened {
+                Ok(()) => Probe {
+                    stack: name.clone(),
+                    line: format!("{head}: connected, {}", r.security()),
+                    failed: None,
+                },
+                Err((e, settings)) => Probe {
+                    stack: name.clone(),
+                    line: format!("{head}: FAILED: {e}"),
+                    failed: Some(settings),
+                },
             });
         }
         runtime.shutdown_timeout(Duration::from_millis(200));
-        out
+        probes
     }
 }
 
+/// How long the probe of a plaintext target waits for an answer to its TLS hello (a TLS
+/// server answers within a round trip; a plaintext server may wait for more bytes).
+const SNIFF_BOUND_MS: u64 = 2_000;
+
 impl Resolved {
+    /// The one line for an `http://` target whose server answered a TLS hello.
+    fn speaks_tls_hint(&self) -> String {
+        format!(
+            "the server speaks TLS on this port (it answered a TLS hello with a TLS record), but http:// sends plaintext, so every request would fail: use https://{} ({})",
+            self.endpoint.authority,
+            self.url_key()
+        )
+    }
+
+    /// What to do when an `https://` target's server answered the TLS hello in plaintext.
+    fn plaintext_hint(&self) -> String {
+        format!(
+            "the server answered the TLS hello with something that is not TLS, so it likely speaks plaintext on this port: use http://{} if it does ({})",
+            self.endpoint.authority,
+            self.url_key()
+        )
+    }
+
+    /// Where the target's scheme is given.
+    fn url_key(&self) -> &'static str {
+        match self.api {
+            Api::Rest => "targets.rest.url, or --url",
+            Api::Grpc => "targets.grpc.address, or --grpc",
+        }
+    }
+
     /// How the connection is secured, with what the certificate is verified against.
     pub fn security(&self) -> String {
         match &self.tls {
