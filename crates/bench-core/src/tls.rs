@@ -441,13 +441,21 @@ pub fn explain_certificate_error(
             age(not_before.as_secs().saturating_sub(time.as_secs())),
             not_before.as_secs()
         ),
-        // webpki's own error, carried as `Other`: its name is the only handle on it.
-        E::Other(other) if format!("{other:?}").contains("CaUsedAsEndEntity") => {
-            "the server's certificate is a CA certificate (basicConstraints CA:TRUE), which TLS clients refuse as a server's own certificate: serve a leaf certificate signed by that CA (and give the CA with --ca), or make the certificate with basicConstraints=critical,CA:FALSE".to_string()
+        E::Other(other) if is_ca_used_as_end_entity(other) => {
+            "the server's certificate is a CA certificate (basicConstraints CA:TRUE), which TLS clients refuse as a server's own certificate unless it is the very certificate given with --ca: give that certificate itself with --ca (ca = \"FILE\" in [targets]), or serve a leaf certificate signed by that CA (and give the CA with --ca), or make the certificate with basicConstraints=critical,CA:FALSE".to_string()
+        }
+        E::InvalidPurpose | E::InvalidPurposeContext { .. } => {
+            "the server's certificate is not for server authentication (its extendedKeyUsage lacks serverAuth): make it with extendedKeyUsage=serverAuth".to_string()
         }
         _ => return None,
     };
     Some(text)
+}
+
+/// webpki's `CaUsedAsEndEntity`, which rustls carries as `Other`: its name is the only handle
+/// on it.
+fn is_ca_used_as_end_entity(other: &rustls::OtherError) -> bool {
+    format!("{other:?}").contains("CaUsedAsEndEntity")
 }
 
 /// A presented name as webpki words it (`DnsName("api.internal")`) without its wrapper.
@@ -458,12 +466,119 @@ fn bare_name(presented: &str) -> &str {
     }
 }
 
-/// The verifier of every verified client: webpki's, with its common refusals explained
-/// ([`explain_certificate_error`]).
+/// The verifier of every verified client (the probe's and the load's: [`client_config`]
+/// builds it): webpki's, with its common refusals explained ([`explain_certificate_error`]),
+/// and one exception to webpki, a pinned self-signed certificate ([`Explaining::pinned`]).
 #[derive(Debug)]
 struct Explaining {
     inner: Arc<rustls::client::WebPkiServerVerifier>,
+    /// The certificates of the CA file (`ClientTls::ca`). A server certificate with
+    /// basicConstraints CA:TRUE, which webpki refuses as an end entity (`CaUsedAsEndEntity`),
+    /// is accepted when it is byte-identical to one of them (the user named this very
+    /// certificate as the one to trust, as curl's `--cacert` with OpenSSL accepts it) and is
+    /// valid for the name and for server authentication; webpki has checked its validity
+    /// period before its basic constraints. Anything else stays webpki's refusal.
+    pinned: Vec<CertificateDer<'static>>,
     trust: String,
+}
+
+impl Explaining {
+    /// The rest of the checks for a CA:TRUE certificate the CA file holds byte for byte: the
+    /// name (as webpki checks it) and the extended key usage (serverAuth, when it has one).
+    fn verify_pinned(
+        end_entity: &CertificateDer<'_>,
+        server_name: &rustls_pki_types::ServerName<'_>,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        let parsed = rustls::server::ParsedCertificate::try_from(end_entity)?;
+        rustls::client::verify_server_name(&parsed, server_name)?;
+        match allows_server_auth(end_entity) {
+            Some(true) => Ok(rustls::client::danger::ServerCertVerified::assertion()),
+            Some(false) => Err(rustls::CertificateError::InvalidPurpose.into()),
+            None => Err(rustls::CertificateError::BadEncoding.into()),
+        }
+    }
+}
+
+/// Whether a certificate may authenticate a TLS server by its extendedKeyUsage extension: yes
+/// without the extension, else only when it lists serverAuth (webpki's rule); `None` when the
+/// DER cannot be read.
+fn allows_server_auth(cert: &[u8]) -> Option<bool> {
+    /// One DER element: its tag, its contents and what follows it.
+    fn tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+        let (&tag, rest) = input.split_first()?;
+        let (&first, rest) = rest.split_first()?;
+        let (len, rest) = if first < 0x80 {
+            (usize::from(first), rest)
+        } else {
+            let n = usize::from(first & 0x7f);
+            if n == 0 || n > 4 || rest.len() < n {
+                return None;
+            }
+            let len = rest[..n]
+                .iter()
+                .fold(0usize, |acc, &b| (acc << 8) | usize::from(b));
+            (len, &rest[n..])
+        };
+        (rest.len() >= len).then(|| (tag, &rest[..len], &rest[len..]))
+    }
+    const EKU: &[u8] = &[0x55, 0x1d, 0x25]; // 2.5.29.37
+    const SERVER_AUTH: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x01]; // 1.3.6.1.5.5.7.3.1
+    let (0x30, certificate, _) = tlv(cert)? else {
+        return None;
+    };
+    let (0x30, mut tbs, _) = tlv(certificate)? else {
+        return None;
+    };
+    // TBSCertificate's fields up to [3] extensions, which come last when present.
+    let mut extensions = None;
+    while !tbs.is_empty() {
+        let (tag, value, rest) = tlv(tbs)?;
+        if tag == 0xa3 {
+            extensions = Some(value);
+        }
+        tbs = rest;
+    }
+    let Some(extensions) = extensions else {
+        return Some(true);
+    };
+    let (0x30, mut list, _) = tlv(extensions)? else {
+        return None;
+    };
+    while !list.is_empty() {
+        let (0x30, extension, rest) = tlv(list)? else {
+            return None;
+        };
+        list = rest;
+        let (0x06, oid, mut fields) = tlv(extension)? else {
+            return None;
+        };
+        if oid != EKU {
+            continue;
+        }
+        // critical BOOLEAN DEFAULT FALSE, then the OCTET STRING holding the usages.
+        let mut value = None;
+        while !fields.is_empty() {
+            let (tag, v, rest) = tlv(fields)?;
+            if tag == 0x04 {
+                value = Some(v);
+            }
+            fields = rest;
+        }
+        let (0x30, mut usages, _) = tlv(value?)? else {
+            return None;
+        };
+        while !usages.is_empty() {
+            let (0x06, usage, rest) = tlv(usages)? else {
+                return None;
+            };
+            if usage == SERVER_AUTH {
+                return Some(true);
+            }
+            usages = rest;
+        }
+        return Some(false);
+    }
+    Some(true)
 }
 
 impl rustls::client::danger::ServerCertVerifier for Explaining {
@@ -477,6 +592,18 @@ impl rustls::client::danger::ServerCertVerifier for Explaining {
     ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
         self.inner
             .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+            .or_else(|e| match &e {
+                rustls::Error::InvalidCertificate(rustls::CertificateError::Other(other))
+                    if is_ca_used_as_end_entity(other)
+                        && self
+                            .pinned
+                            .iter()
+                            .any(|c| c.as_ref() == end_entity.as_ref()) =>
+                {
+                    Self::verify_pinned(end_entity, server_name)
+                }
+                _ => Err(e),
+            })
             .map_err(|e| match &e {
                 rustls::Error::InvalidCertificate(c) => {
                     match explain_certificate_error(c, &server_name.to_str(), &self.trust) {
@@ -554,6 +681,7 @@ pub fn client_config(tls: &ClientTls, alpn: &[u8]) -> anyhow::Result<Arc<rustls:
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(Explaining {
                 inner,
+                pinned: tls.ca.clone(),
                 trust: tls.trust_source(),
             }))
     };
@@ -766,9 +894,18 @@ mod tests {
 
     /// What `openssl req -x509 -addext subjectAltName=…` makes: self-signed with CA:TRUE.
     fn self_signed_ca_for(name: &str) -> (CertificateDer<'static>, ServerIdentity) {
+        self_signed_ca_with(name, |_| {})
+    }
+
+    /// [`self_signed_ca_for`] with `edit` applied to its parameters first.
+    fn self_signed_ca_with(
+        name: &str,
+        edit: impl FnOnce(&mut CertificateParams),
+    ) -> (CertificateDer<'static>, ServerIdentity) {
         let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
         let mut params = CertificateParams::new(vec![name.to_string()]).unwrap();
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        edit(&mut params);
         let cert = params.self_signed(&key).unwrap();
         let identity = ServerIdentity {
             chain: vec![cert.der().clone()],
@@ -780,10 +917,20 @@ mod tests {
     /// The client's failure (as the stacks classify it) of one in-memory handshake to
     /// `server` by `name`, trusting `ca`.
     fn refused(server: &ServerIdentity, ca: CertificateDer<'static>, name: &str) -> crate::Failure {
+        handshake(server, vec![ca], name).expect_err("the handshake succeeded")
+    }
+
+    /// One in-memory handshake to `server` by `name`, trusting the CA file's `ca`: the
+    /// client's failure as the stacks classify it, if any.
+    fn handshake(
+        server: &ServerIdentity,
+        ca: Vec<CertificateDer<'static>>,
+        name: &str,
+    ) -> Result<(), crate::Failure> {
         let server = server_config(server, b"h2", false).unwrap();
         let tls = ClientTls {
             ca_source: Some("the CA file my-ca.pem".into()),
-            ..ClientTls::suite(vec![ca], HandshakeVariant::Full)
+            ..ClientTls::suite(ca, HandshakeVariant::Full)
         };
         let client = client_config(&tls, b"h2").unwrap();
         let name = rustls_pki_types::ServerName::try_from(name.to_string()).unwrap();
@@ -805,16 +952,108 @@ mod tests {
             c.read_tls(&mut buf.as_slice()).unwrap();
             if let Err(e) = c.process_new_packets() {
                 let io = std::io::Error::new(std::io::ErrorKind::InvalidData, e);
-                return crate::failure::classify_error(crate::failure::Phase::Handshake, &io);
+                return Err(crate::failure::classify_error(
+                    crate::failure::Phase::Handshake,
+                    &io,
+                ));
+            }
+            if !c.is_handshaking() {
+                return Ok(());
             }
         }
-        panic!("the handshake succeeded");
+        panic!("the handshake neither finished nor failed");
+    }
+
+    /// A CA:TRUE certificate for `name` signed by a CA (an intermediate CA served as the
+    /// server's own certificate), and that CA.
+    fn ca_signed_ca_for(name: &str) -> (CertificateDer<'static>, ServerIdentity) {
+        let ca_key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(DnType::CommonName, "test root");
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let issuer = Issuer::new(ca_params, ca_key);
+        let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let mut params = CertificateParams::new(vec![name.to_string()]).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let cert = params.signed_by(&key, &issuer).unwrap();
+        let identity = ServerIdentity {
+            chain: vec![cert.der().clone()],
+            key: PrivateKeyDer::try_from(key.serialize_der()).unwrap(),
+        };
+        (ca.der().clone(), identity)
+    }
+
+    /// A self-signed CA:TRUE certificate given as the CA file itself is accepted (curl with
+    /// OpenSSL accepts it too), and only when the file holds it byte for byte and it is valid
+    /// for the name, now, and for server authentication.
+    #[test]
+    fn a_self_signed_ca_certificate_given_as_the_ca_file_itself_is_accepted_and_only_so() {
+        install_crypto_provider();
+        let (cert, identity) = self_signed_ca_for("localhost");
+        handshake(&identity, vec![cert.clone()], "localhost").expect("pinned: accepted");
+        // Among other certificates of the file.
+        let (other, _) = self_signed_ca_for("localhost");
+        handshake(&identity, vec![other.clone(), cert.clone()], "localhost")
+            .expect("pinned among others: accepted");
+
+        // Not the file's certificate (another one with the same name): webpki's refusal.
+        let f = handshake(&identity, vec![other], "localhost").unwrap_err();
+        assert!(f.detail.contains("is a CA certificate"), "{}", f.detail);
+        // The file's, but another name.
+        let f = handshake(&identity, vec![cert], "api.example").unwrap_err();
+        assert!(
+            f.detail.contains("not valid for \"api.example\"")
+                && f.detail.contains("it names localhost"),
+            "{}",
+            f.detail
+        );
+        // The file's, but expired.
+        let (expired, identity) = self_signed_ca_with("localhost", |p| {
+            p.not_before = rcgen::date_time_ymd(2019, 1, 1);
+            p.not_after = rcgen::date_time_ymd(2019, 12, 31);
+        });
+        let f = handshake(&identity, vec![expired], "localhost").unwrap_err();
+        assert!(f.detail.contains("certificate expired"), "{}", f.detail);
+        // The file's, but for client authentication only.
+        let (client_only, identity) = self_signed_ca_with("localhost", |p| {
+            p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        });
+        let f = handshake(&identity, vec![client_only], "localhost").unwrap_err();
+        assert!(f.detail.contains("lacks serverAuth"), "{}", f.detail);
+        // With serverAuth among its usages: accepted.
+        let (server_auth, identity) = self_signed_ca_with("localhost", |p| {
+            p.extended_key_usages = vec![
+                ExtendedKeyUsagePurpose::ClientAuth,
+                ExtendedKeyUsagePurpose::ServerAuth,
+            ];
+        });
+        handshake(&identity, vec![server_auth], "localhost").expect("serverAuth: accepted");
+    }
+
+    #[test]
+    fn the_extended_key_usage_is_read_from_the_der() {
+        let (plain, _) = self_signed_ca_for("localhost");
+        assert_eq!(allows_server_auth(&plain), Some(true));
+        let (client, _) = self_signed_ca_with("localhost", |p| {
+            p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        });
+        assert_eq!(allows_server_auth(&client), Some(false));
+        let (server, _) = self_signed_ca_with("localhost", |p| {
+            p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        });
+        assert_eq!(allows_server_auth(&server), Some(true));
+        assert_eq!(allows_server_auth(&server[..server.len() - 1]), None);
+        assert_eq!(allows_server_auth(b"not a certificate"), None);
     }
 
     #[test]
     fn a_ca_certificate_served_as_the_servers_is_explained_with_the_fix() {
         install_crypto_provider();
-        let (ca, identity) = self_signed_ca_for("localhost");
+        // Signed by the CA the file holds, so not the file's certificate itself.
+        let (ca, identity) = ca_signed_ca_for("localhost");
         let f = refused(&identity, ca, "localhost");
         assert_eq!(f.class, crate::FailureClass::TlsFailed);
         assert!(f.detail.contains("is a CA certificate"), "{}", f.detail);

@@ -1,7 +1,8 @@
 //! Your own service in the first minutes: `runner check` opens a connection to every target
 //! on every selected stack and explains a refused certificate in one line; a run probes the
-//! same way before any load (against nginx: `http://` to its TLS port); a flags-only first
-//! look (`--url`, `--ca`) runs a short sweep and says so.
+//! same way before any load (against nginx: `http://` to its TLS port, a self-signed
+//! certificate given as the CA file); a flags-only first look (`--url`, `--ca`) runs a short
+//! sweep and says so.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -85,12 +86,15 @@ fn rest_toml(port: u16, extra: &str) -> String {
 fn check_connects_on_every_stack_and_explains_a_refused_certificate() {
     let tmp = tempfile::tempdir().unwrap();
 
-    // The most common development certificate: refused on HTTP/1.1 and HTTP/3 alike, with
-    // the fix, in one line each.
+    // The most common development certificate (self-signed, CA:TRUE), with another such
+    // certificate as the CA file: refused on HTTP/1.1 and HTTP/3 alike, with the fix, in one
+    // line each.
     let ca_true = tmp.path().join("ca-true");
     self_signed_ca_certs(&ca_true);
+    let another = tmp.path().join("another");
+    self_signed_ca_certs(&another);
     let (h1, _h3) = rest_service(&ca_true);
-    let ca = format!("ca = \"{}\"", ca_true.join("server.pem").display());
+    let ca = format!("ca = \"{}\"", another.join("server.pem").display());
     let o = check(tmp.path(), &rest_toml(h1.1, &ca));
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(2), "{}", output_text(&o));
@@ -110,6 +114,19 @@ fn check_connects_on_every_stack_and_explains_a_refused_certificate() {
     }
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    // That very certificate as the CA file: accepted on both (docs/your-service.md, TLS).
+    let ca = format!("ca = \"{}\"", ca_true.join("server.pem").display());
+    let o = check(tmp.path(), &rest_toml(h1.1, &ca));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", output_text(&o));
+    assert_eq!(
+        stdout
+            .lines()
+            .filter(|l| l.contains(": connected, TLS 1.3, verified as localhost"))
+            .count(),
+        2,
+        "{stdout}"
+    );
     drop(h1);
 
     // The suite's certificates (a leaf signed by a CA): connected on both, with its CA.
@@ -304,4 +321,77 @@ fn http_to_a_tls_port_is_named_and_stops_check_and_run_before_any_load() {
         line_of(&stdout, "(h1)").ends_with(": connected, plaintext"),
         "{stdout}"
     );
+}
+
+/// A self-signed CA:TRUE certificate served by nginx: given as the CA file itself, the probe
+/// and every request of the run pass; with another such certificate as the CA file, the
+/// probe and the run refuse it with the same line, before any request.
+#[test]
+fn probe_and_load_agree_on_a_self_signed_ca_certificate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let served = tmp.path().join("served");
+    self_signed_ca_certs(&served);
+    let Some(nginx) = Nginx::start(&served) else {
+        return;
+    };
+    let url = format!("https://localhost:{}/items/{{{{id}}}}", nginx.addr.port());
+    let toml = |ca: &Path| {
+        nginx_toml(
+            "\"h1\", \"h2\"",
+            &url,
+            &format!("ca = \"{}\"", ca.display()),
+        )
+    };
+
+    // The very certificate nginx serves: both pass.
+    let exact = toml(&served.join("server.pem"));
+    let o = check(tmp.path(), &exact);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", output_text(&o));
+    for stack in ["(h1)", "(h2)"] {
+        let line = line_of(&stdout, stack);
+        assert!(
+            line.contains(": connected, TLS 1.3, verified as localhost against the CA file"),
+            "{line}"
+        );
+    }
+    let (o, out) = run(tmp.path(), &exact);
+    assert!(o.status.success(), "{}", output_text(&o));
+    let cells = read_csv(&results_dir(&out).join("cells.csv"));
+    assert_eq!(cells.len(), 2, "{cells:?}");
+    for cell in &cells {
+        assert_eq!(
+            (num(cell, "ok"), num(cell, "failed")),
+            (20.0, 0.0),
+            "{cell:?}"
+        );
+    }
+    let seen = nginx.seen();
+    assert_eq!(seen.len(), 40, "{seen:?}");
+    std::fs::remove_dir_all(&out).unwrap();
+
+    // Another self-signed certificate for the same name: both refuse, with one line.
+    let other = tmp.path().join("other");
+    self_signed_ca_certs(&other);
+    let strict = toml(&other.join("server.pem"));
+    let o = check(tmp.path(), &strict);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(2), "{}", output_text(&o));
+    let line = line_of(&stdout, "(h1)");
+    let reason = line
+        .split_once("FAILED: ")
+        .map(|(_, r)| r)
+        .unwrap_or_else(|| panic!("refused: {line}"));
+    assert!(reason.contains("is a CA certificate"), "{reason}");
+    let (o, out) = run(tmp.path(), &strict);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{}", output_text(&o));
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.starts_with("error: ") && l.ends_with(reason)),
+        "the run's line is the probe's: {reason}\n{stderr}"
+    );
+    assert!(!out.exists(), "no results folder: nothing was measured");
+    assert_eq!(nginx.seen().len(), 40, "no request after the refusal");
 }
