@@ -395,3 +395,41 @@ fn probe_and_load_agree_on_a_self_signed_ca_certificate() {
     assert!(!out.exists(), "no results folder: nothing was measured");
     assert_eq!(nginx.seen().len(), 40, "no request after the refusal");
 }
+
+/// Issue 40, item 10: a flags-only first look at an HTTP/1.1 + HTTP/2 service (nginx, no
+/// QUIC) runs HTTP/1.1 and HTTP/2, names HTTP/3 as skipped with the reason, and exits 0,
+/// instead of stopping at the HTTP/3 cell.
+#[test]
+fn a_first_look_runs_the_protocols_the_service_speaks_and_names_the_rest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let certs = tmp.path().join("certs");
+    let Some(nginx) = Nginx::start(&certs) else {
+        return;
+    };
+    let out = tmp.path().join("results");
+    let url = format!("https://localhost:{}/items/{{{{id}}}}", nginx.addr.port());
+    let o = runner()
+        .args(["--url", &url, "--ca"])
+        .arg(certs.join("ca.pem"))
+        .args(["--concurrency", "1", "--duration", "1", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let text = output_text(&o);
+    assert!(o.status.success(), "{text}");
+    let skipped = text
+        .lines()
+        .find(|l| l.starts_with("skipped h3: "))
+        .unwrap_or_else(|| panic!("h3 is named as skipped: {text}"));
+    assert!(skipped.contains("FAILED"), "with why: {skipped}");
+    assert!(
+        !text.contains("skipped h1") && !text.contains("skipped h2"),
+        "{text}"
+    );
+    let cells = read_csv(&results_dir(&out).join("cells.csv"));
+    let mut stacks: Vec<&str> = cells.iter().map(|c| c["stack"].as_str()).collect();
+    stacks.sort();
+    stacks.dedup();
+    assert_eq!(stacks, ["h1", "h2"], "{text}");
+    assert!(cells.iter().all(|c| num(c, "ok") > 0.0), "{cells:?}");
+}
