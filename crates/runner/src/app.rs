@@ -136,7 +136,7 @@ pub fn main() -> ExitCode {
             }
         }
         Some(Command::Capacity { search, run }) => capacity(&search, &run.or(cli.run)),
-        Some(Command::Check { file, run }) => {
+        Some(Command::Check { file, probe, run }) => {
             let args = cli::RunArgs {
                 experiment: Some(file.clone()),
                 ..run.or(cli.run)
@@ -157,6 +157,9 @@ pub fn main() -> ExitCode {
                                 "error: {}: some of your service's targets cannot be reached (above)",
                                 file.display()
                             );
+                            return Status::Invalid.into();
+                        }
+                        if probe && !probe_requests(service, &exp) {
                             return Status::Invalid.into();
                         }
                     }
@@ -226,6 +229,12 @@ pub fn main() -> ExitCode {
                     return Status::Invalid.into();
                 }
             };
+            if let Some(service) = &service {
+                // --keep-going measures failing requests: the probe then only informs.
+                if !cli.run.no_probe && !probe_requests(service, &exp) && !cli.run.keep_going {
+                    return Status::Invalid.into();
+                }
+            }
             let agents = match agents_for(&exp, &cli.run) {
                 Ok(a) => a,
                 Err(e) => {
@@ -240,6 +249,29 @@ pub fn main() -> ExitCode {
                     Status::Failed.into()
                 }
             }
+        }
+    }
+}
+
+/// Sends the probe's real requests ([`crate::exec::target::ServiceTargets::request_probe`])
+/// and prints their lines; whether all passed (if not, one error line says what to do).
+fn probe_requests(
+    service: &crate::exec::target::ServiceTargets,
+    exp: &settings::Experiment,
+) -> bool {
+    match service.request_probe(exp) {
+        Ok(lines) => {
+            for line in lines {
+                println!("{line}");
+            }
+            true
+        }
+        Err(lines) => {
+            for line in lines {
+                println!("{line}");
+            }
+            eprintln!("error: a probe's request failed (above): every such request of the run would fail alike; fix the target, or measure the failures anyway with --no-probe");
+            false
         }
     }
 }

@@ -63,6 +63,10 @@ pub enum Command {
     Check {
         /// The experiment file (TOML) to validate.
         file: PathBuf,
+        /// Also send your service one real request per target, mix entry and gRPC call and
+        /// apply that entry's checks, one line each (exit 2 when one fails).
+        #[arg(long)]
+        probe: bool,
         /// Run flags, accepted after the subcommand as well as before it.
         #[command(flatten)]
         run: Box<RunArgs>,
@@ -368,6 +372,11 @@ pub struct RunArgs {
     /// and thresholds.csv are written either way.
     #[arg(long)]
     pub no_thresholds_exit: bool,
+    /// Measure your service without first sending it one real request per target, mix entry
+    /// and gRPC call and applying that entry's checks (default: probe, and refuse the run,
+    /// exit 2, when a probe's request fails).
+    #[arg(long)]
+    pub no_probe: bool,
 }
 
 impl RunArgs {
@@ -412,6 +421,7 @@ impl RunArgs {
             full_sweep: self.full_sweep || other.full_sweep,
             yes: self.yes || other.yes,
             no_thresholds_exit: self.no_thresholds_exit || other.no_thresholds_exit,
+            no_probe: self.no_probe || other.no_probe,
         }
     }
 

@@ -22,9 +22,11 @@ fn run_experiment(tmp: &std::path::Path, exp: &str) -> std::path::PathBuf {
     let file = tmp.join("exp.toml");
     std::fs::write(&file, exp).unwrap();
     let out = tmp.join("results");
+    // The mixes below measure a request that fails by design: the probe would refuse them.
     let output = runner()
         .arg("--experiment")
         .arg(&file)
+        .arg("--no-probe")
         .arg("--out")
         .arg(&out)
         .output()
@@ -95,6 +97,51 @@ success_rate = {{ max = 0 }}
         port = rest.addr().port(),
         ca = certs.ca_cert().display(),
     );
+    // Issue 40, item 11: before the load, one real request per mix entry, judged by its own
+    // checks, one line each; the failing entry refuses the run (exit 2, no folder), and
+    // `check --probe` says the same.
+    let file = tmp.path().join("probed.toml");
+    std::fs::write(&file, &exp).unwrap();
+    let refused = tmp.path().join("refused");
+    let o = runner()
+        .arg("--experiment")
+        .arg(&file)
+        .arg("--out")
+        .arg(&refused)
+        .output()
+        .unwrap();
+    let text = output_text(&o);
+    assert_eq!(o.status.code(), Some(2), "{text}");
+    for (name, says) in [
+        ("'get'", ": ok in "),
+        ("'create'", ": ok in "),
+        ("'missing'", ": FAILED: bad_status: HTTP status 404"),
+    ] {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("probe: rest via h1 ") && l.contains(name))
+            .unwrap_or_else(|| panic!("a line for {name}: {text}"));
+        assert!(line.contains(says), "{line}");
+    }
+    assert!(
+        text.contains("--no-probe"),
+        "names the way to measure it anyway: {text}"
+    );
+    assert!(!refused.exists(), "nothing measured: {text}");
+    let o = runner()
+        .arg("check")
+        .arg(&file)
+        .arg("--probe")
+        .output()
+        .unwrap();
+    let checked = output_text(&o);
+    assert_eq!(o.status.code(), Some(2), "{checked}");
+    assert!(
+        checked.contains("'missing': FAILED: bad_status"),
+        "{checked}"
+    );
+    let probed = rest.seen().len();
+    assert_eq!(probed, 6, "one request per name, twice: {:?}", rest.seen());
     let dir = run_experiment(tmp.path(), &exp);
 
     // The draw the runner made is the pure function of (seed, seq): compute it here.
@@ -115,7 +162,9 @@ success_rate = {{ max = 0 }}
     }
 
     // What the server saw, per stack: exactly those counts, by method and path.
-    let seen = rest.seen();
+    // The run's requests, after the probes' (three above, one per name, and three more
+    // from check --probe).
+    let seen = rest.seen().split_off(probed);
     for version in ["1.1", "2", "3"] {
         let of_version: Vec<_> = seen.iter().filter(|s| s.http_version == version).collect();
         let get = of_version

@@ -36,9 +36,12 @@ fn run(exp: &str, dir: &Path, extra: &[&str]) -> (std::process::Output, std::pat
     let file = dir.join("exp.toml");
     std::fs::write(&file, exp).unwrap();
     let out = dir.join("results");
+    // These count the requests the service saw, or measure failures by design: no probe
+    // requests (request_mix.rs and your_service.rs test the probe).
     let output = runner()
         .arg("--experiment")
         .arg(&file)
+        .arg("--no-probe")
         .arg("--out")
         .arg(&out)
         .args(extra)

@@ -367,7 +367,7 @@ fn probe_and_load_agree_on_a_self_signed_ca_certificate() {
         );
     }
     let seen = nginx.seen();
-    assert_eq!(seen.len(), 40, "{seen:?}");
+    assert_eq!(seen.len(), 41, "the probe's request and 2 x 20: {seen:?}");
     std::fs::remove_dir_all(&out).unwrap();
 
     // Another self-signed certificate for the same name: both refuse, with one line.
@@ -393,7 +393,7 @@ fn probe_and_load_agree_on_a_self_signed_ca_certificate() {
         "the run's line is the probe's: {reason}\n{stderr}"
     );
     assert!(!out.exists(), "no results folder: nothing was measured");
-    assert_eq!(nginx.seen().len(), 40, "no request after the refusal");
+    assert_eq!(nginx.seen().len(), 41, "no request after the refusal");
 }
 
 /// Issue 40, item 10: a flags-only first look at an HTTP/1.1 + HTTP/2 service (nginx, no

@@ -361,6 +361,137 @@ impl ServiceTargets {
     }
 }
 
+/// The most draws searched for a `seq` that a mix sends to one of its entries: an entry's
+/// weight would have to be under one in this many for the search to miss it.
+const MIX_SEARCH_DRAWS: u64 = 1_000_000;
+
+impl ServiceTargets {
+    /// Before the load (and `runner check --probe`): one real request per target, per mix
+    /// entry and per gRPC call, sent by the first selected stack of its API over one
+    /// connection and judged by that entry's checks (status, fields, values) as the load's
+    /// would be. One line each; `Err` with the lines when any failed, since every such
+    /// request of the run would fail alike.
+    pub fn request_probe(&self, exp: &Experiment) -> Result<Vec<String>, Vec<String>> {
+        let runtime = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(r) => r,
+            Err(e) => return Err(vec![format!("probe: cannot start a runtime: {e}")]),
+        };
+        bench_core::tls::install_crypto_provider();
+        let timeout = Duration::from_millis(exp.request_timeout_ms);
+        let mut lines = Vec::new();
+        let mut failed = false;
+        for api in [Api::Rest, Api::Grpc] {
+            let Some(name) = exp
+                .stacks
+                .iter()
+                .find(|s| registry::find(s).is_some_and(|s| s.api() == api))
+            else {
+                continue;
+            };
+            let stack = registry::find(name).expect("validated stack");
+            let r = self.for_stack(name);
+            let head = format!("probe: {} via {name}", api.as_str());
+            // (label, seq) of each request to send: one per mix entry, or the one request.
+            let requests: Vec<(String, u64)> = match self.targets.mix(api) {
+                Ok(Some(mix)) => mix
+                    .names
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| {
+                        let seq = (0..MIX_SEARCH_DRAWS)
+                            .find(|s| mix.pick(*s) == i)
+                            .unwrap_or(0);
+                        (format!("'{n}'"), seq)
+                    })
+                    .collect(),
+                Ok(None) => vec![(String::new(), 0)],
+                Err(e) => {
+                    lines.push(format!("{head}: FAILED: {e}"));
+                    failed = true;
+                    continue;
+                }
+            };
+            // Not reaching the target is the connection probe's to report (a warning: the
+            // load may come from elsewhere); this one judges answers.
+            let outcome = runtime.block_on(async {
+                let settings = client_settings(
+                    &self.targets,
+                    api,
+                    r.addr,
+                    &r.server_name,
+                    r.tls.as_ref().map(|t| (t, HandshakeVariant::Full)),
+                    exp,
+                )
+                .map_err(|e| format!("{e:#}"))?;
+                let client = stack.client(&settings).map_err(|e| format!("{e:#}"))?;
+                let connected = match tokio::time::timeout(timeout, client.connect()).await {
+                    Ok(Ok(connected)) => connected,
+                    Ok(Err(f)) => return Ok(Err(f.to_string())),
+                    Err(_) => return Ok(Err("no connection within request_timeout_ms".into())),
+                };
+                let mut answers = Vec::new();
+                for (label, seq) in &requests {
+                    let call = bench_core::Call {
+                        id: self.targets.ids.id(*seq),
+                        seq: *seq,
+                        worker: 0,
+                    };
+                    let answer =
+                        match tokio::time::timeout(timeout, connected.conn.request(call)).await {
+                            Ok(Ok(reply)) => Ok(format!(
+                                "ok in {:.1} ms, {} body bytes, every check passed",
+                                reply.total.as_secs_f64() * 1e3,
+                                reply.body_bytes
+                            )),
+                            Ok(Err(f)) => Err(f.to_string()),
+                            Err(_) => Err(format!(
+                                "no answer within request_timeout_ms ({} ms)",
+                                exp.request_timeout_ms
+                            )),
+                        };
+                    answers.push((label.clone(), answer));
+                }
+                connected.conn.close().await;
+                Ok::<_, String>(Ok(answers))
+            });
+            match outcome {
+                Ok(Err(unreached)) => {
+                    lines.push(format!("{head}: not sent: {unreached}"));
+                }
+                Ok(Ok(answers)) => {
+                    for (label, answer) in answers {
+                        let head = if label.is_empty() {
+                            head.clone()
+                        } else {
+                            format!("{head} {label}")
+                        };
+                        match answer {
+                            Ok(ok) => lines.push(format!("{head}: {ok}")),
+                            Err(e) => {
+                                failed = true;
+                                lines.push(format!("{head}: FAILED: {e}"));
+                            }
+                        }
+                    }
+                }
+                Err(e) => {
+                    failed = true;
+                    lines.push(format!("{head}: FAILED: {e}"));
+                }
+            }
+        }
+        runtime.shutdown_timeout(Duration::from_millis(200));
+        if failed {
+            Err(lines)
+        } else {
+            Ok(lines)
+        }
+    }
+}
+
 /// How long the probe of a plaintext target waits for an answer to its TLS hello (a TLS
 /// server answers within a round trip; a plaintext server may wait for more bytes).
 const SNIFF_BOUND_MS: u64 = 2_000;
