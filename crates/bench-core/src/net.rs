@@ -101,10 +101,163 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Counted<S> {
     }
 }
 
+/// The socket under a TLS 1.3 client: sends the handshake's last flight (the client's
+/// Finished) in the same TCP segment as the first bytes written after the handshake, the
+/// first request, instead of in a segment of its own.
+///
+/// Why: a server that sees the Finished alone answers it at once with its session tickets;
+/// the request, arriving a moment later in its own segment, is then answered while those
+/// tickets are still unacknowledged, and a server socket with Nagle on (Node's TLS servers,
+/// for one) holds that answer until the client's delayed ACK fires, 40 ms later on Linux.
+/// With the Finished and the request in one segment, the server reads both at once and
+/// answers tickets and response together. curl shows the same stall on such a server;
+/// `hey -disable-keepalive` does not only because its `Connection: close` makes the server
+/// send its FIN with the answer, which Nagle never holds.
+///
+/// How: once the server's first flight has been read, the next write (in TLS 1.3 the client's
+/// last flight) goes into a corked socket (TCP_CORK), and the socket is uncorked right after
+/// the next write (the request, now in the same segment), a read that returns anything, or a
+/// shutdown, whichever comes first. A read that finds nothing does not uncork (a client
+/// checks for a close before its first request); the kernel sends corked bytes after 200 ms
+/// anyway, so a connection opened ahead of its first request (a pool) or a client that waits
+/// for the server to speak first still completes its handshake, that much later. After that
+/// the socket is a plain TCP stream.
+/// The handshake's time ends when the Finished is written (to the corked socket), as before.
+/// After a HelloRetryRequest the second ClientHello is the corked write and the read of the
+/// server's answer uncorks it: that handshake's Finished goes alone, as without this.
+#[derive(Debug)]
+pub struct LastFlight {
+    tcp: TcpStream,
+    state: Flight,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flight {
+    /// Handshake in progress; `heard` once the server has sent anything.
+    Handshake { heard: bool },
+    /// The client's last flight waits in the corked socket for the next write.
+    Corked,
+    /// A plain TCP stream from here on.
+    Open,
+}
+
+impl LastFlight {
+    pub fn new(tcp: TcpStream) -> Self {
+        LastFlight {
+            tcp,
+            state: Flight::Handshake { heard: false },
+        }
+    }
+
+    /// Whether the client's last flight is being held for the next write.
+    pub fn holding(&self) -> bool {
+        self.state == Flight::Corked
+    }
+
+    /// Before a write: corks the socket if this write is the client's last flight.
+    fn before_write(&mut self) {
+        if self.state == (Flight::Handshake { heard: true }) {
+            // Without the cork (an error) the flight simply goes at once, as it used to.
+            self.state = if set_cork(&self.tcp, true) {
+                Flight::Corked
+            } else {
+                Flight::Open
+            };
+        }
+    }
+
+    /// After a write the cork was not set for: sends the held flight with it.
+    fn uncork(&mut self) {
+        if self.state == Flight::Corked {
+            set_cork(&self.tcp, false);
+        }
+        self.state = Flight::Open;
+    }
+
+    /// After a write returned `res`: a write into a corked socket that was not the last
+    /// flight itself uncorks it.
+    fn after_write(&mut self, was: Flight, res: &Poll<io::Result<usize>>) {
+        if was == Flight::Corked && matches!(res, Poll::Ready(_)) {
+            self.uncork();
+        }
+    }
+}
+
+/// Sets or clears TCP_CORK; false if that failed (or on a system without it).
+fn set_cork(tcp: &TcpStream, on: bool) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        socket2::SockRef::from(tcp).set_tcp_cork(on).is_ok()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (tcp, on);
+        false
+    }
+}
+
+impl AsyncRead for LastFlight {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let res = Pin::new(&mut self.tcp).poll_read(cx, buf);
+        match self.state {
+            Flight::Handshake { heard: false } if buf.filled().len() > before => {
+                self.state = Flight::Handshake { heard: true };
+            }
+            // A read that waits keeps the flight held: clients look for a close before their
+            // first request (one poll), and the server, still waiting for our Finished, has
+            // nothing to say. Anything it does say (data, its close, an error) ends the wait.
+            Flight::Corked if res.is_ready() => self.uncork(),
+            _ => {}
+        }
+        res
+    }
+}
+
+impl AsyncWrite for LastFlight {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let was = self.state;
+        self.before_write();
+        let res = Pin::new(&mut self.tcp).poll_write(cx, buf);
+        self.after_write(was, &res);
+        res
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let was = self.state;
+        self.before_write();
+        let res = Pin::new(&mut self.tcp).poll_write_vectored(cx, bufs);
+        self.after_write(was, &res);
+        res
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.tcp.is_write_vectored()
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // Not an uncork: the handshake flushes right after writing its last flight.
+        Pin::new(&mut self.tcp).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.uncork();
+        Pin::new(&mut self.tcp).poll_shutdown(cx)
+    }
+}
+
 /// A TCP stream, plaintext or TLS (client or server side), behind one type.
 pub enum Stream {
     Plain(Counted<TcpStream>),
-    TlsClient(Box<tokio_rustls::client::TlsStream<Counted<TcpStream>>>),
+    TlsClient(Box<tokio_rustls::client::TlsStream<Counted<LastFlight>>>),
     TlsServer(Box<tokio_rustls::server::TlsStream<Counted<TcpStream>>>),
 }
 
@@ -236,15 +389,15 @@ impl TcpConnector {
         .map_err(|e| classify_error(Phase::Connect, &e))?;
         let tcp_connect = started.elapsed();
         let closer = Closer::new(&tcp, self.linger_zero);
-        let counted = Counted::new(tcp);
         let Some((connector, name)) = &self.tls else {
             let timing = ConnectTiming {
                 tcp_connect,
                 handshake: Duration::ZERO,
                 resumed: false,
             };
-            return Ok((Stream::Plain(counted), timing, closer));
+            return Ok((Stream::Plain(Counted::new(tcp)), timing, closer));
         };
+        let counted = Counted::new(LastFlight::new(tcp));
         let hs_started = Instant::now();
         let tls = tokio::time::timeout(
             self.handshake_timeout,
