@@ -259,6 +259,9 @@ pub struct Reply {
     /// streaming); 0 for a call that streams nothing. For a streaming answer `ttfb` is the
     /// first message's arrival.
     pub messages: u32,
+    /// The call was a streaming one (client-streaming, server-streaming or bidi), whatever
+    /// its `messages`: the calls `messages_per_call_mean` averages over.
+    pub streamed: bool,
 }
 
 /// Cumulative bytes at the socket for one connection: TCP payload (including TLS records and

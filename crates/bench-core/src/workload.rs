@@ -224,6 +224,7 @@ pub fn rest_reply(
     Ok(crate::Reply {
         messages: 0,
         reopened: None,
+        streamed: false,
         ttfb,
         total,
         body_bytes: body.len() as u64,

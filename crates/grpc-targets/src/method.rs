@@ -148,6 +148,7 @@ impl AnswerStream<'_> {
             body_bytes: self.times.body_bytes,
             messages: self.times.messages,
             reopened: None,
+            streamed: true,
         }
     }
 
@@ -383,6 +384,11 @@ impl Method {
             body.extend_from_slice(&framed);
         }
         body.freeze()
+    }
+
+    /// Whether the request is a stream of messages (client-streaming and bidi methods).
+    pub fn client_streaming(&self) -> bool {
+        self.client_streaming
     }
 
     /// Whether the answer is a stream of messages (server-streaming and bidi methods).

@@ -95,6 +95,7 @@ impl ItemCalls {
         Ok(Reply {
             messages,
             reopened: None,
+            streamed: self.grpc_call == GrpcCall::ClientStream,
             ttfb,
             total,
             body_bytes: message.len() as u64,

@@ -338,6 +338,7 @@ impl ItemStream {
             body_bytes: self.times.body_bytes,
             messages: self.times.messages,
             reopened: None,
+            streamed: true,
         })
     }
 

@@ -155,6 +155,7 @@ pub async fn read_rest_item(
     Ok(Reply {
         messages: 0,
         reopened: None,
+        streamed: false,
         ttfb,
         total,
         body_bytes: body.len() as u64,

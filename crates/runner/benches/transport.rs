@@ -88,6 +88,7 @@ fn histogram(c: &mut Criterion) {
     let reply = Reply {
         messages: 0,
         reopened: None,
+        streamed: false,
         ttfb: Duration::from_micros(120),
         total: Duration::from_micros(180),
         body_bytes: 256,

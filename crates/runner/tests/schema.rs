@@ -48,6 +48,7 @@ const ADDED_SINCE_COMMITTED: &[&str] = &[
     "proxy_threads",
     "net_tcp_active_opens",
     "net_tcp_passive_opens",
+    "streamed_ok",
     "messages_per_call_mean",
     "messages_per_s",
     "message_gap_p50_us",

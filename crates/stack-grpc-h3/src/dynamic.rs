@@ -262,6 +262,7 @@ impl Connection for DynamicH3Connection {
         Ok(Reply {
             messages: method.request_messages(),
             reopened: None,
+            streamed: method.client_streaming(),
             ttfb: answer.ttfb,
             total,
             body_bytes,

@@ -139,6 +139,7 @@ impl Connection for TonicH3Connection {
         Ok(Reply {
             messages: 0,
             reopened: None,
+            streamed: false,
             // tonic hands over the answer once its message is read: the head's arrival is
             // not seen, so time to first byte is the whole call.
             ttfb: total,

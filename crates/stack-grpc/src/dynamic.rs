@@ -173,6 +173,7 @@ impl Connection for DynamicConnection {
         Ok(Reply {
             messages: method.request_messages(),
             reopened: None,
+            streamed: method.client_streaming(),
             ttfb: answer.ttfb,
             total: answer.total,
             body_bytes,

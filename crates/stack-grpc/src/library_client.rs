@@ -132,6 +132,7 @@ impl Connection for TonicConnection {
         Ok(Reply {
             messages: 0,
             reopened: None,
+            streamed: false,
             ttfb,
             total,
             body_bytes: item.encoded_len() as u64,

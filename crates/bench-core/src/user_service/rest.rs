@@ -260,6 +260,7 @@ impl RestCalls {
             total,
             body_bytes: body.len() as u64,
             reopened: None,
+            streamed: false,
         })
     }
 }

@@ -119,6 +119,10 @@ pub struct Measurements {
     /// Streaming calls: messages streamed by the successful calls ([`Reply::messages`]).
     #[serde(default)]
     pub messages: u64,
+    /// Successful streaming calls ([`Reply::streamed`]), whatever their messages: what
+    /// `messages` is averaged over, so a mix's unary calls do not count as calls of 0.
+    #[serde(default)]
+    pub streamed_ok: u64,
     /// Streaming answers: the time between two consecutive messages of one successful call,
     /// as they reached the client (the first message's time is the call's `ttfb`).
     #[serde(with = "buckets", default = "histogram")]
@@ -229,6 +233,7 @@ impl Default for Measurements {
             body_bytes: 0,
             moved: 0,
             messages: 0,
+            streamed_ok: 0,
             message_gap: histogram(),
             by_request: Vec::new(),
         }
@@ -267,6 +272,7 @@ impl Measurements {
         record(&mut self.latency, latency);
         record(&mut self.ttfb, reply.ttfb);
         self.messages += u64::from(reply.messages);
+        self.streamed_ok += u64::from(reply.streamed);
     }
 
     /// The message gaps of a successful call.
@@ -362,6 +368,7 @@ impl Measurements {
         self.body_bytes += other.body_bytes;
         self.moved += other.moved;
         self.messages += other.messages;
+        self.streamed_ok += other.streamed_ok;
         self.message_gap
             .add(&other.message_gap)
             .expect("auto-resizing histogram");
@@ -456,6 +463,7 @@ mod tests {
         let reply = Reply {
             messages: 0,
             reopened: None,
+            streamed: false,
             ttfb: Duration::from_micros(100),
             total: Duration::from_micros(150),
             body_bytes: 256,
@@ -488,6 +496,7 @@ mod tests {
         let reply = Reply {
             messages: 0,
             reopened: None,
+            streamed: false,
             ttfb: Duration::from_micros(90),
             total: Duration::from_micros(100),
             body_bytes: 300,

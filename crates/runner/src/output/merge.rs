@@ -195,9 +195,14 @@ impl Input {
             received: row.wire_received_bytes,
         };
         m.body_bytes = (row.body_bytes_per_ok * row.ok as f64).round() as u64;
-        m.messages = row
-            .messages_per_call_mean
-            .map_or(0, |per_call| (per_call * row.ok as f64).round() as u64);
+        // Runs from before `streamed_ok` averaged over every success.
+        m.streamed_ok = row
+            .streamed_ok
+            .or(row.messages_per_call_mean.map(|_| row.ok))
+            .unwrap_or(0);
+        m.messages = row.messages_per_call_mean.map_or(0, |per_call| {
+            (per_call * m.streamed_ok as f64).round() as u64
+        });
         let warmup = Measurements {
             sent: row.warmup_sent,
             ok: row.warmup_ok,

@@ -193,9 +193,13 @@ row_type! {
         pub wire_received_bytes_per_request: f64,
         #[serde(serialize_with = "fmt::dec::<1, _>")]
         pub body_bytes_per_ok: f64,
-        /// Streaming calls: messages streamed per successful call, messages per second of
-        /// the phase, and the gaps between consecutive messages of a call; empty for unary
-        /// calls and in runs from before.
+        /// Streaming calls: the successful streaming calls, the messages they streamed per
+        /// call (averaged over those calls only: a mix's unary calls are not counted as calls
+        /// of 0 messages), messages per second of the phase, and the gaps between consecutive
+        /// messages of a call; empty without streaming calls and in runs from before
+        /// (`streamed_ok` is empty in runs that averaged over every success).
+        #[serde(default)]
+        pub streamed_ok: Option<u64>,
         #[serde(default, serialize_with = "fmt::opt_dec::<3, _>")]
         pub messages_per_call_mean: Option<f64>,
         #[serde(default, serialize_with = "fmt::opt_dec::<3, _>")]
@@ -541,8 +545,10 @@ impl CellRow {
             wire_sent_bytes_per_request: per(m.wire.sent as f64, m.sent),
             wire_received_bytes_per_request: per(m.wire.received as f64, m.sent),
             body_bytes_per_ok: per(m.body_bytes as f64, m.ok),
-            messages_per_call_mean: (m.messages > 0).then(|| per(m.messages as f64, m.ok)),
-            messages_per_s: (m.messages > 0 && r.elapsed_s > 0.0)
+            streamed_ok: (m.streamed_ok > 0).then_some(m.streamed_ok),
+            messages_per_call_mean: (m.streamed_ok > 0)
+                .then(|| per(m.messages as f64, m.streamed_ok)),
+            messages_per_s: (m.streamed_ok > 0 && r.elapsed_s > 0.0)
                 .then(|| m.messages as f64 / r.elapsed_s),
             message_gap_p50_us: gaps(gap.p50),
             message_gap_p99_us: gaps(gap.p99),
