@@ -611,3 +611,65 @@ fn report_shows_memory_per_connection_without_hwm() {
         "{h3}"
     );
 }
+
+/// A slope whose 95 % interval includes 0, or lies below it, is not a memory per connection:
+/// the table says so instead of printing a negative number of KB per connection, and a note
+/// explains why.
+#[test]
+fn report_says_when_a_memory_slope_is_not_resolved_instead_of_a_negative_figure() {
+    let dir = reference_copy();
+    let path = dir.path().join("cells.csv");
+    let header: Vec<String> = csv::Reader::from_path(&path)
+        .unwrap()
+        .headers()
+        .unwrap()
+        .iter()
+        .map(String::from)
+        .collect();
+    let mut rows = read_csv(&path);
+    for r in rows
+        .iter_mut()
+        .filter(|r| r["stage"] == "stress" && r["regime"] == "reuse")
+    {
+        let c: f64 = r["concurrency"].parse().unwrap();
+        let rss = match r["stack"].as_str() {
+            // Noise around a flat line: no slope the cells can tell from 0.
+            "h1" => {
+                20e6 + match c as u64 {
+                    10 | 100 => 3e6,
+                    50 | 200 => -3e6,
+                    _ => 0.0,
+                }
+            }
+            // RSS falling exactly as connections rise: a slope wholly below 0.
+            "h2" => 50e6 - 20_000.0 * c,
+            _ => continue,
+        };
+        r.insert("server_rss_peak_bytes".into(), format!("{rss:.0}"));
+    }
+    write_csv(&path, &header, &rows);
+    let doc = render(dir.path());
+    let row_of = |label: &str| -> String {
+        doc.select(&sel("section#memory tr"))
+            .map(text)
+            .find(|r| r.contains(label) && r.contains("reuse") && r.contains("server"))
+            .unwrap_or_else(|| panic!("no {label} reuse server row"))
+    };
+    for (label, says) in [
+        ("HTTP/1.1", "not resolved: 95 % CI spans 0"),
+        ("HTTP/2", "none: RSS fell as connections rose"),
+    ] {
+        let row = row_of(label);
+        assert!(row.contains(says), "{row}");
+        assert!(!row.contains("[-") && !row.contains(" -"), "{row}");
+    }
+    let notes = notes_of(&doc, "memory");
+    assert!(
+        notes.contains("Not resolved: the slope's 95 % interval includes 0")
+            && notes.contains("None: RSS fell as connections rose"),
+        "{notes}"
+    );
+    // A slope that is resolved keeps its figure and interval.
+    let h3 = row_of("HTTP/3");
+    assert!(h3.contains('['), "{h3}");
+}

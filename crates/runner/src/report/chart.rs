@@ -166,6 +166,16 @@ pub(crate) fn fmt_tick(v: f64) -> String {
     }
 }
 
+/// What the y axis holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum YAxis {
+    /// From 0 to just above the largest value.
+    Auto,
+    /// Percentages: from 0 to just above the largest value but never past 100, 0–100 when
+    /// every value is 0, each tick labelled with `%`.
+    Percent,
+}
+
 /// A line chart; `log_x` spaces the x axis logarithmically (concurrency sweeps).
 pub fn line_chart(
     title: &str,
@@ -173,6 +183,18 @@ pub fn line_chart(
     y_label: &str,
     series: &[Series],
     log_x: bool,
+) -> String {
+    line_chart_on(title, x_label, y_label, series, log_x, YAxis::Auto)
+}
+
+/// A line chart whose y axis holds `axis`.
+pub fn line_chart_on(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+    log_x: bool,
+    axis: YAxis,
 ) -> String {
     let xs: Vec<f64> = series
         .iter()
@@ -202,7 +224,21 @@ pub fn line_chart(
         (x0 - 1.0, x1 + 1.0)
     };
     let y1 = ys.iter().cloned().fold(0.0, f64::max);
-    let y_ticks = ticks(0.0, if y1 > 0.0 { y1 * 1.05 } else { 1.0 });
+    let y_ticks = match axis {
+        YAxis::Auto => ticks(0.0, if y1 > 0.0 { y1 * 1.05 } else { 1.0 }),
+        YAxis::Percent => ticks(
+            0.0,
+            if y1 > 0.0 {
+                (y1 * 1.05).min(100.0)
+            } else {
+                100.0
+            },
+        ),
+    };
+    let tick_text = |t: f64| match axis {
+        YAxis::Auto => fmt_tick(t),
+        YAxis::Percent => format!("{} %", fmt_tick(t)),
+    };
     let y_top = *y_ticks.last().expect("at least one tick");
     let px = |x: f64| LEFT + (tx(x) - x0) / (x1 - x0) * (W - LEFT - RIGHT);
     let py = |y: f64| H - BOTTOM - y / y_top * (H - TOP - BOTTOM);
@@ -214,7 +250,7 @@ pub fn line_chart(
             W - RIGHT,
             LEFT - 4.0,
             y + 3.0,
-            fmt_tick(*t)
+            tick_text(*t)
         );
     }
     let mut x_values: Vec<f64> = xs.clone();

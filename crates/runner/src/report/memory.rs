@@ -133,6 +133,43 @@ pub fn describe(f: &Fit) -> (String, String) {
     )
 }
 
+/// What a fit's 95 % interval says about memory per connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolved {
+    /// The interval lies above 0: a per-connection cost, shown with its interval.
+    Growth,
+    /// The interval includes 0: the cells cannot tell a per-connection cost from noise.
+    Unresolved,
+    /// The interval lies below 0: RSS fell as connections rose, which no per-connection cost
+    /// explains (allocator reuse, another process's effect, or a service that freed memory).
+    Falling,
+}
+
+pub fn resolved(f: &Fit) -> Resolved {
+    let (lo, hi) = f.slope_ci95;
+    if lo > 0.0 {
+        Resolved::Growth
+    } else if hi < 0.0 {
+        Resolved::Falling
+    } else {
+        Resolved::Unresolved
+    }
+}
+
+/// The slope as the report's table shows it: `slope [low, high]` KB per connection when the
+/// interval lies above 0, else what the interval says instead of a per-connection figure
+/// that would read as negative memory (`memory.csv` keeps the fitted numbers).
+pub fn slope_shown(f: &Fit) -> String {
+    match resolved(f) {
+        Resolved::Growth => describe(f).0,
+        Resolved::Unresolved => format!(
+            "not resolved: 95 % CI spans 0 (± {:.1} KB)",
+            (f.slope_ci95.1 - f.slope_ci95.0) / 2e3
+        ),
+        Resolved::Falling => "none: RSS fell as connections rose".into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,6 +11,7 @@ pub mod page;
 pub mod path;
 pub mod requests;
 pub mod service;
+pub mod streaming;
 
 use std::path::Path;
 

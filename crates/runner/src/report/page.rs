@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::output::rows::{self, CellRow, Row as _, SummaryRow, ThresholdRow};
 use crate::output::summary;
 use crate::registry;
-use crate::report::chart::{self, line_chart, Series};
+use crate::report::chart::{self, Series};
 use crate::report::labels::{is_cell, label, levels, mean_of, ms, regimes, stack_order};
 use crate::report::Results;
 
@@ -523,18 +523,38 @@ fn pacing_floor_note(results: &Results) -> Option<String> {
     ))
 }
 
+/// Why the memory section is left out of a service's report whose server was not sampled.
+const MEMORY_LEFT_OUT_NOTE: &str = "Memory per open connection is left out: the server is your service, which the runner did not start and did not sample, so no RSS of it was read (give --target-pid PID when it runs on this machine); the load generator's own memory is not your service's.";
+
 /// The "Memory per open connection" section: the OLS fits of `memory.csv`, computed from the
-/// cells so an older run without the file still gets them (empty when no group has 3 levels).
-fn memory_section(cells: &[CellRow]) -> String {
+/// cells so an older run without the file still gets them (empty when no group has 3 levels),
+/// or `None` with the reason when it is left out: a service whose server RSS was not read.
+fn memory_section(results: &Results) -> Result<String, &'static str> {
+    let cells = &results.cells;
+    let yours = crate::report::service::record(&results.manifest).is_some();
+    let server_sampled = cells.iter().any(|r| {
+        r.stage == "stress"
+            && (r.server_rss_hwm_bytes.is_some() || r.server_rss_peak_bytes.is_some())
+    });
+    if yours && !server_sampled {
+        return Err(MEMORY_LEFT_OUT_NOTE);
+    }
     let fits = crate::report::memory::fits(cells);
     if fits.is_empty() {
-        return String::new();
+        return Ok(String::new());
     }
     let mut html = String::from("<section id=\"memory\">\n<h2>Memory per open connection</h2>\n");
     html.push_str("<p class=\"table-note\">Least-squares fit of RSS against open connections over all stress cells (reuse: the pool; new-conn: the workers, one connection in flight each); slope in KB per connection with its 95 % interval (t, n − 2 df), intercept in MB; from memory.csv.</p>\n");
     html.push_str("<table>\n<tr><th>Variant</th><th>Stack</th><th>Regime</th><th>Role</th><th>KB per connection [95 % CI]</th><th>Intercept (MB)</th><th>R²</th><th>n (levels)</th><th>RSS column</th></tr>\n");
+    let (mut unresolved, mut falling) = (false, false);
     for m in &fits {
-        let (slope, intercept) = crate::report::memory::describe(&m.fit);
+        let (_, intercept) = crate::report::memory::describe(&m.fit);
+        let slope = crate::report::memory::slope_shown(&m.fit);
+        match crate::report::memory::resolved(&m.fit) {
+            crate::report::memory::Resolved::Growth => {}
+            crate::report::memory::Resolved::Unresolved => unresolved = true,
+            crate::report::memory::Resolved::Falling => falling = true,
+        }
         html.push_str(&format!(
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{slope}</td><td>{intercept}</td><td>{}</td><td>{} ({})</td><td>{}</td></tr>\n",
             m.variant,
@@ -547,8 +567,15 @@ fn memory_section(cells: &[CellRow]) -> String {
             m.rss_column
         ));
     }
-    html.push_str("</table>\n</section>\n");
-    html
+    html.push_str("</table>\n");
+    if unresolved {
+        html.push_str("<p class=\"table-note\">Not resolved: the slope's 95 % interval includes 0, so these cells cannot tell a per-connection cost from noise (RSS varied between cells more than the connection count explains); no per-connection figure is shown. memory.csv keeps the fitted slope and interval.</p>\n");
+    }
+    if falling {
+        html.push_str("<p class=\"table-note\">None: RSS fell as connections rose (the whole 95 % interval is below 0), which no per-connection cost explains; memory.csv keeps the fitted slope and interval.</p>\n");
+    }
+    html.push_str("</section>\n");
+    Ok(html)
 }
 
 /// Renders `report.html` into the results directory and returns its path.
@@ -870,24 +897,27 @@ pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
 
     let mut charts = Vec::new();
     for regime in regimes(&stress) {
-        for (column, title, unit, scale) in [
+        for (column, title, unit, scale, axis) in [
             (
                 col::LATENCY_P95,
                 "\"Slow\" latency (1-in-20, p95)",
                 "ms",
                 1e-3,
+                chart::YAxis::Auto,
             ),
             (
                 col::THROUGHPUT_STEADY,
                 "Steady-state requests per second",
                 "req/s",
                 1.0,
+                chart::YAxis::Auto,
             ),
             (
                 col::SUCCESS_RATE,
                 "Failure rate under load",
-                "% failed",
+                "requests failed (%)",
                 -100.0,
+                chart::YAxis::Percent,
             ),
         ] {
             let series: Vec<Series> = stacks
@@ -915,18 +945,24 @@ pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
                 .filter(|s| !s.points.is_empty())
                 .collect();
             charts.push(Chart {
-                svg: line_chart(
+                svg: chart::line_chart_on(
                     &format!("{title} — {regime}"),
                     "concurrent users",
                     unit,
                     &series,
                     true,
+                    axis,
                 ),
             });
         }
     }
 
     let service = crate::report::service::record(&results.manifest);
+    let memory = memory_section(&results);
+    let mut notes = notes(&results, &stress, &stats);
+    if let Err(why) = memory {
+        notes.push(why.to_string());
+    }
     let mut env = minijinja::Environment::new();
     // The stylesheet is its own template, shared with compare.html so both pages look alike.
     env.add_template("report.css", include_str!("../../templates/report.css"))?;
@@ -942,14 +978,17 @@ pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
             failure_classes => seen.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
             failure_stages => failure_stages,
             charts => charts,
-            notes => notes(&results, &stress, &stats),
+            notes => notes,
             thresholds => thresholds_section(dir)?,
-            service_header => service.as_ref().map(crate::report::service::header),
+            service_header => service
+                .as_ref()
+                .map(|s| crate::report::service::header(s, &results.cells)),
             insecure => service.as_ref().is_some_and(|s| s.insecure),
             network_path => service
                 .as_ref()
                 .and_then(|s| crate::report::service::network_path_warning(s, &results.cells)),
-            memory => memory_section(&results.cells),
+            memory => memory.as_deref().unwrap_or_default(),
+            streaming => crate::report::streaming::section(&results.cells),
             requests => crate::report::requests::section(dir, &results.cells, &results.manifest)?,
             curve => crate::report::chart_curve::section(&results.cells),
         })?;

@@ -50,9 +50,32 @@ pub fn record(manifest: &serde_json::Value) -> Option<ServiceRecord> {
     serde_json::from_value(manifest.get("service")?.clone()).ok()
 }
 
+/// The record's targets as the run measured them: each with only its stacks that have cells,
+/// and a target none of whose stacks ran left out (a configured gRPC target of a run of the
+/// REST stacks only is not part of what the report shows).
+pub fn ran(service: &ServiceRecord, cells: &[CellRow]) -> Vec<TargetRecord> {
+    service
+        .targets
+        .iter()
+        .filter_map(|t| {
+            let stacks: Vec<String> = t
+                .stacks
+                .iter()
+                .filter(|s| cells.iter().any(|r| &r.stack == *s))
+                .cloned()
+                .collect();
+            (!stacks.is_empty()).then(|| TargetRecord {
+                stacks,
+                ..t.clone()
+            })
+        })
+        .collect()
+}
+
 /// The warning box's text, or `None` when the targets' paths look alike (or there is one).
 pub fn network_path_warning(service: &ServiceRecord, cells: &[CellRow]) -> Option<String> {
-    let [a, b] = service.targets.as_slice() else {
+    let targets = ran(service, cells);
+    let [a, b] = targets.as_slice() else {
         return None;
     };
     let mut differences = Vec::new();
@@ -128,10 +151,9 @@ pub fn network_path_warning(service: &ServiceRecord, cells: &[CellRow]) -> Optio
     ))
 }
 
-/// One line naming the service, for the report's header.
-pub fn header(service: &ServiceRecord) -> String {
-    let targets: Vec<String> = service
-        .targets
+/// One line naming the service, for the report's header: the targets and stacks that ran.
+pub fn header(service: &ServiceRecord, cells: &[CellRow]) -> String {
+    let targets: Vec<String> = ran(service, cells)
         .iter()
         .map(|t| {
             format!(
