@@ -115,50 +115,25 @@ pub fn ensure_certs(dir: &Path) -> anyhow::Result<CertPaths> {
     result.map(|_| paths)
 }
 
-/// Checks a certificate directory before anything runs with it: the server's key matches its
-/// certificate, and the certificate verifies against the directory's CA for [`SERVER_NAME`],
-/// so that a wrong directory is one line of bad input rather than every cell failing.
+/// Checks a certificate directory before anything runs with it: the files read, and the
+/// server's key belongs to its certificate, so that a wrong directory is one line of bad
+/// input rather than every cell's server failing to start. Whether the certificate verifies
+/// for the name clients use is left to the handshakes: a server with the wrong name is a
+/// condition the suite measures (every handshake `tls_failed`).
 pub fn check_certs(paths: &CertPaths) -> anyhow::Result<()> {
     install_crypto_provider();
     let identity = ServerIdentity::load(paths)?;
+    load_ca(&paths.ca_cert())?;
     let provider = rustls::crypto::ring::default_provider();
-    rustls::sign::CertifiedKey::from_der(
-        identity.chain.clone(),
-        identity.key.clone_key(),
-        &provider,
-    )
-    .map_err(|e| {
-        anyhow::anyhow!(
-            "{} does not belong to the certificate {} ({e}); give a directory whose server.key and server.pem match, or an empty one to have them made",
-            paths.server_key().display(),
-            paths.server_cert().display()
-        )
-    })?;
-    let mut roots = rustls::RootCertStore::empty();
-    for ca in load_ca(&paths.ca_cert())? {
-        roots.add(ca).context("invalid CA certificate")?;
-    }
-    let verifier = rustls::client::WebPkiServerVerifier::builder(Arc::new(roots)).build()?;
-    let (end_entity, intermediates) = identity
-        .chain
-        .split_first()
-        .context("no certificate in server.pem")?;
-    let name = rustls_pki_types::ServerName::try_from(SERVER_NAME)?;
-    rustls::client::danger::ServerCertVerifier::verify_server_cert(
-        &*verifier,
-        end_entity,
-        intermediates,
-        &name,
-        &[],
-        rustls_pki_types::UnixTime::now(),
-    )
-    .map_err(|e| {
-        anyhow::anyhow!(
-            "{} does not verify against {} as {SERVER_NAME} ({e}); give a directory whose files belong together, or an empty one to have them made",
-            paths.server_cert().display(),
-            paths.ca_cert().display()
-        )
-    })?;
+    rustls::sign::CertifiedKey::from_der(identity.chain, identity.key, &provider).map_err(
+        |e| {
+            anyhow::anyhow!(
+                "{} does not belong to the certificate {} ({e}); give a directory whose server.key and server.pem match, or an empty one to have them made",
+                paths.server_key().display(),
+                paths.server_cert().display()
+            )
+        },
+    )?;
     Ok(())
 }
 
