@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bench_core::limits::{BodyLimit, ResponseLimits};
+use bench_core::limits::{BodyLimit, ResponseLimits, HEAD_KNOB};
 use bench_core::source::SourceAddresses;
 use bench_core::{
     classify_error, ClientSettings, ConnectTiming, Failure, FailureClass, HandshakeVariant, Phase,
@@ -312,7 +312,10 @@ impl H3Transport {
         // h3-quinn 0.0.10 panics on while a read is in flight (`stop_sending` unwraps a stream
         // its read future holds), and only once it holds the whole frame. The watched
         // connection refuses a HEADERS frame at its header instead (its encoded length is at
-        // most its decoded size), and `exchange_limited` checks the decoded size.
+        // most its decoded size), and `exchange_limited` checks the decoded size. Announcing
+        // the limit (SETTINGS_MAX_FIELD_SECTION_SIZE) is no substitute: aioquic 1.7 does not
+        // read it, and h3's server, which does, refuses to send the answer and leaves what
+        // the client sees (a reset, a timeout) to its application.
         let quic = crate::limited::Connection::new(conn.clone(), self.limits.max_head_bytes as u64);
         let (mut driver, send) = h3::client::new(quic)
             .await
@@ -548,10 +551,18 @@ impl H3Connection {
     }
 
     /// [`H3Connection::classify`], and a HEADERS frame the watched stream refused as the head
-    /// limit.
+    /// limit: the message gives the frame's announced length (not a decoded size) and says
+    /// the frame was refused at its frame header, before its payload.
     fn classify_limited(&self, err: &h3::error::StreamError) -> Failure {
         match too_large(err) {
-            Some(refused) => self.limits.head_failure(refused.announced),
+            Some(refused) => Failure::new(
+                FailureClass::BadBody,
+                format!(
+                    "HEADERS frame of {} B announced, above {HEAD_KNOB} ({} B): refused at its frame header",
+                    refused.announced, self.limits.max_head_bytes
+                ),
+            )
+            .with_code(HEAD_KNOB),
             None => self.classify(err),
         }
     }

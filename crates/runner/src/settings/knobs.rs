@@ -200,8 +200,9 @@ knobs! {
     #[arg(long, value_parser = super::parse_name::<ClientImplementation>, value_name = "lean|library")]
     client: cell<ClientImplementation> = ClientImplementation::Lean;
     /// Lean clients: the largest response head accepted, in bytes (HTTP/1.1: with interim 1xx
-    /// heads; HTTP/3: the decoded field section; HTTP/2 holds its 64 KiB header list); a
-    /// longer one is bad_body (default: 64 KiB).
+    /// heads; HTTP/3: the decoded field section, and a HEADERS frame announcing more is
+    /// refused at its frame header; HTTP/2 holds its 64 KiB header list); a longer one is
+    /// bad_body (default: 64 KiB).
     #[arg(long, value_name = "BYTES")]
     response_head_max_bytes: cell_opt<usize> = None;
     /// Lean clients (HTTP/1.1, HTTP/3): the most header fields in one response head; more is
