@@ -1,11 +1,13 @@
 //! Third-party servers for the stacks' and the runner's tests: nginx ([`nginx`]), hypercorn
-//! with an ASGI app ([`hypercorn`]), a grpcio service ([`grpcio`]) and a Node.js HTTP/2 +
-//! HTTP/1.1 server ([`node`]), each started on 127.0.0.1 with a temporary configuration, bounded in
-//! time and killed when dropped; and the checks every REST stack runs against them
-//! ([`rest`]). A missing server skips its test with a note unless the test is told to
-//! require it (`TBENCH_REQUIRE_NGINX=1`, `TBENCH_REQUIRE_HYPERCORN=1`, `TBENCH_REQUIRE_GRPCIO=1`,
+//! with an ASGI app ([`hypercorn`]), a bare aioquic HTTP/3 server whose answers have a 1 MiB
+//! head ([`aioquic`]), a grpcio service ([`grpcio`]) and a Node.js HTTP/2 + HTTP/1.1 server
+//! ([`node`]), each started on 127.0.0.1 with a temporary configuration, bounded in time and
+//! killed when dropped; and the checks every REST stack runs against them ([`rest`]). A
+//! missing server skips its test with a note unless the test is told to require it
+//! (`TBENCH_REQUIRE_NGINX=1`, `TBENCH_REQUIRE_HYPERCORN=1`, `TBENCH_REQUIRE_GRPCIO=1`,
 //! `TBENCH_REQUIRE_NODE=1`).
 
+pub mod aioquic;
 pub mod grpcio;
 pub mod hypercorn;
 pub mod nginx;
