@@ -25,4 +25,4 @@ pub use proportion::{
     MeanBounds, Pooled, Sided,
 };
 pub use student_t::{inc_beta, ln_gamma, t_975_table, t_cdf, t_quantile};
-pub use welch::{welch, Welch, ALPHA};
+pub use welch::{welch, welch_difference, Welch, ALPHA};

@@ -54,9 +54,43 @@ pub fn welch(base: &[f64], new: &[f64]) -> Option<Welch> {
     })
 }
 
+/// Bounds of the difference of two means, mean(a) − mean(b), by Welch's t at confidence
+/// 1 − `alpha` (`sided`: one-sided bounds or the two-sided interval), with the Welch–
+/// Satterthwaite degrees of freedom: (difference, (lower, upper), df). `None` below two values
+/// on either side. Between sessions, `a` and `b` are each side's session means.
+pub fn welch_difference(
+    a: &[f64],
+    b: &[f64],
+    alpha: f64,
+    sided: crate::Sided,
+) -> Option<(f64, (f64, f64), f64)> {
+    let (va, vb) = (sample_variance(a)?, sample_variance(b)?);
+    let diff = mean(a) - mean(b);
+    let (qa, qb) = (va / a.len() as f64, vb / b.len() as f64);
+    let se2 = qa + qb;
+    if se2 <= 0.0 {
+        return Some((diff, (diff, diff), f64::INFINITY));
+    }
+    let df = se2 * se2 / (qa * qa / (a.len() - 1) as f64 + qb * qb / (b.len() - 1) as f64);
+    let half = t_quantile(1.0 - sided.tail(alpha), df) * se2.sqrt();
+    Some((diff, (diff - half, diff + half), df))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn welch_difference_is_welchs_interval_turned_round() {
+        let (a, b) = ([10.0, 12.0, 14.0, 11.0], [20.0, 23.0, 19.0]);
+        let w = welch(&b, &a).unwrap();
+        let (d, (lo, hi), df) = welch_difference(&a, &b, ALPHA, crate::Sided::Two).unwrap();
+        assert!((d - w.diff).abs() < 1e-12 && (df - w.df).abs() < 1e-12);
+        assert!((lo - w.ci.0).abs() < 1e-9 && (hi - w.ci.1).abs() < 1e-9);
+        let (_, (one_lo, one_hi), _) = welch_difference(&a, &b, ALPHA, crate::Sided::One).unwrap();
+        assert!(one_lo > lo && one_hi < hi, "one-sided bounds are nearer");
+        assert_eq!(welch_difference(&[1.0], &b, ALPHA, crate::Sided::Two), None);
+    }
 
     fn close(a: f64, b: f64, tol: f64) -> bool {
         (a - b).abs() <= tol

@@ -29,7 +29,9 @@ use runner::output::rows::CellRow;
 mod breakdown;
 mod claims;
 mod contrast;
+pub mod engine;
 pub mod mesh;
+pub mod plan;
 mod provenance;
 mod run;
 mod scale;
@@ -39,6 +41,7 @@ mod tables;
 mod templates;
 mod text;
 mod threats;
+pub mod timing;
 mod verdicts;
 
 use claims::STUDY_TITLE;
