@@ -1053,6 +1053,61 @@ conditions = ["e/a"]
         assert!(v.label.contains("1 repetition(s)"), "{}", v.label);
     }
 
+    /// The committed plan's C3 rule through the engine: 3 sessions × 3 repetitions of the
+    /// plan's budget without a failure hold at every level; a repetition short of the budget
+    /// is not judged; 20 failures in one repetition leave that level undecided (pooled 20 in
+    /// 45,000), and the agreement check names the sessions.
+    #[test]
+    fn the_committed_plan_judges_c3_at_its_budget() {
+        let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../experiments/study/plan.toml");
+        let plan = Plan::load(&path).unwrap();
+        let rule = plan.rules.iter().find(|r| r.id == "C3-h3").unwrap().clone();
+        let budget = plan.budgets.attempts["new-conn"];
+        let mut d = Fixture::default();
+        let cells = |k: u64| Observed::Proportion(vec![vec![Counts { k, n: budget }; 3]; 3]);
+        for w in [10, 100, 200, 500] {
+            d.put("c3-h3-success/default", "h3", w, "success", cells(budget));
+        }
+        let judged: Vec<Verdict> = judge(&plan, &rule, &d)
+            .into_iter()
+            .filter(|v| v.condition == "c3-h3-success/default")
+            .collect();
+        assert_eq!(judged.len(), 4);
+        assert!(
+            judged.iter().all(|v| v.label == "above 99.94 %"),
+            "{judged:?}"
+        );
+        let mut short = cells(budget);
+        if let Observed::Proportion(s) = &mut short {
+            s[1][2] = Counts { k: 4000, n: 4000 };
+        }
+        d.put("c3-h3-success/default", "h3", 200, "success", short);
+        let mut three = cells(budget);
+        if let Observed::Proportion(s) = &mut three {
+            s[0][0].k = budget - 20;
+        }
+        d.put("c3-h3-success/default", "h3", 500, "success", three);
+        let v = judge(&plan, &rule, &d);
+        let at = |w| {
+            v.iter()
+                .find(|x| x.condition == "c3-h3-success/default" && x.workers == w)
+                .unwrap()
+        };
+        assert_eq!(at(200).outcome, Outcome::NotJudged);
+        assert_eq!(at(500).outcome, Outcome::Undecided, "{:?}", at(500));
+        // 20 in 15,000 against 0 in 15,000 twice: no session's interval holds the pooled rate,
+        // so the check names all three (pooling them is not supported by the data).
+        assert_eq!(at(500).disagreeing, vec![0, 1, 2]);
+        assert!(at(100).disagreeing.is_empty());
+        assert_eq!(at(10).outcome, Outcome::Holds);
+        // Conditions without data are named as such, never judged by default.
+        assert!(v
+            .iter()
+            .filter(|x| x.condition == "c2c3-two-hosts/kept-one-address")
+            .all(|x| x.label == "not judged: the condition has no cell"));
+    }
+
     /// Every level judged on its own with `workers = "every"`.
     #[test]
     fn every_level_is_a_verdict() {
