@@ -114,13 +114,7 @@ fn a_rate_sweep_measures_each_rate_and_draws_its_curve() {
     manifest["status"] = "interrupted".into();
     manifest["cells_done"] = 1.into();
     std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
-    let o = runner()
-        .arg("--resume")
-        .arg(&dir)
-        .arg("--certs")
-        .arg(run.certs.path())
-        .output()
-        .unwrap();
+    let o = resume(&dir, run.certs.path());
     assert!(o.status.success(), "{}", output_text(&o));
     let keys: Vec<String> = read_csv(&dir.join("cells.csv"))
         .iter()

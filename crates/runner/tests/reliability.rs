@@ -67,13 +67,7 @@ fn sigint_mid_sweep_then_resume_gives_every_cell_exactly_once() {
     assert!(before < 12, "the run finished before the interrupt");
     assert_no_server_left(certs.path());
 
-    let output = runner()
-        .arg("--resume")
-        .arg(&dir)
-        .arg("--certs")
-        .arg(certs.path())
-        .output()
-        .unwrap();
+    let output = resume(&dir, certs.path());
     assert!(output.status.success(), "{}", output_text(&output));
     let rows = read_csv(&dir.join("cells.csv"));
     let keys: Vec<_> = rows.iter().map(|r| r["cell_key"].clone()).collect();
@@ -313,13 +307,7 @@ fn an_interrupt_before_the_first_cell_leaves_a_resumable_run() {
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(manifest["status"], "interrupted", "{text}");
-    let resumed = runner()
-        .arg("--resume")
-        .arg(&dir)
-        .arg("--certs")
-        .arg(certs.path())
-        .output()
-        .unwrap();
+    let resumed = resume(&dir, certs.path());
     assert!(resumed.status.success(), "{}", output_text(&resumed));
     assert_eq!(read_csv(&dir.join("cells.csv")).len(), 2);
 }

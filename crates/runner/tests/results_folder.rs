@@ -242,13 +242,7 @@ fn a_full_disk_mid_run_then_resume_leaves_every_cell_once_in_every_file() {
         }
     }
     std::fs::remove_file(&filler).unwrap();
-    let resumed = runner()
-        .arg("--resume")
-        .arg(&dir)
-        .arg("--certs")
-        .arg(certs.path())
-        .output()
-        .unwrap();
+    let resumed = resume(&dir, certs.path());
     assert!(resumed.status.success(), "{}", output_text(&resumed));
     let cells = rows_per_cell(&dir.join("cells.csv"));
     assert_eq!(cells.len(), 12, "{cells:?}");
@@ -285,13 +279,7 @@ fn a_cut_off_cell_is_refused_by_readers_and_repaired_by_resume() {
         err.contains("cut off") && err.contains("--resume"),
         "says what happened and the way out: {err}"
     );
-    let resumed = runner()
-        .arg("--resume")
-        .arg(&dir)
-        .arg("--certs")
-        .arg(run.certs.path())
-        .output()
-        .unwrap();
+    let resumed = resume(&dir, run.certs.path());
     let text = output_text(&resumed);
     assert!(resumed.status.success(), "{text}");
     assert!(
@@ -385,13 +373,7 @@ fn resume_checks_the_folder_before_measuring() {
     std::fs::write(&cells, writer.into_inner().unwrap()).unwrap();
     let before = std::fs::read(&cells).unwrap();
     let manifest_before = std::fs::read(dir.join("manifest.json")).unwrap();
-    let o = runner()
-        .arg("--resume")
-        .arg(&dir)
-        .arg("--certs")
-        .arg(run.certs.path())
-        .output()
-        .unwrap();
+    let o = resume(&dir, run.certs.path());
     assert_eq!(o.status.code(), Some(2), "{}", output_text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(err.trim().lines().count(), 1, "{err}");

@@ -189,3 +189,14 @@ pub fn has_colour(png_path: &Path, rgb: [u8; 3]) -> bool {
         .chunks(step)
         .any(|p| p.iter().zip(rgb).all(|(a, b)| a.abs_diff(b) <= 3))
 }
+
+/// `runner --resume DIR --certs CERTS`, run to its end.
+pub fn resume(dir: &Path, certs: &Path) -> Output {
+    runner()
+        .arg("--resume")
+        .arg(dir)
+        .arg("--certs")
+        .arg(certs)
+        .output()
+        .unwrap()
+}
