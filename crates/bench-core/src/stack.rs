@@ -302,6 +302,13 @@ pub trait Stack: Send + Sync + 'static {
     fn targets_by_default(&self) -> bool {
         true
     }
+    /// The stack whose server an edge proxy that terminates this stack's connections forwards
+    /// to, when the proxies here cannot speak this stack's protocol upstream: the same API
+    /// over a TCP transport (QUIC terminated at the edge, TCP behind it). `None`: the edge
+    /// forwards in the stack's own protocol to its own server.
+    fn edge_upstream_stack(&self) -> Option<&'static str> {
+        None
+    }
     /// How the item is encoded on the wire ("JSON", "protobuf"), for reports.
     fn encoding(&self) -> &'static str;
     /// The crates (as named in Cargo.lock) that implement this stack's protocol, so that the

@@ -85,6 +85,18 @@ impl Cell {
         self.settings.plaintext || self.settings.path != crate::settings::MeshPath::Direct
     }
 
+    /// The stack whose server the cell starts: its own, or on an edge that terminates QUIC
+    /// the TCP stack the edge forwards to ([`crate::settings::mesh::Carried::server_stack`]).
+    pub fn server_stack(&self) -> &str {
+        let e = &self.settings;
+        if e.path == crate::settings::MeshPath::Direct {
+            return &self.stack;
+        }
+        crate::registry::find(&self.stack)
+            .and_then(|s| crate::settings::mesh::carries(e.proxy, e.path, s).ok())
+            .map_or(&self.stack, |c| c.server_stack)
+    }
+
     /// The load generator speaks plaintext: asked for, or to its own sidecar on loopback.
     pub fn client_plaintext(&self) -> bool {
         self.settings.plaintext || self.settings.path == crate::settings::MeshPath::Sidecar

@@ -2,7 +2,7 @@
 //! missing one skips with a note unless TBENCH_REQUIRE_HAPROXY / _NGINX / _CADDY is 1, as
 //! scripts/test sets them): a stack a proxy cannot carry is refused before the run; an edge
 //! proxy carries every request (the client's TLS ends at it, the server speaks plaintext) and
-//! is measured; sidecars on the hosts executor (root, as CI has) pool their connections across
+//! is measured; HTTP/3 ends at a Caddy edge, which forwards over HTTP/2; sidecars on the hosts executor (root, as CI has) pool their connections across
 //! the bridge with `pool = "keep"` and open one per request with `per-request`; a sidecar whose
 //! certificate another CA issued is refused; no proxy outlives its run.
 
@@ -76,20 +76,54 @@ fn run_in(tmp: &std::path::Path, args: &[&str]) -> (u32, std::path::PathBuf) {
 
 #[test]
 fn a_path_the_proxy_or_executor_cannot_build_is_refused_with_one_line() {
-    let cases: [(&[&str], &[&str]); 5] = [
+    let cases: [(&[&str], &[&str]); 8] = [
         (
             &["--path", "edge", "--proxy", "nginx", "--stacks", "h1,h2"],
             &["proxy", "nginx cannot carry h2"],
         ),
+        // QUIC: Caddy terminates it at an edge only, and carries no gRPC answer's trailers
+        // over it; HAProxy and nginx as packaged have none.
         (
-            &["--path", "edge", "--proxy", "caddy", "--stacks", "h3"],
-            &["proxy", "caddy cannot carry h3", "dials TCP"],
+            &[
+                "--path",
+                "edge",
+                "--proxy",
+                "caddy",
+                "--stacks",
+                "h3,grpc-h3",
+            ],
+            &[
+                "proxy",
+                "caddy cannot carry grpc-h3",
+                "no response trailers",
+            ],
+        ),
+        (
+            &[
+                "--executor",
+                "hosts",
+                "--path",
+                "sidecar",
+                "--proxy",
+                "caddy",
+                "--stacks",
+                "h3",
+            ],
+            &["proxy", "caddy cannot carry h3", "versions 3", "dials TCP"],
+        ),
+        (
+            &["--path", "edge", "--proxy", "haproxy", "--stacks", "h3"],
+            &["proxy", "without QUIC"],
         ),
         (
             &[
                 "--path", "edge", "--proxy", "haproxy", "--stacks", "grpc-h3",
             ],
             &["proxy", "without QUIC"],
+        ),
+        (
+            &["--path", "edge", "--proxy", "nginx", "--stacks", "h3"],
+            &["proxy", "nginx 1.22 has no HTTP/3"],
         ),
         (
             &["--path", "sidecar", "--stacks", "h1"],
@@ -159,6 +193,13 @@ fn an_edge_proxy_carries_every_request_and_is_measured() {
             assert_eq!(num(c, "ok"), 20.0, "{name} {key}");
             assert_eq!((&*c["path"], &*c["proxy"]), ("edge", name));
             assert_eq!(c["pool"], "keep");
+            // On TCP the proxy passes the stack's own protocol on.
+            let alpn = if c["stack"] == "h1" { "http/1.1" } else { "h2" };
+            assert_eq!(
+                (&*c["client_protocol"], &*c["upstream_protocol"]),
+                (alpn, alpn),
+                "{name} {key}"
+            );
             // A TLS handshake per request, with a server that has no TLS: it ended at the proxy.
             assert!(num(c, "handshake_p50_us") > 0.0, "{name} {key}");
             assert!(num(c, "proxy_server_cpu_s") > 0.0, "{name} {key}");
@@ -188,6 +229,87 @@ fn an_edge_proxy_carries_every_request_and_is_measured() {
         assert!(
             proxies_left_by(pid).is_empty(),
             "{name}: {:?}",
+            proxies_left_by(pid)
+        );
+    }
+}
+
+/// QUIC terminated at a Caddy edge: the HTTP/3 client's requests reach the HTTP/2 stack's
+/// server over TCP (h2c) behind it, in both regimes, on the local and the hosts executor;
+/// every answer is validated as direct, each row records `h3` in front and `h2` upstream, and
+/// Caddy's CPU and memory are measured. Across the hosts' bridge no TCP connection arrives
+/// (the clients' are QUIC), and Caddy keeps its few to the server.
+#[test]
+fn http3_terminated_at_a_caddy_edge_reaches_the_http2_server_in_both_regimes() {
+    if !installed_proxies().contains(&ProxyKind::Caddy) {
+        return;
+    }
+    for executor in ["local", "hosts"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let (pid, dir) = run_in(
+            tmp.path(),
+            &[
+                "--executor",
+                executor,
+                "--path",
+                "edge",
+                "--proxy",
+                "caddy",
+                "--stacks",
+                "h3",
+                "--regime",
+                "both",
+                "--concurrency",
+                "2",
+                "--requests",
+                "20",
+                "--baseline-seconds",
+                "0",
+            ],
+        );
+        let cells = read_csv(&dir.join("cells.csv"));
+        let regimes: Vec<&str> = cells.iter().map(|c| &*c["regime"]).collect();
+        assert_eq!(regimes.len(), 2, "{regimes:?}");
+        assert!(regimes.contains(&"reuse") && regimes.contains(&"new-conn"));
+        for c in &cells {
+            let key = format!("{executor} {}", c["cell_key"]);
+            assert_eq!(c["error"], "", "{key}");
+            assert_eq!(c["stack"], "h3");
+            assert_eq!(num(c, "ok"), 20.0, "{key}");
+            assert_eq!(num(c, "failed"), 0.0, "{key}");
+            assert_eq!((&*c["path"], &*c["proxy"]), ("edge", "caddy"));
+            assert_eq!(
+                (&*c["client_protocol"], &*c["upstream_protocol"]),
+                ("h3", "h2"),
+                "{key}"
+            );
+            // A QUIC handshake with the edge (the server behind it has no TLS).
+            assert!(num(c, "handshake_p50_us") > 0.0, "{key}");
+            assert!(num(c, "proxy_server_cpu_s") > 0.0, "{key}");
+            assert!(num(c, "proxy_server_rss_hwm_bytes") > 1e6, "{key}");
+            assert!(num(c, "proxy_cpu_ms_per_1k_ok") > 0.0, "{key}");
+            assert!(
+                num(c, "server_rss_hwm_bytes") > 0.0,
+                "{key}: the server is measured"
+            );
+            if executor == "hosts" {
+                let to_server = num(c, "net_tcp_active_opens");
+                let across = num(c, "net_tcp_passive_opens") - to_server;
+                assert_eq!(across, 0.0, "{key}: no TCP from the clients");
+                assert!(to_server <= 4.0, "{key}: {to_server} to the server");
+            }
+        }
+        let manifest: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap())
+                .unwrap();
+        let config = manifest["proxies"][0]["config"].as_str().unwrap();
+        // HTTP/3 alone in front, HTTP/2 without TLS (h2c) behind.
+        for wanted in ["\"h3\"", "\"h2c\""] {
+            assert!(config.contains(wanted), "{wanted} not in {config}");
+        }
+        assert!(
+            proxies_left_by(pid).is_empty(),
+            "{:?}",
             proxies_left_by(pid)
         );
     }
@@ -320,8 +442,10 @@ fn a_sidecar_with_another_cas_certificate_is_refused() {
             upstream,
             upstream_tls: None,
             carried: Carried {
+                front: HopProtocol::Http1,
                 protocol: HopProtocol::Http1,
                 grpc: false,
+                server_stack: "h1",
             },
             pool: Pool::Keep,
             threads: 1,

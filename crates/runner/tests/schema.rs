@@ -46,6 +46,8 @@ const ADDED_SINCE_COMMITTED: &[&str] = &[
     "proxy",
     "pool",
     "proxy_threads",
+    "client_protocol",
+    "upstream_protocol",
     "net_tcp_active_opens",
     "net_tcp_passive_opens",
     "streamed_ok",

@@ -62,6 +62,10 @@ impl Stack for GrpcH3 {
     fn supports_plaintext(&self) -> bool {
         false
     }
+    /// At an edge that terminates QUIC, gRPC over HTTP/2 (h2c on the edge's loopback), the tonic server.
+    fn edge_upstream_stack(&self) -> Option<&'static str> {
+        Some("grpc")
+    }
     /// Most gRPC services serve HTTP/2 only: `[targets.grpc]` goes over HTTP/3 when
     /// `stacks` names this stack.
     fn targets_by_default(&self) -> bool {

@@ -40,6 +40,10 @@ impl Stack for Http3 {
     fn supports_plaintext(&self) -> bool {
         false
     }
+    /// At an edge that terminates QUIC, REST over HTTP/2 (h2c on the edge's loopback): the same API, multiplexed like HTTP/3.
+    fn edge_upstream_stack(&self) -> Option<&'static str> {
+        Some("h2")
+    }
     fn server_settings(&self) -> Vec<(&'static str, String)> {
         vec![
             ("quic", h3_transport::quic_settings()),

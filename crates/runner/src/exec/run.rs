@@ -406,7 +406,7 @@ pub fn serve_options(
 ) -> ServeOptions {
     let exp = &*cell.settings;
     ServeOptions {
-        stack: cell.stack.clone(),
+        stack: cell.server_stack().to_string(),
         listen,
         plaintext: cell.server_plaintext(),
         payload: cell.payload(),

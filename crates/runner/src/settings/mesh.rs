@@ -1,7 +1,7 @@
 //! The mesh knobs' types (`path`, `proxy`, `pool`) and which proxy carries which stack. What
-//! a proxy can carry is decided by the stack's wire properties (its ALPN and whether it is a
-//! gRPC API), never by its name, and the table below is what the Debian packages on the
-//! suite's machine do (docs/mesh.md).
+//! a proxy can carry is decided by the stack's wire properties (its ALPN, whether it is a
+//! gRPC API, the TCP stack it names for an edge's upstream), never by its name, and the
+//! table below is what the Debian packages on the suite's machine do (docs/mesh.md).
 
 use serde::{Deserialize, Serialize};
 
@@ -80,59 +80,72 @@ impl Pool {
     }
 }
 
-/// The HTTP version a stack speaks on every hop of a proxied path (the proxies here pass a
-/// request on in the version it came in: see [`carries`]).
+/// The HTTP version a hop of a proxied path speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HopProtocol {
     Http1,
     Http2,
+    /// Only in front of an edge proxy (QUIC from the client, terminated there).
+    Http3,
 }
 
 impl HopProtocol {
+    /// Its ALPN identifier, also what `cells.csv` records (`client_protocol`,
+    /// `upstream_protocol`).
     pub fn alpn(self) -> &'static str {
         match self {
             HopProtocol::Http1 => "http/1.1",
             HopProtocol::Http2 => "h2",
+            HopProtocol::Http3 => "h3",
+        }
+    }
+
+    /// The TCP protocol of an ALPN identifier.
+    fn over_tcp(alpn: &[u8]) -> Option<HopProtocol> {
+        match alpn {
+            b"http/1.1" => Some(HopProtocol::Http1),
+            b"h2" => Some(HopProtocol::Http2),
+            _ => None,
         }
     }
 }
 
-/// What a proxied path needs to know about a stack: its hops' protocol and whether the
-/// requests are gRPC (nginx passes those with `grpc_pass`).
+/// What a proxied path needs to know about a stack: what the client speaks to the first proxy
+/// (`front`), what every later hop and the server speak (`protocol`), whether the requests
+/// are gRPC (nginx passes those with `grpc_pass`), and whose server runs behind the proxies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Carried {
+    pub front: HopProtocol,
     pub protocol: HopProtocol,
     pub grpc: bool,
+    /// The stack whose server the cell starts: the cell's own, or the one its edge forwards
+    /// to ([`bench_core::Stack::edge_upstream_stack`]).
+    pub server_stack: &'static str,
 }
 
-/// Whether `proxy` carries `stack` end to end (in front and upstream, in the stack's own
-/// protocol, since the servers speak only theirs), or the one line saying why not.
-pub fn carries(proxy: ProxyKind, stack: &dyn bench_core::Stack) -> Result<Carried, String> {
+/// What was checked on this machine about QUIC in the packaged proxies (docs/mesh.md).
+const HAPROXY_NO_QUIC: &str = "Debian's HAProxy 2.6 is built without QUIC (-QUIC in haproxy -vv)";
+const NGINX_NO_QUIC: &str = "nginx 1.22 has no HTTP/3 (QUIC came in 1.25; no http_v3 in nginx -V)";
+const CADDY_NO_QUIC_UPSTREAM: &str = "Caddy 2.6's experimental HTTP/3 upstream (versions 3) dials TCP (checked here: `dial tcp …: connection refused` against an HTTP/3 server)";
+
+/// Whether `proxy` carries `stack` on `path`, or the one line saying why not. On TCP every
+/// hop speaks the stack's own protocol (the servers speak only theirs); QUIC only reaches an
+/// edge that terminates it, which forwards over TCP to the stack's edge upstream.
+pub fn carries(
+    proxy: ProxyKind,
+    path: MeshPath,
+    stack: &dyn bench_core::Stack,
+) -> Result<Carried, String> {
     let grpc = stack.api() == bench_core::Api::Grpc;
-    let protocol = match stack.alpn() {
-        b"http/1.1" => HopProtocol::Http1,
-        b"h2" => HopProtocol::Http2,
-        b"h3" => {
-            return Err(format!(
-                "{} cannot carry {} (HTTP/3): {}",
-                proxy.as_str(),
-                stack.name(),
-                match proxy {
-                    ProxyKind::Haproxy =>
-                        "Debian's HAProxy 2.6 is built without QUIC (-QUIC in haproxy -vv)",
-                    ProxyKind::Nginx => "nginx 1.22 has no HTTP/3 (QUIC came in 1.25)",
-                    ProxyKind::Caddy =>
-                        "Caddy 2.6 serves HTTP/3 in front, but its experimental HTTP/3 upstream (versions 3) dials TCP, so it cannot reach an HTTP/3 server (docs/mesh.md)",
-                }
-            ))
+    let Some(protocol) = HopProtocol::over_tcp(stack.alpn()) else {
+        if stack.alpn() == b"h3" {
+            return over_quic(proxy, path, stack);
         }
-        other => {
-            return Err(format!(
-                "no proxy carries {} (ALPN {})",
-                stack.name(),
-                String::from_utf8_lossy(other)
-            ))
-        }
+        return Err(format!(
+            "no proxy carries {} (ALPN {})",
+            stack.name(),
+            String::from_utf8_lossy(stack.alpn())
+        ));
     };
     if !stack.supports_plaintext() {
         return Err(format!(
@@ -146,7 +159,65 @@ pub fn carries(proxy: ProxyKind, stack: &dyn bench_core::Stack) -> Result<Carrie
             stack.name()
         ));
     }
-    Ok(Carried { protocol, grpc })
+    Ok(Carried {
+        front: protocol,
+        protocol,
+        grpc,
+        server_stack: stack.name(),
+    })
+}
+
+/// An HTTP/3 stack: only Caddy accepts QUIC, only at an edge (nothing here speaks QUIC
+/// upstream), only for a REST API (its HTTP/3 server sends no trailers), and only for a stack
+/// that names a TCP stack of the same API for the edge's upstream.
+fn over_quic(
+    proxy: ProxyKind,
+    path: MeshPath,
+    stack: &dyn bench_core::Stack,
+) -> Result<Carried, String> {
+    let name = stack.name();
+    let refused = |why: String| {
+        Err(format!(
+            "{} cannot carry {name} (HTTP/3): {why}",
+            proxy.as_str()
+        ))
+    };
+    match proxy {
+        ProxyKind::Haproxy => return refused(HAPROXY_NO_QUIC.into()),
+        ProxyKind::Nginx => return refused(NGINX_NO_QUIC.into()),
+        ProxyKind::Caddy => {}
+    }
+    if path != MeshPath::Edge {
+        return refused(format!(
+            "QUIC between sidecars needs a QUIC upstream, and {CADDY_NO_QUIC_UPSTREAM}; HAProxy 2.6 and nginx 1.22 as packaged have no QUIC at all (docs/mesh.md); Caddy terminates HTTP/3 at an edge (--path edge)"
+        ));
+    }
+    if stack.api() == bench_core::Api::Grpc {
+        return refused(
+            "Caddy 2.6's HTTP/3 server (quic-go before v0.47) sends no response trailers, so a gRPC answer's grpc-status never reaches the client (checked here: every call through it ended without one); server trailers reached Caddy with quic-go v0.47 (caddyserver/caddy#6582), after 2.6 (docs/mesh.md)".into(),
+        );
+    }
+    let Some(upstream) = stack.edge_upstream_stack() else {
+        return refused(format!(
+            "{CADDY_NO_QUIC_UPSTREAM}, and {name} names no TCP stack for the edge to forward to"
+        ));
+    };
+    let Some(upstream_stack) = crate::registry::find(upstream) else {
+        return refused(format!(
+            "its edge upstream {upstream} is not a registered stack"
+        ));
+    };
+    if upstream_stack.api() != stack.api() || HopProtocol::over_tcp(upstream_stack.alpn()).is_none()
+    {
+        return refused(format!(
+            "its edge upstream {upstream} is not the same API over TCP"
+        ));
+    }
+    let behind = carries(proxy, path, upstream_stack)?;
+    Ok(Carried {
+        front: HopProtocol::Http3,
+        ..behind
+    })
 }
 
 impl super::Experiment {
@@ -169,7 +240,7 @@ impl super::Experiment {
         let path = self.path.as_str();
         for name in &self.stacks {
             if let Some(stack) = crate::registry::find(name) {
-                if let Err(why) = carries(self.proxy, stack) {
+                if let Err(why) = carries(self.proxy, self.path, stack) {
                     return fail("proxy", format!("path {path}: {why}"));
                 }
             }

@@ -1,6 +1,7 @@
 //! Each proxy's configuration, written from one hop's description ([`Hop`]): its listener
-//! (plaintext or TLS, with client certificates required or not), its upstream (plaintext or
-//! mutual TLS), the protocol it carries, upstream pooling, timeouts and worker threads.
+//! (plaintext or TLS, with client certificates required or not; QUIC for an edge that
+//! terminates HTTP/3), its upstream (plaintext or mutual TLS), the protocol it carries,
+//! upstream pooling, timeouts and worker threads.
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -232,11 +233,14 @@ fn caddy(hop: &Hop, dir: &Path) -> anyhow::Result<Rendered> {
     use serde_json::json;
     let h2 = hop.carried.protocol == HopProtocol::Http2;
     let tls_listen = hop.listen_tls.is_some();
-    // Caddy enables HTTP/2 only beside HTTP/1.1; the clients here speak one of them.
-    let protocols = match (h2, tls_listen) {
-        (false, _) => vec!["h1"],
-        (true, true) => vec!["h1", "h2"],
-        (true, false) => vec!["h1", "h2c"],
+    // Caddy enables HTTP/2 only beside HTTP/1.1; the clients here speak one of them. HTTP/3
+    // alone: QUIC on the listener's UDP port (Caddy still opens the TCP one, which no client
+    // here uses).
+    let protocols = match (hop.carried.front, h2, tls_listen) {
+        (HopProtocol::Http3, _, _) => vec!["h3"],
+        (_, false, _) => vec!["h1"],
+        (_, true, true) => vec!["h1", "h2"],
+        (_, true, false) => vec!["h1", "h2c"],
     };
     let versions = match (h2, hop.upstream_tls.is_some()) {
         (false, _) => vec!["1.1"],
@@ -278,7 +282,7 @@ fn caddy(hop: &Hop, dir: &Path) -> anyhow::Result<Rendered> {
     if let Some(tls) = &hop.listen_tls {
         let mut policy = json!({
             "certificate_selection": {"any_tag": ["mesh"]},
-            "alpn": [hop.carried.protocol.alpn()],
+            "alpn": [hop.carried.front.alpn()],
             "protocol_min": "tls1.3",
         });
         if let Some(ca) = &tls.client_ca {

@@ -99,8 +99,8 @@ impl PathPlan<'_> {
         let e = &self.cell.settings;
         let stack = crate::registry::find(&self.cell.stack)
             .ok_or_else(|| anyhow!("unknown stack {}", self.cell.stack))?;
-        let carried =
-            crate::settings::mesh::carries(e.proxy, stack).map_err(|why| anyhow!("{why}"))?;
+        let carried = crate::settings::mesh::carries(e.proxy, e.path, stack)
+            .map_err(|why| anyhow!("{why}"))?;
         Ok(Hop {
             kind: e.proxy,
             role,
@@ -207,6 +207,8 @@ pub struct ProxyProcess {
     pub role: Role,
     pub record: ProxyRecord,
     pub listen: SocketAddr,
+    /// Its clients arrive over QUIC: the listener's UDP socket is awaited too.
+    quic: bool,
 }
 
 impl ProxyProcess {
@@ -296,6 +298,7 @@ impl ProxyProcess {
                 config: config_text,
             },
             listen: hop.listen,
+            quic: hop.carried.front == crate::settings::mesh::HopProtocol::Http3,
         };
         proxy.wait_listening()?;
         Ok(proxy)
@@ -314,7 +317,8 @@ impl ProxyProcess {
         stderr_tail(&self.dir)
     }
 
-    /// Waits until the proxy's listening socket shows in its network namespace.
+    /// Waits until the proxy's listening socket (and its UDP one, for QUIC) shows in its
+    /// network namespace.
     fn wait_listening(&mut self) -> anyhow::Result<()> {
         let started = Instant::now();
         let pid = self.pid;
@@ -328,7 +332,7 @@ impl ProxyProcess {
                     self.stderr_tail()
                 );
             }
-            if listening(pid, self.listen) {
+            if listening(pid, self.listen) && (!self.quic || bound_udp(pid, self.listen)) {
                 return Ok(());
             }
             if started.elapsed() > READY_WITHIN {
@@ -484,6 +488,16 @@ pub fn allowed(ip: std::net::IpAddr) -> bool {
 /// Whether a TCP socket listens on `addr` in `pid`'s network namespace
 /// (`/proc/PID/net/tcp`: little-endian address, state 0A).
 pub fn listening(pid: u32, addr: SocketAddr) -> bool {
+    socket_in(pid, "tcp", addr, "0A")
+}
+
+/// Whether a UDP socket is bound to `addr` in `pid`'s network namespace
+/// (`/proc/PID/net/udp`, state 07).
+pub fn bound_udp(pid: u32, addr: SocketAddr) -> bool {
+    socket_in(pid, "udp", addr, "07")
+}
+
+fn socket_in(pid: u32, table: &str, addr: SocketAddr, state: &str) -> bool {
     let SocketAddr::V4(v4) = addr else {
         return false;
     };
@@ -492,18 +506,25 @@ pub fn listening(pid: u32, addr: SocketAddr) -> bool {
         u32::from_le_bytes(v4.ip().octets()),
         v4.port()
     );
-    std::fs::read_to_string(format!("/proc/{pid}/net/tcp")).is_ok_and(|t| {
+    std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).is_ok_and(|t| {
         t.lines().skip(1).any(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            f.len() > 3 && f[1] == wanted && f[3] == "0A"
+            f.len() > 3 && f[1] == wanted && f[3] == state
         })
     })
 }
 
-/// A free TCP port on `ip` in the caller's namespace (for an edge proxy's listener).
+/// A port on `ip` in the caller's namespace free for TCP and for UDP (for an edge proxy's
+/// listener, which takes both when it terminates QUIC).
 pub fn free_port(ip: std::net::IpAddr) -> anyhow::Result<u16> {
-    let l = std::net::TcpListener::bind((ip, 0)).context("cannot find a free port")?;
-    Ok(l.local_addr()?.port())
+    for _ in 0..64 {
+        let l = std::net::TcpListener::bind((ip, 0)).context("cannot find a free port")?;
+        let port = l.local_addr()?.port();
+        if std::net::UdpSocket::bind((ip, port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    bail!("cannot find a port free for both TCP and UDP on {ip}")
 }
 
 /// A cell's server behind its proxies: clients reach the first proxy (`addr`); the server and

@@ -273,6 +273,14 @@ row_type! {
         pub pool: Option<String>,
         #[serde(default)]
         pub proxy_threads: Option<u32>,
+        /// On an edge or sidecar path, the ALPN identifiers of what the load generator speaks
+        /// to the first proxy (`client_protocol`) and what the proxies speak on to the server
+        /// (`upstream_protocol`): the same on TCP; `h3` and `h2` where an edge terminates
+        /// QUIC and forwards to the stack's edge upstream. Empty on a direct path.
+        #[serde(default)]
+        pub client_protocol: Option<String>,
+        #[serde(default)]
+        pub upstream_protocol: Option<String>,
         pub server_threads: u32,
         #[serde(serialize_with = "fmt::display")]
         pub min_cell_seconds: f64,
@@ -369,6 +377,9 @@ impl CellRow {
         let e = &cell.settings;
         let open = cell.rate().is_some();
         let proxied = e.path != crate::settings::MeshPath::Direct;
+        let carried = crate::registry::find(&cell.stack)
+            .filter(|_| proxied)
+            .and_then(|s| crate::settings::mesh::carries(e.proxy, e.path, s).ok());
         // Only exponential draws use the seed.
         let seeded = e
             .service_time
@@ -419,6 +430,8 @@ impl CellRow {
             proxy: proxied.then(|| e.proxy.as_str().to_string()),
             pool: proxied.then(|| e.pool.as_str().to_string()),
             proxy_threads: proxied.then_some(e.proxy_threads),
+            client_protocol: carried.map(|c| c.front.alpn().to_string()),
+            upstream_protocol: carried.map(|c| c.protocol.alpn().to_string()),
             server_threads: e.server_threads,
             min_cell_seconds: e.min_cell_seconds,
             service_time: e.service_time.as_ref().map(|t| t.text().to_string()),
