@@ -1,6 +1,7 @@
 //! Exit statuses: README's table is `runner --help`'s (one definition, `exit::Status`), and a
 //! run provokes each code. Provoked here: 0, 2 (three kinds of bad input) and 3; elsewhere:
-//! 1 (results_folder.rs, a full disk), 99 (thresholds.rs), 130 (reliability.rs, SIGINT).
+//! 1 (results_folder.rs, a full disk; compare.rs, --fail-on-regression), 99 (thresholds.rs),
+//! 130 (reliability.rs, SIGINT).
 
 mod common;
 

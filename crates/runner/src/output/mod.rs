@@ -7,6 +7,7 @@ pub mod capacity;
 pub mod curve;
 pub mod folder;
 pub mod hlog;
+pub mod memory;
 pub mod merge;
 pub mod rows;
 pub mod summary;

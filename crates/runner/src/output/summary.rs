@@ -147,7 +147,7 @@ pub fn write(dir: &Path) -> anyhow::Result<()> {
     // The latency–throughput curve of a rate sweep is a figure of the same cells too.
     crate::output::curve::write(dir)?;
     // Memory per connection is a figure of the same cells, so it is refreshed with them.
-    crate::report::memory::write(dir)
+    crate::output::memory::write(dir)
 }
 
 #[cfg(test)]
