@@ -235,8 +235,8 @@ fn a_busy_server_reads_as_one_core_and_reports_its_kernel_peak_rss() {
 }
 
 /// `--duration` cells end by their time, as planned: not cut short, and their duration is
-/// in `duration_s`; a cell too fast for `--min-cell-seconds` goes on past its budget and
-/// says so.
+/// in `duration_s`; a cell too fast for `--min-cell-seconds` runs its whole budget again, a
+/// whole number of times, and says so.
 #[test]
 fn time_bounds_are_reported_as_planned() {
     let (_out, rows) = run(&[
@@ -270,7 +270,9 @@ fn time_bounds_are_reported_as_planned() {
     assert_eq!(row["extended"], "true", "{row:?}");
     assert_eq!(row["cut_short"], "false");
     assert!(num(row, "elapsed_s") >= 0.5);
-    assert!(num(row, "sent") > 20.0);
+    let repeats = num(row, "budget_repeats");
+    assert!(repeats >= 2.0, "{row:?}");
+    assert_eq!(num(row, "sent"), 20.0 * repeats, "{row:?}");
     assert_eq!(row["min_cell_seconds"], "0.5");
 }
 

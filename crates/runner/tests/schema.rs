@@ -59,6 +59,7 @@ const ADDED_SINCE_COMMITTED: &[&str] = &[
     "message_gap_max_us",
     "grpc_call",
     "stream_messages",
+    "budget_repeats",
 ];
 
 #[test]

@@ -27,8 +27,9 @@ pub struct LoadSpec {
     /// The phase is meant to end at `max_duration` (a fixed-duration cell): reaching it is
     /// the plan, not a cut.
     pub ends_by_time: bool,
-    /// The phase goes on past its request budget until it has measured this long, so that a
-    /// fast cell still spans enough time to be stable (zero: the budget alone ends it).
+    /// A phase whose whole request budget ends sooner than this runs the whole budget again,
+    /// as often as needed: it sends a whole number of budgets, never a part of one (zero: one
+    /// budget ends it).
     #[serde(default)]
     pub min_duration: Duration,
     /// First request id, so warm-up and measured ids differ.
@@ -162,8 +163,9 @@ pub struct LoadResult {
     pub elapsed: Duration,
     /// Whether the phase ended because its time bound or a stop request cut it short.
     pub cut_short: bool,
-    /// Whether requests past the budget were sent to meet `min_duration`.
-    pub extended: bool,
+    /// Whole request budgets the phase opened to meet `min_duration` (1 without a repeat);
+    /// all of them were sent unless the phase was `cut_short`.
+    pub budget_repeats: u64,
     /// The window in which every worker was active, if there was one.
     pub steady: Option<SteadyWindow>,
     /// The phase stopped because its first requests all failed alike ([`FailureStreak`]).
@@ -174,12 +176,18 @@ pub struct LoadResult {
 struct Budget {
     next: AtomicU64,
     first: u64,
-    end: u64,
+    /// Requests in one whole budget.
+    size: u64,
     started: Instant,
     deadline: Instant,
-    /// Before this instant the budget is extended rather than exhausted.
+    /// A budget that would start before this instant is opened: the phase repeats its whole
+    /// budget rather than stopping (never a part of one).
     min_end: Instant,
-    extended: AtomicBool,
+    /// Whole budgets opened so far (1 at the start): ids below `first + opened × size` are
+    /// handed out.
+    opened: AtomicU64,
+    /// Set once a budget past `min_end` was refused: no further budget opens.
+    closed: std::sync::Mutex<bool>,
     /// Open loop: time between scheduled starts.
     interval: Option<Duration>,
     progress: Arc<Progress>,
@@ -234,16 +242,43 @@ struct Ticket {
 }
 
 impl Budget {
+    /// Whether request `id` belongs to an opened budget. The first request of a budget not
+    /// yet opened decides, once for the whole budget, whether it opens (before `min_end`) or
+    /// the phase ends: so a phase sends a whole number of budgets.
+    fn open(&self, id: u64) -> bool {
+        let Some(budget) = (id - self.first).checked_div(self.size) else {
+            return false;
+        };
+        if budget < self.opened.load(Ordering::SeqCst) {
+            return true;
+        }
+        let mut closed = self.closed.lock().expect("budget");
+        if budget < self.opened.load(Ordering::SeqCst) {
+            return true;
+        }
+        if *closed || Instant::now() >= self.min_end {
+            *closed = true;
+            return false;
+        }
+        // Every id below this one was handed out already, so budgets skipped here (their
+        // first request still on its way to this lock) open whole too.
+        self.opened.store(budget + 1, Ordering::SeqCst);
+        true
+    }
+
+    /// Ids the opened budgets hold.
+    fn end(&self) -> u64 {
+        self.first
+            .saturating_add(self.size.saturating_mul(self.opened.load(Ordering::SeqCst)))
+    }
+
     fn take(&self) -> Option<Ticket> {
         if self.progress.stop.load(Ordering::Relaxed) || Instant::now() >= self.deadline {
             return None;
         }
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        if id >= self.end {
-            if Instant::now() >= self.min_end {
-                return None;
-            }
-            self.extended.store(true, Ordering::Relaxed);
+        if !self.open(id) {
+            return None;
         }
         let due = self
             .interval
@@ -425,11 +460,12 @@ pub async fn run(
     let budget = Arc::new(Budget {
         next: AtomicU64::new(spec.first_id),
         first: spec.first_id,
-        end: spec.first_id.saturating_add(spec.requests),
+        size: spec.requests,
         started,
         deadline: started + spec.max_duration,
         min_end: started + spec.min_duration.min(spec.max_duration),
-        extended: AtomicBool::new(false),
+        opened: AtomicU64::new(1),
+        closed: std::sync::Mutex::new(false),
         interval: spec.rate.map(|r| Duration::from_secs_f64(1.0 / r)),
         progress: progress.clone(),
         steady: SteadyTracker {
@@ -475,13 +511,13 @@ pub async fn run(
         measurements.merge(&shard.lock().expect("measurement shard"));
     }
     measurements.add_wire(pool.phase_wire().await);
-    let budget_left = budget.next.load(Ordering::Relaxed) < budget.end;
+    let budget_left = budget.next.load(Ordering::Relaxed) < budget.end();
     let stopped = progress.stop.load(Ordering::Relaxed);
     LoadResult {
         measurements,
         elapsed,
         cut_short: stopped || (budget_left && !spec.ends_by_time),
-        extended: budget.extended.load(Ordering::Relaxed),
+        budget_repeats: budget.opened.load(Ordering::SeqCst),
         steady: budget.steady.window(),
         hopeless: progress.streak.verdict(),
     }
@@ -854,6 +890,72 @@ mod tests {
         let m = &result.measurements;
         assert_eq!((m.ok, m.moved), (0, u64::from(MAX_MOVES)));
         assert_eq!(m.failures[FailureClass::ConnReset.index()], 1);
+    }
+
+    /// Fails every connect at once, as a closed port does.
+    struct Closed;
+
+    #[async_trait]
+    impl Client for Closed {
+        async fn connect(&self) -> Result<Connected, Failure> {
+            Err(Failure::new(
+                FailureClass::ConnectRefused,
+                "Connection refused",
+            ))
+        }
+    }
+
+    /// A phase's attempts are a whole number of budgets: exactly one without a minimum
+    /// duration, and whole repeats of a tiny budget (more workers than the budget, on two
+    /// threads, so that workers race for its last requests) when its budget ends too soon.
+    /// Instant failures and instant successes count alike.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn attempts_are_a_whole_number_of_budgets_never_a_part() {
+        for (closed, regime) in [
+            (true, Regime::NewConn),
+            (true, Regime::Reuse),
+            (false, Regime::NewConn),
+            (false, Regime::Reuse),
+        ] {
+            let client: Arc<dyn Client> = if closed {
+                Arc::new(Closed)
+            } else {
+                Arc::new(RefusingClient(Arc::new(Refusing {
+                    connects: AtomicU32::new(0),
+                    refused: AtomicU32::new(0),
+                })))
+            };
+            for (min_ms, requests) in [(0, 7), (30, 3), (30, 7)] {
+                let mut spec = spec(regime);
+                spec.concurrency = 5;
+                spec.requests = requests;
+                spec.min_duration = Duration::from_millis(min_ms);
+                let result = run(
+                    client.clone(),
+                    spec.clone(),
+                    Pool::for_spec(&spec),
+                    Arc::new(Progress::default()),
+                )
+                .await;
+                let m = &result.measurements;
+                let what = format!("closed {closed}, {regime:?}, {min_ms} ms, budget {requests}");
+                assert!(!result.cut_short, "{what}");
+                assert_eq!(m.sent, requests * result.budget_repeats, "{what}");
+                assert_eq!(m.ok + m.failed(), m.sent, "{what}");
+                if closed {
+                    assert_eq!((m.ok, m.connections_established), (0, 0), "{what}");
+                } else {
+                    assert_eq!(m.failed(), 0, "{what}");
+                }
+                if min_ms == 0 {
+                    assert_eq!(result.budget_repeats, 1, "{what}");
+                } else {
+                    // Each repeat of the budget started before the minimum had passed.
+                    assert!(result.budget_repeats > 1, "{what}");
+                    assert!(result.elapsed >= spec.min_duration, "{what}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -97,7 +97,8 @@ pub enum Message {
         #[serde(default)]
         started_unix_s: Option<f64>,
         cut_short: bool,
-        extended: bool,
+        /// Whole request budgets the measured phase opened (1 without a repeat).
+        budget_repeats: u64,
         steady: Option<SteadyWindow>,
         /// The cell has nothing to measure: its first requests all failed alike (why).
         #[serde(default)]
@@ -113,8 +114,9 @@ pub struct Finished {
     /// Wall-clock start of the measured phase, seconds since the Unix epoch.
     pub started_unix_s: Option<f64>,
     pub cut_short: bool,
-    /// Requests past the budget were sent to meet the minimum measured duration.
-    pub extended: bool,
+    /// Whole request budgets the measured phase opened to meet the minimum measured duration
+    /// (1 without a repeat).
+    pub budget_repeats: u64,
     pub steady: Option<SteadyWindow>,
     /// The first requests all failed alike, so the load stopped (why).
     pub hopeless: Option<String>,
@@ -259,7 +261,7 @@ pub fn child_main(certs_dir: &Path) -> anyhow::Result<()> {
                 .ok()
                 .map(|d| d.as_secs_f64()),
             cut_short: result.cut_short,
-            extended: result.extended,
+            budget_repeats: result.budget_repeats,
             steady: result.steady,
             hopeless: warmup_hopeless
                 .map(|why| format!("warm-up: {why}"))

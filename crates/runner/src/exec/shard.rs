@@ -114,7 +114,8 @@ pub fn combine(shards: Vec<ShardResult>) -> (Finished, ResourceSummary, Vec<Agen
         finished.warmup.merge(&f.warmup);
         finished.elapsed = finished.elapsed.max(f.elapsed);
         finished.cut_short |= f.cut_short;
-        finished.extended |= f.extended;
+        // Each load generator repeats its own share: the most any repeated.
+        finished.budget_repeats = finished.budget_repeats.max(f.budget_repeats);
         finished.hopeless = finished.hopeless.or(f.hopeless);
         rates = match (rates, f.steady) {
             (Some((rate, elapsed)), Some(s)) => {

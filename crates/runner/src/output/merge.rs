@@ -483,6 +483,8 @@ fn merge_cell(inputs: &[Input], key: &str) -> Result<MergedCell, MergeError> {
         agents,
         cut_short: rows.iter().any(|r| r.cut_short),
         extended: rows.iter().any(|r| r.extended),
+        // Each input repeats its own share: the most any repeated.
+        budget_repeats: rows.iter().filter_map(|r| r.budget_repeats).max(),
         steady: None,
         warmup: Measurements::default(),
         server: ResourceSummary::default(),

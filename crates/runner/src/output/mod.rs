@@ -43,7 +43,11 @@ pub struct CellResult {
     /// the sum of the inputs' for a cell of `runner merge`.
     pub agents: u32,
     pub cut_short: bool,
-    /// The phase went past its request budget to meet `min_cell_seconds`.
+    /// Whole request budgets the measured phase sent to meet `min_cell_seconds` (1 without a
+    /// repeat); `None` for a time-bound cell, a cell that did not run, and in runs from before.
+    pub budget_repeats: Option<u64>,
+    /// The phase sent more than one request budget: whole budgets (`budget_repeats` > 1), or,
+    /// in runs from before `budget_repeats`, past its budget by time.
     pub extended: bool,
     /// The window in which every worker was active (no ramp-up, no drain).
     pub steady: Option<crate::measure::stats::SteadyWindow>,

@@ -247,9 +247,10 @@ knobs! {
     /// is recorded as failed; finished cells are kept (0 = never stop; --keep-going).
     #[arg(long, value_name = "N")]
     stop_after_identical_failures: cell<u64> = 100;
-    /// Stress cells measure at least this long, sending past their request budget if needed
-    /// (`extended` in cells.csv), so that sub-second cells do not decide a comparison (0 = the
-    /// budget alone).
+    /// A stress cell whose whole request budget ends sooner than this many seconds runs the
+    /// whole budget again, as often as needed (`budget_repeats` in cells.csv): it sends a whole
+    /// number of budgets, never a part of one, so that sub-second cells do not decide a
+    /// comparison and every attempt still belongs to a whole budget (0 = one budget).
     #[arg(long)]
     min_cell_seconds: cell<f64> = 0.0;
     /// Soak: every stress cell runs this long (90s, 10m, 1h; seconds in the file) instead of

@@ -78,7 +78,14 @@ row_type! {
         #[serde(default)]
         pub steady_window_valid: Option<bool>,
         pub cut_short: bool,
+        /// The phase sent more than one request budget: whole budgets (`budget_repeats` > 1);
+        /// in runs from before `budget_repeats`, past its budget by time.
         pub extended: bool,
+        /// Whole request budgets the measured phase sent (1 without a repeat,
+        /// `min_cell_seconds`); `sent = requests × budget_repeats` unless `cut_short`. Empty
+        /// for a time-bound cell, a cell that did not run, and in runs from before.
+        #[serde(default)]
+        pub budget_repeats: Option<u64>,
         pub warmup_sent: u64,
         pub warmup_ok: u64,
         pub latency_min_us: u64,
@@ -480,6 +487,7 @@ impl CellRow {
                 .map(|w| steady_window_valid(w.ok as f64, w.elapsed_s, r)),
             cut_short: r.cut_short,
             extended: r.extended,
+            budget_repeats: r.budget_repeats,
             warmup_sent: r.warmup.sent,
             warmup_ok: r.warmup.ok,
             latency_min_us: latency.min,
