@@ -154,7 +154,7 @@ pub fn main() -> ExitCode {
                         }
                         if !all {
                             eprintln!(
-                                "error: {}: some of your service's targets cannot be reached (above)",
+                                "error: {}: some stacks cannot reach your service (FAILED above): fix what the line says, or leave those stacks out of `stacks` (the protocols the service speaks are the ones that connected)",
                                 file.display()
                             );
                             return Status::Invalid.into();

@@ -432,4 +432,19 @@ fn a_first_look_runs_the_protocols_the_service_speaks_and_names_the_rest() {
     stacks.dedup();
     assert_eq!(stacks, ["h1", "h2"], "{text}");
     assert!(cells.iter().all(|c| num(c, "ok") > 0.0), "{cells:?}");
+    // An experiment file that asks for HTTP/3 of that service is refused by check, with the fix.
+    let toml = nginx_toml(
+        "\"h1\", \"h3\"",
+        &format!("https://localhost:{}/items/{{{{id}}}}", nginx.addr.port()),
+        &format!("ca = \"{}\"", certs.join("ca.pem").display()),
+    );
+    let o = check(tmp.path(), &toml);
+    let text = output_text(&o);
+    assert_eq!(o.status.code(), Some(2), "{text}");
+    assert!(line_of(&text, "(h1)").contains(": connected,"), "{text}");
+    assert!(line_of(&text, "(h3)").contains("FAILED"), "{text}");
+    assert!(
+        text.contains("leave those stacks out of `stacks`"),
+        "{text}"
+    );
 }
