@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::{find_binary, read_text, skip, wait_until, Process};
+use crate::{read_text, wait_until, Process};
 
 /// What the server sends of each answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,21 +47,7 @@ impl BigHeaderH3 {
     /// `TBENCH_REQUIRE_HYPERCORN` is not `1`.
     pub fn start(cert_dir: &Path, sends: BigHead) -> Option<BigHeaderH3> {
         const HINT: &str = "pip install -r scripts/requirements.txt (hypercorn[h3], aioquic)";
-        let Some(python) = find_binary(&["python3"], "--version") else {
-            skip("python3", "TBENCH_REQUIRE_HYPERCORN", HINT);
-            return None;
-        };
-        let importable = Command::new(&python)
-            .args(["-c", "import aioquic"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !importable {
-            skip("aioquic", "TBENCH_REQUIRE_HYPERCORN", HINT);
-            return None;
-        }
+        let python = crate::python_with("aioquic", "aioquic", "TBENCH_REQUIRE_HYPERCORN", HINT)?;
         let certs = bench_core::tls::ensure_certs(cert_dir).expect("certificates");
         let dir = tempfile::tempdir().expect("temp dir");
         let port = crate::free_tcp_udp_port();

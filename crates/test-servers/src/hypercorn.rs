@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::seen::{Recorder, Seen};
-use crate::{find_binary, read_text, skip, wait_listening, wait_until, Process};
+use crate::{read_text, wait_listening, wait_until, Process};
 
 /// A running hypercorn; stopped when dropped.
 pub struct Hypercorn {
@@ -43,21 +43,12 @@ impl Hypercorn {
     /// --cert-reqs 2`: clients must present a certificate that CA signed).
     pub fn start_with(cert_dir: &Path, extra: &[&str]) -> Option<Hypercorn> {
         const HINT: &str = "pip install -r scripts/requirements.txt (hypercorn[h3], aioquic)";
-        let Some(python) = find_binary(&["python3"], "--version") else {
-            skip("python3", "TBENCH_REQUIRE_HYPERCORN", HINT);
-            return None;
-        };
-        let importable = Command::new(&python)
-            .args(["-c", "import hypercorn, aioquic"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !importable {
-            skip("hypercorn with aioquic", "TBENCH_REQUIRE_HYPERCORN", HINT);
-            return None;
-        }
+        let python = crate::python_with(
+            "hypercorn, aioquic",
+            "hypercorn with aioquic",
+            "TBENCH_REQUIRE_HYPERCORN",
+            HINT,
+        )?;
         let certs = bench_core::tls::ensure_certs(cert_dir).expect("certificates");
         let dir = tempfile::tempdir().expect("temp dir");
         let (port, plain_port) = (crate::free_tcp_udp_port(), crate::free_port());

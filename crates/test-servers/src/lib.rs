@@ -57,6 +57,27 @@ pub fn required(var: &str) -> bool {
 
 /// Says why the test is skipped, when `what` is missing; panics instead when `require_var`
 /// requires it.
+/// The python3 that can import `modules` (e.g. `"hypercorn, aioquic"`), or `None` after
+/// [`skip`]'s note naming `what` is missing (a failure when `require_var` is `1`).
+pub fn python_with(modules: &str, what: &str, require_var: &str, hint: &str) -> Option<String> {
+    let Some(python) = find_binary(&["python3"], "--version") else {
+        skip("python3", require_var, hint);
+        return None;
+    };
+    let importable = Command::new(&python)
+        .args(["-c", &format!("import {modules}")])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !importable {
+        skip(what, require_var, hint);
+        return None;
+    }
+    Some(python)
+}
+
 pub fn skip(what: &str, require_var: &str, hint: &str) {
     assert!(
         !required(require_var),
