@@ -210,7 +210,7 @@ pub fn main() -> ExitCode {
             }
         }
         None => {
-            let exp = match validated(&cli.run) {
+            let exp = match validated(&cli.run).and_then(|e| ready_certs(&cli.run).map(|()| e)) {
                 Ok(e) => e,
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -406,11 +406,40 @@ fn validated(args: &cli::RunArgs) -> Result<settings::Experiment, String> {
         }
     }
     run::check_out_dir(&exp.out)?;
-    let certs = args.certs.clone().unwrap_or_else(default_certs_dir);
-    bench_core::tls::ensure_certs(&certs)
-        .and_then(|paths| bench_core::tls::check_certs(&paths))
-        .map_err(|e| format!("--certs {}: {e:#}", certs.display()))?;
+    check_certs_dir(args)?;
     Ok(exp)
+}
+
+/// The certificate directory as validation sees it, creating nothing (`runner check` writes
+/// nothing): certificates that are there must belong together; a directory still to be made
+/// needs a parent that is a directory.
+fn check_certs_dir(args: &cli::RunArgs) -> Result<(), String> {
+    let dir = args.certs.clone().unwrap_or_else(default_certs_dir);
+    let paths = bench_core::tls::CertPaths::new(&dir);
+    let fail = |e: String| format!("--certs {}: {e}", dir.display());
+    if paths.ca_cert().is_file() && paths.server_cert().is_file() && paths.server_key().is_file() {
+        return bench_core::tls::check_certs(&paths).map_err(|e| fail(format!("{e:#}")));
+    }
+    if dir.exists() && !dir.is_dir() {
+        return Err(fail("not a directory".into()));
+    }
+    let parent = dir.parent().filter(|p| !p.as_os_str().is_empty());
+    if !dir.exists() && parent.is_some_and(|p| !p.is_dir()) {
+        return Err(fail(format!(
+            "cannot be made: {} is not a directory",
+            parent.expect("checked").display()
+        )));
+    }
+    Ok(())
+}
+
+/// Before a run: the certificates made if missing and checked, so that a directory that
+/// cannot hold them is one line of bad input before any results folder exists.
+fn ready_certs(args: &cli::RunArgs) -> Result<(), String> {
+    let dir = args.certs.clone().unwrap_or_else(default_certs_dir);
+    bench_core::tls::ensure_certs(&dir)
+        .and_then(|paths| bench_core::tls::check_certs(&paths))
+        .map_err(|e| format!("--certs {}: {e:#}", dir.display()))
 }
 
 /// The experiment of the run in `dir`, for `--resume`; no other run flag may change it.
@@ -610,6 +639,7 @@ fn capacity(search: &cli::CapacityArgs, args: &cli::RunArgs) -> ExitCode {
             return Err("--resume: a capacity search is not resumable; run it again".into());
         }
         let exp = validated(args)?;
+        ready_certs(args)?;
         if exp.rate.is_some() || exp.rates.is_some() {
             return Err("--rate/--rates: a capacity search chooses each probe's rate".into());
         }

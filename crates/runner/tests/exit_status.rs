@@ -80,6 +80,29 @@ fn bad_input_exits_2_with_one_line_and_check_refuses_it_too() {
     std::fs::write(&file, format!("name = \"{long}\"\n")).unwrap();
     let o = runner().arg("check").arg(&file).output().unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", output_text(&o));
+    // `check` writes nothing, certificates included; a run whose certificate directory
+    // cannot be made is bad input, before any results folder.
+    std::fs::write(&file, "name = \"ok\"\nstacks = [\"h1\"]\n").unwrap();
+    let fresh = tmp.path().join("fresh-certs");
+    let o = runner()
+        .arg("check")
+        .arg(&file)
+        .arg("--certs")
+        .arg(&fresh)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    assert!(!fresh.exists(), "check made no certificate directory");
+    let (code, text) = status_of(&[
+        "--stacks",
+        "h1",
+        "--requests",
+        "20",
+        "--certs",
+        "/dev/null/x",
+    ]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("--certs /dev/null/x"), "{text}");
     // Not root: the hosts executor (namespaces) is refused before anything runs.
     if !nix::unistd::geteuid().is_root() {
         let (code, text) = status_of(&["--executor", "hosts", "--stacks", "h1"]);
