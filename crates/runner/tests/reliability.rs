@@ -292,10 +292,16 @@ fn an_interrupt_before_the_first_cell_leaves_a_resumable_run() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // The folder appears once the run has its signal handlers; the probe then spins 1 s.
+    // The run's manifest is written after its signal handlers are in place and before the
+    // stall probe spins for 1 s: interrupt as soon as it is there. (Validation's own trial
+    // directory, `.runner-probe-*`, comes and goes earlier, before any handler.)
     let deadline = Instant::now() + Duration::from_secs(60);
-    while std::fs::read_dir(out.path()).unwrap().next().is_none() {
-        assert!(Instant::now() < deadline, "no results folder appeared");
+    while !std::fs::read_dir(out.path())
+        .unwrap()
+        .flatten()
+        .any(|e| e.path().join("manifest.json").is_file())
+    {
+        assert!(Instant::now() < deadline, "no manifest appeared");
         std::thread::sleep(Duration::from_millis(5));
     }
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
