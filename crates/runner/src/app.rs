@@ -806,7 +806,10 @@ fn run_cells(
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     if let Some(why) = &outcome.stopped {
         eprintln!("error: {why}");
-        return Ok(Status::NothingMeasurable.into());
+        // A stop at the last planned cell leaves nothing to resume: the run is complete.
+        if outcome.interrupted {
+            return Ok(Status::NothingMeasurable.into());
+        }
     }
     Ok(if outcome.interrupted {
         Status::Interrupted.into()

@@ -138,6 +138,16 @@ impl CsvFile {
         })
     }
 
+    /// [`CsvFile::open`] when the file exists and holds something, else `None` (opened with
+    /// the first cell that writes it).
+    fn open_existing(path: PathBuf) -> anyhow::Result<Option<Self>> {
+        if std::fs::metadata(&path).is_ok_and(|m| m.len() > 0) {
+            Ok(Some(CsvFile::open(path)?))
+        } else {
+            Ok(None)
+        }
+    }
+
     /// Where the file ends now and whether it has its header: what [`CsvFile::roll_back`]
     /// returns it to.
     fn mark(&self) -> anyhow::Result<(u64, bool)> {
@@ -209,8 +219,10 @@ impl ResultsWriter {
             resources: CsvFile::open(dir.join("resources.csv"))?,
             failures: CsvFile::open(dir.join("failures.csv"))?,
             latency: CsvFile::open(dir.join("latency.csv"))?,
-            agents: None,
-            requests: None,
+            // Files earlier cells wrote are opened now, so that a failed cell's rollback
+            // returns them to their length rather than to nothing.
+            agents: CsvFile::open_existing(dir.join("agents.csv"))?,
+            requests: CsvFile::open_existing(dir.join(REQUESTS_FILE))?,
         })
     }
 
