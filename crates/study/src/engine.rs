@@ -81,6 +81,11 @@ pub trait Data {
     fn levels(&self, condition: &str, stack: &str, regime: &str) -> Vec<u64>;
     /// The named quantity in a cell; `None` when the cell was not run.
     fn observe(&self, cell: &Cell, quantity: &str) -> Option<Observed>;
+    /// The attempts each repetition of a cell made, per session, so a mean or a percentile is
+    /// held to the plan's budget as a proportion is; `None` when the source cannot tell.
+    fn attempts(&self, _cell: &Cell) -> Option<Vec<Vec<u64>>> {
+        None
+    }
 }
 
 /// One session of another [`Data`].
@@ -96,6 +101,10 @@ impl<D: Data> Data for OneSession<'_, D> {
     fn observe(&self, cell: &Cell, quantity: &str) -> Option<Observed> {
         let o = self.data.observe(cell, quantity)?;
         (self.index < o.sessions()).then(|| o.session(self.index))
+    }
+    fn attempts(&self, cell: &Cell) -> Option<Vec<Vec<u64>>> {
+        let a = self.data.attempts(cell)?;
+        a.get(self.index).map(|s| vec![s.clone()])
     }
 }
 
@@ -197,8 +206,31 @@ fn not_judged(rule: &Rule, condition: &str, workers: u64, why: String) -> Verdic
     }
 }
 
-/// The sample checks of the plan: sessions, repetitions, and attempts equal to the budget.
-fn sample_problem(plan: &Plan, rule: &Rule, cell: &Cell, o: &Observed) -> Option<String> {
+/// The sample checks of the plan: sessions, repetitions, and attempts equal to the budget
+/// (a proportion's own counts, and for every kind the attempts the data reports).
+fn sample_problem(
+    plan: &Plan,
+    rule: &Rule,
+    cell: &Cell,
+    o: &Observed,
+    attempts: Option<Vec<Vec<u64>>>,
+) -> Option<String> {
+    if let (Observed::Proportion(s), Some(&budget)) = (o, plan.budgets.attempts.get(&cell.regime)) {
+        if let Some(c) = s.iter().flatten().find(|c| c.n != budget) {
+            return Some(format!(
+                "a repetition of {} at {} workers made {} attempts, not the plan's budget of {budget}",
+                cell.stack, cell.workers, c.n
+            ));
+        }
+    }
+    if let (Some(a), Some(&budget)) = (attempts, plan.budgets.attempts.get(&cell.regime)) {
+        if let Some(n) = a.iter().flatten().find(|n| **n != budget) {
+            return Some(format!(
+                "a repetition of {} at {} workers made {n} attempts, not the plan's budget of {budget}",
+                cell.stack, cell.workers
+            ));
+        }
+    }
     let min = plan.min_sample_of(rule);
     if o.sessions() < min.sessions {
         return Some(format!(
@@ -217,14 +249,6 @@ fn sample_problem(plan: &Plan, rule: &Rule, cell: &Cell, o: &Observed) -> Option
             cell.workers,
             min.repetitions
         ));
-    }
-    if let (Observed::Proportion(s), Some(&budget)) = (o, plan.budgets.attempts.get(&cell.regime)) {
-        if let Some(c) = s.iter().flatten().find(|c| c.n != budget) {
-            return Some(format!(
-                "a repetition of {} at {} workers made {} attempts, not the plan's budget of {budget}",
-                cell.stack, cell.workers, c.n
-            ));
-        }
     }
     None
 }
@@ -324,7 +348,7 @@ fn judge_cell(plan: &Plan, rule: &Rule, data: &impl Data, condition: &str, w: u6
                 c.regime, c.stack, c.workers, c.condition
             )
         })?;
-        match sample_problem(plan, rule, c, &o) {
+        match sample_problem(plan, rule, c, &o, data.attempts(c)) {
             Some(p) => Err(p),
             None => Ok(o),
         }
@@ -666,22 +690,25 @@ mod tests {
 study = "fixture"
 question = "q"
 confidence = 0.95
-budgets = {{ attempts = {{ new-conn = 1000 }} }}
+budgets = {{ column = "sent", attempts = {{ new-conn = 1000 }} }}
 min_sample = {{ repetitions = 2, sessions = 1 }}
 [quantities.success]
 kind = "proportion"
 unit = "%"
 definition = "ok / attempts"
+source = {{ count = "ok", of = "sent" }}
 [quantities.rps]
 kind = "mean"
 unit = "req/s"
 definition = "ok / elapsed"
+source = {{ value = "ok", per = "elapsed_s" }}
 [quantities.p95]
 kind = "percentile"
 unit = "ms"
 definition = "p95 of latency"
 percentile = 95
 percentile_rule = "pooled-and-every-repetition"
+source = {{ value = "latency_p95_us", histogram = "latency" }}
 [[conditions]]
 name = "e/a"
 experiment = "x"

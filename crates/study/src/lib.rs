@@ -28,9 +28,10 @@ use runner::output::rows::CellRow;
 
 mod breakdown;
 mod claims;
-mod contrast;
 pub mod engine;
+mod judged;
 pub mod mesh;
+mod observe;
 pub mod plan;
 mod provenance;
 mod run;
@@ -42,9 +43,7 @@ mod templates;
 mod text;
 mod threats;
 pub mod timing;
-mod verdicts;
 
-use claims::STUDY_TITLE;
 use provenance::{provenance_problems, Provenance};
 use run::Run;
 use threats::threats;
@@ -113,6 +112,13 @@ pub fn code_drift(reference: &Path) -> anyhow::Result<Vec<String>> {
         .collect())
 }
 
+/// The analysis plan a paper is judged by, and whether at its quick budgets.
+#[derive(Debug, Clone)]
+pub struct PlanChoice {
+    pub file: PathBuf,
+    pub quick: bool,
+}
+
 /// The paper file and what the caller should tell the user (mixed provenance it was allowed).
 #[derive(Debug)]
 pub struct Written {
@@ -124,12 +130,22 @@ pub struct Written {
 /// mixed provenance (commit, CPU model, kernel) or dirty commits unless `allow_mixed`, in which
 /// case the paper opens with a warning naming what is mixed.
 pub fn write(
+    plan: &PlanChoice,
     reference: &Path,
     claims: &[PathBuf],
     out_dir: &Path,
     allow_mixed: bool,
 ) -> anyhow::Result<Written> {
-    write_with_scale(reference, claims, None, None, None, out_dir, allow_mixed)
+    write_with_scale(
+        plan,
+        reference,
+        claims,
+        None,
+        None,
+        None,
+        out_dir,
+        allow_mixed,
+    )
 }
 
 /// [`write`], plus the "Beyond 500" section from a run of `experiments/scale.toml`; that run
@@ -139,7 +155,9 @@ pub fn write(
 /// check, and the section names the commit it was measured at. With `mesh` (a run of
 /// `experiments/mesh.toml`), the "Through a mesh" section; that run joins the provenance
 /// table and check as well.
+#[allow(clippy::too_many_arguments)]
 pub fn write_with_scale(
+    plan_choice: &PlanChoice,
     reference: &Path,
     claims: &[PathBuf],
     scale: Option<&Path>,
@@ -148,6 +166,13 @@ pub fn write_with_scale(
     out_dir: &Path,
     allow_mixed: bool,
 ) -> anyhow::Result<Written> {
+    let plan_file = plan_choice.file.as_path();
+    let plan = plan::Plan::load(plan_file)?;
+    let plan = if plan_choice.quick {
+        plan.quick()?
+    } else {
+        plan
+    };
     let reference = Run::load(reference)?;
     let scale_run = scale.map(Run::load).transpose()?;
     let mesh_run = mesh.map(Run::load).transpose()?;
@@ -183,30 +208,59 @@ pub fn write_with_scale(
         );
     }
 
+    let sessions = sessions::Sessions::discover(&reference, &provs[0]);
+    let session_claims: Vec<Vec<Run>> = match &sessions {
+        Some(s) => {
+            // claim_runs gives each run in every session: turn it session-major.
+            let mut by_session: Vec<Vec<Run>> = s.dirs.iter().map(|_| Vec::new()).collect();
+            for run in &claim_runs {
+                for (k, r) in s.claim_runs(run) {
+                    if let Some(i) = s.dirs.iter().position(|(d, _)| *d == k) {
+                        by_session[i].push(r);
+                    }
+                }
+            }
+            by_session
+        }
+        None => vec![claim_runs
+            .iter()
+            .map(|r| Run::load(&r.dir))
+            .collect::<anyhow::Result<_>>()?],
+    };
+    let data = observe::ClaimData::new(&plan, &session_claims);
+    let judged = judged::judge_all(&plan, &data);
+    let (plan_shown, timing) = plan_timing(plan_file, &provs[0].commit);
+
     let mut out = String::new();
     templates::render(
         &mut out,
         "header.md",
         minijinja::context! {
-            title => STUDY_TITLE,
+            title => &plan.study,
+            quick => plan_choice.quick,
             problems => &problems,
             reference => reference.dir.display().to_string(),
             claim_runs => claim_runs.len(),
         },
     )?;
+    judged::answer_section(&mut out, &plan, &data, &judged, &timing);
 
     provenance::setup(&mut out, &reference, &provs)?;
-    let sessions = sessions::Sessions::discover(&reference, &provs[0]);
+    judged::plan_section(&mut out, &plan, &plan_shown, &timing, data.sessions());
+    let marked = !timing.as_ref().is_some_and(timing::PlanTiming::before_data);
+    judged::claims_section(&mut out, &plan, &data, &judged, marked);
+    judged::limits_section(&mut out, &plan, &data);
+    soak::section(&mut out, &claim_runs);
+
     let session_references = sessions
         .as_ref()
         .map(|s| s.reference_runs())
         .unwrap_or_default();
     tables::reference_sweep(&mut out, &reference, &session_references, out_dir)?;
-
     if let Some(s) = &sessions {
         let _ = writeln!(
             out,
-            "## Sessions\n\nThis paper reads session 1 of {} sessions at one commit ({}); the reference tables above give throughput and p99 an interval over the session means (\"between sessions\") beside the one over session 1's repetitions, and each verdict below says in how many sessions it came out the same, with its headline figures' intervals over the session means.\n",
+            "## Sessions\n\nThe judged part above pools the {} sessions at one commit ({}) by the plan's rules; the reference tables above read session 1 and give throughput and p99 an interval over the session means (\"between sessions\") beside the one over session 1's repetitions.\n",
             s.count(),
             s.shown
                 .iter()
@@ -215,8 +269,6 @@ pub fn write_with_scale(
                 .join(", ")
         );
     }
-    verdicts::section(&mut out, &reference, &claim_runs, sessions.as_ref())?;
-    contrast::section(&mut out, &claim_runs, sessions.as_ref());
     if let Some(run) = &mesh_run {
         mesh::section(&mut out, &run.results.cells, &run.dir.display().to_string());
     }
@@ -234,7 +286,11 @@ pub fn write_with_scale(
         &problems,
         sessions.as_ref().map(|s| s.count()),
     );
-    artifact(&mut out, &provs[0]);
+    artifact(
+        &mut out,
+        &provs[0],
+        &crates_drift(&reference.dir, &provs[0].commit),
+    );
 
     std::fs::create_dir_all(out_dir)
         .with_context(|| format!("cannot create {}", out_dir.display()))?;
@@ -249,22 +305,99 @@ pub fn write_with_scale(
     })
 }
 
-/// The artifact section: the data commit, its tag and how to rerun it.
-fn artifact(out: &mut String, reference: &Provenance) {
+/// The artifact section: the data commit, the code changed since, and how to rerun it from
+/// main (no tag or branch other than main is ever published).
+fn artifact(out: &mut String, reference: &Provenance, drift: &[String]) {
+    let changed = if drift.is_empty() {
+        "No file under `crates/` differs between it and the commit that generated this paper."
+            .to_string()
+    } else {
+        format!(
+            "Files under `crates/` changed between it and the commit that generated this paper: {}.",
+            drift
+                .iter()
+                .map(|f| format!("`{f}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
     let _ = writeln!(
         out,
-        "## Artifact\n\nThe data of this paper were measured at commit `{commit}` of this repository, tagged `{tag}` (licensed MIT OR Apache-2.0: LICENSE-MIT, LICENSE-APACHE; cite with CITATION.cff); its results directories are committed beside the code. To rerun everything at that commit on a clean tree: `git checkout {tag} && scripts/reproduce-paper --sessions 3` (it prints its plan and expected duration first; `--dry-run` shows them only).\n",
+        "## Artifact\n\nThe data of this paper were measured at commit `{commit}` of this repository, an ancestor of `main` (licensed MIT OR Apache-2.0: LICENSE-MIT, LICENSE-APACHE; cite with CITATION.cff); its results directories are committed beside the code. {changed} To rerun the study from `main`: `scripts/reproduce-paper --sessions 3` (it prints its plan and expected duration first; `--dry-run` shows them only; `--quick` runs every claim experiment at reduced size for a first look, into a paper marked quick).\n",
         commit = reference.commit,
-        tag = data_tag(&reference.commit)
     );
 }
 
-/// The git tag that marks a data commit: `data-` and its first 12 hex digits, so the name
-/// follows from the commit the runs recorded.
-pub fn data_tag(commit: &str) -> String {
-    let hex = commit.trim_end_matches("-dirty");
-    match hex.get(..12) {
-        Some(short) if short.chars().all(|c| c.is_ascii_hexdigit()) => format!("data-{short}"),
-        _ => format!("data-{hex}"),
+/// Where the plan is: `plan` as given when it exists (or is absolute), else the same relative
+/// path at the top of the git checkout that holds `reference`.
+pub fn find_plan(plan: &Path, reference: &Path) -> PathBuf {
+    if plan.is_absolute() || plan.exists() {
+        return plan.to_path_buf();
     }
+    std::process::Command::new("git")
+        .arg("-C")
+        .arg(reference)
+        .args(["rev-parse", "--show-toplevel"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()).join(plan))
+        .filter(|p| p.exists())
+        .unwrap_or_else(|| plan.to_path_buf())
+}
+
+/// The plan's path as the paper shows it (relative to the repository's top level) and what git
+/// says of it against the data commit; `None` outside a git repository.
+fn plan_timing(plan_file: &Path, data_commit: &str) -> (String, Option<timing::PlanTiming>) {
+    let shown = plan_file.display().to_string();
+    let Ok(real) = plan_file.canonicalize() else {
+        return (shown, None);
+    };
+    let dir = real.parent().unwrap_or(Path::new("."));
+    let top = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["rev-parse", "--show-toplevel"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
+    let Some(top) = top else {
+        return (shown, None);
+    };
+    let Ok(rel) = real.strip_prefix(&top) else {
+        return (shown, None);
+    };
+    let rel = rel.display().to_string();
+    let commit = data_commit.trim_end_matches("-dirty");
+    let timing = timing::plan_timing(&top, &rel, commit).ok();
+    (rel, timing)
+}
+
+/// The code files under `crates/` that differ between a data commit and HEAD, for the
+/// artifact section; empty outside a git repository.
+fn crates_drift(reference: &Path, data_commit: &str) -> Vec<String> {
+    let commit = data_commit.trim_end_matches("-dirty");
+    std::process::Command::new("git")
+        .arg("-C")
+        .arg(reference)
+        .args([
+            "--no-pager",
+            "diff",
+            "--name-only",
+            commit,
+            "HEAD",
+            "--",
+            ":/crates",
+        ])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
 }

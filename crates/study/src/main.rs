@@ -43,6 +43,14 @@ enum Command {
         /// upstream connections and without).
         #[arg(long)]
         mesh: Option<PathBuf>,
+        /// The analysis plan whose rules judge the claims (relative paths are looked up in the
+        /// current directory, then at the top of the git checkout holding the reference).
+        #[arg(long, default_value = "experiments/study/plan.toml")]
+        plan: PathBuf,
+        /// A quick paper (`scripts/reproduce-paper --quick`): judged at the plan's reduced
+        /// budgets on one session, and marked quick throughout.
+        #[arg(long)]
+        quick: bool,
         /// Directory that receives reproduction.md.
         #[arg(long, default_value = "paper")]
         out: PathBuf,
@@ -76,10 +84,13 @@ fn main() -> ExitCode {
         scale,
         breakdown,
         mesh,
+        plan,
+        quick,
         out,
         allow_mixed,
         allow_code_drift,
     } = cli.command;
+    let plan = study::find_plan(&plan, &reference);
     // The paper describes the code that measured its data: HEAD must be that code.
     let drift = match study::code_drift(&reference) {
         Ok(files) => files,
@@ -115,6 +126,7 @@ fn main() -> ExitCode {
         );
     }
     match study::write_with_scale(
+        &study::PlanChoice { file: plan, quick },
         &reference,
         &claims,
         scale.as_deref(),

@@ -13,17 +13,11 @@ use std::path::Path;
 use runner::output::rows::CellRow;
 use runner::report::label;
 
-use crate::claims::{Check, CLAIMS};
+use crate::claims::COLLAPSE_BELOW;
 
-/// Success below this is a collapse: C2's threshold, from the claim table.
+/// Success below this is a collapse: C2's bound, from the plan.
 fn collapse_below() -> f64 {
-    CLAIMS
-        .iter()
-        .find_map(|c| match &c.check {
-            Check::Collapse(k) => Some(k.collapse_below),
-            _ => None,
-        })
-        .unwrap_or(0.5)
+    COLLAPSE_BELOW
 }
 
 /// The condition a variant's rows ran under: `direct`, or path, proxy and pooling.

@@ -32,15 +32,73 @@ pub struct Plan {
     /// The claims, each a set of rules.
     pub claims: Vec<ClaimEntry>,
     pub rules: Vec<Rule>,
+    /// What a failure counted in a column means ran out: the measured mechanism.
+    #[serde(default)]
+    pub limits: Vec<Limit>,
+    /// The answer to [`Plan::question`], sentence by sentence, each resting on rules.
+    #[serde(default)]
+    pub answer: Vec<AnswerSentence>,
+}
+
+/// A failure column of `cells.csv` and the resource whose exhaustion it counts.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limit {
+    /// A `fail_*` column.
+    pub column: String,
+    /// What ran out, in a few words ("local ports (EADDRNOTAVAIL)").
+    pub resource: String,
+}
+
+/// One sentence of the answer. Its words are chosen by the outcomes of its rules' verdicts in
+/// the conditions that can refute them (the others are named, never counted): `all_hold` when
+/// every judged verdict holds, `none_hold` when none does, `some_hold` otherwise, and a fixed
+/// sentence when none was judged. Placeholders, filled from the verdicts: `{holds}`, `{fails}`,
+/// `{undecided}` (the conditions and levels with that outcome, with their estimates) and
+/// `{limits}` (what ran out in `limits_in`, from the failure counts).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerSentence {
+    pub rules: Vec<String>,
+    pub all_hold: String,
+    pub none_hold: String,
+    pub some_hold: String,
+    /// Conditions whose measured limits `{limits}` lists.
+    #[serde(default)]
+    pub limits_in: Vec<String>,
+}
+
+/// Where a quantity's values are read: columns of `cells.csv` (and, for a percentile, the
+/// histograms of `hlog/`).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Source {
+    /// A proportion's successes.
+    pub count: Option<String>,
+    /// A proportion's attempts.
+    pub of: Option<String>,
+    /// A mean's or a percentile's value per repetition.
+    pub value: Option<String>,
+    /// A mean's value is `value ÷ per` (ok ÷ elapsed_s).
+    pub per: Option<String>,
+    /// Multiplies the value (1e-6 for bytes to MB, 0.001 for µs to ms).
+    pub scale: Option<f64>,
+    /// A percentile's histogram tag in `hlog/` (merged over a session's repetitions).
+    pub histogram: Option<String>,
 }
 
 /// A cell is this many attempts, never stretched by time.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Budgets {
+    /// The `cells.csv` column that counts a cell's attempts (`sent`).
+    pub column: String,
     /// Attempts per cell (one stack, level, condition and repetition) by regime name
     /// (`new-conn`, `reuse`).
     pub attempts: BTreeMap<String, u64>,
+    /// The reduced budgets of `scripts/reproduce-paper --quick` (a first look, one session).
+    #[serde(default)]
+    pub quick: BTreeMap<String, u64>,
 }
 
 /// The smallest sample a verdict may rest on.
@@ -89,6 +147,8 @@ pub struct Quantity {
     /// For a percentile: which one (95 for p95) and how it is judged.
     pub percentile: Option<f64>,
     pub percentile_rule: Option<PercentileRule>,
+    /// Which columns hold it.
+    pub source: Source,
 }
 
 /// A condition: one variant of one experiment file.
@@ -320,6 +380,46 @@ impl Plan {
                     "quantity {name}: `percentile` and `percentile_rule` go with kind = \"percentile\" and only with it"
                 ));
             }
+            let src = &q.source;
+            let fits = match q.kind {
+                QuantityKind::Proportion => {
+                    src.count.is_some() && src.of.is_some() && src.value.is_none()
+                }
+                QuantityKind::Mean => {
+                    src.value.is_some() && src.count.is_none() && src.histogram.is_none()
+                }
+                QuantityKind::Percentile => {
+                    src.value.is_some() && src.histogram.is_some() && src.per.is_none()
+                }
+            };
+            if !fits {
+                problems.push(format!(
+                    "quantity {name}: its source takes count and of (a proportion), value with an optional per (a mean), or value and histogram (a percentile)"
+                ));
+            }
+        }
+        for l in &self.limits {
+            if !l.column.starts_with("fail_") {
+                problems.push(format!("limit {}: a limit is a fail_* column", l.column));
+            }
+        }
+        if self.answer.len() > 10 {
+            problems.push(format!(
+                "the answer has {} sentences; it is at most 10",
+                self.answer.len()
+            ));
+        }
+        for (i, a) in self.answer.iter().enumerate() {
+            for r in &a.rules {
+                if !self.rules.iter().any(|x| &x.id == r) {
+                    problems.push(format!("answer sentence {}: no rule {r}", i + 1));
+                }
+            }
+            for c in &a.limits_in {
+                if !conditions.contains(&c.as_str()) {
+                    problems.push(format!("answer sentence {}: no condition {c}", i + 1));
+                }
+            }
         }
         for claim in &self.claims {
             if !self.rules.iter().any(|r| r.claim == claim.id) {
@@ -405,6 +505,22 @@ impl Plan {
         Ok(())
     }
 
+    /// The plan as `--quick` judges it: the quick budgets, one session. Its verdicts are a
+    /// first look, and the paper says so.
+    pub fn quick(mut self) -> anyhow::Result<Plan> {
+        if self.budgets.quick.is_empty() {
+            bail!("the plan has no [budgets.quick]: a quick paper needs its reduced budgets");
+        }
+        self.budgets.attempts = std::mem::take(&mut self.budgets.quick);
+        self.min_sample.sessions = 1;
+        for r in &mut self.rules {
+            if let Some(m) = &mut r.min_sample {
+                m.sessions = 1;
+            }
+        }
+        Ok(self)
+    }
+
     /// The minimum sample of a rule.
     pub fn min_sample_of(&self, rule: &Rule) -> MinSample {
         rule.min_sample.unwrap_or(self.min_sample)
@@ -426,7 +542,7 @@ mod tests {
     fn the_committed_plan_is_valid_and_every_claim_has_rules() {
         let plan = committed();
         let ids: Vec<&str> = plan.claims.iter().map(|c| c.id.as_str()).collect();
-        assert_eq!(ids, ["C1", "C2", "C3", "C4", "C5"]);
+        assert_eq!(ids, ["C1", "C2", "C3", "C4", "C5", "Q"]);
         // Every rule kind is used by some claim.
         let kinds: Vec<RuleKind> = plan.rules.iter().map(Rule::kind).collect();
         assert!(kinds.contains(&RuleKind::Bound));

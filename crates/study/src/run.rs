@@ -202,22 +202,6 @@ impl Run {
         }
     }
 
-    /// Server samples of one cell in `resources.csv`: count, first, last and largest RSS.
-    pub(crate) fn rss_samples(&self, cell_key: &str, role: &str) -> Option<RssSeries> {
-        let rss: Vec<f64> = self
-            .resources
-            .iter()
-            .filter(|r| r.cell_key == cell_key && r.role == role)
-            .map(|r| r.rss_bytes as f64)
-            .collect();
-        Some(RssSeries {
-            samples: rss.len(),
-            first_bytes: *rss.first()?,
-            last_bytes: *rss.last()?,
-            max_bytes: rss.iter().cloned().fold(f64::MIN, f64::max),
-        })
-    }
-
     /// Repetitions the cells hold (a resumed or cut run may differ from the plan), else the
     /// manifest's planned count.
     pub(crate) fn repetitions(&self) -> String {
@@ -243,13 +227,6 @@ impl Run {
 pub(crate) struct BothRates {
     pub(crate) steady: Option<(f64, bool)>,
     pub(crate) elapsed: Option<f64>,
-}
-
-pub(crate) struct RssSeries {
-    pub(crate) samples: usize,
-    pub(crate) first_bytes: f64,
-    pub(crate) last_bytes: f64,
-    pub(crate) max_bytes: f64,
 }
 
 /// The rows of one variant of one run (or the reference), as a claim check sees them.

@@ -122,13 +122,6 @@ pub(crate) fn repetition_rate(r: &Row) -> Option<f64> {
     }
 }
 
-/// The first word of a verdict ("confirmed", "exceeded", "not reproduced", …): what must be
-/// the same in every session for the verdict to be called stable.
-pub(crate) fn verdict_kind(verdict: &str) -> &str {
-    let end = verdict.find([':', '(', ';', '[']).unwrap_or(verdict.len());
-    verdict[..end].trim()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,18 +158,5 @@ mod tests {
             shown_path(&given, &other.canonicalize().unwrap()),
             "sessions/s3"
         );
-    }
-
-    #[test]
-    fn a_verdict_kind_is_its_leading_words() {
-        assert_eq!(
-            verdict_kind("not reproduced: up to 2,589 req/s"),
-            "not reproduced"
-        );
-        assert_eq!(
-            verdict_kind("exceeded (92,407 vs ≈ 26,000 req/s)"),
-            "exceeded"
-        );
-        assert_eq!(verdict_kind("no collapse"), "no collapse");
     }
 }

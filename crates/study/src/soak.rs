@@ -83,7 +83,7 @@ pub(crate) fn section(out: &mut String, claim_runs: &[Run]) {
     };
     let _ = writeln!(
         out,
-        "#### The soak\n\nFrom `{}`: each cell below ran for its whole duration at one level, and `resources.csv` sampled both processes' RSS. Rule, stated before the data: a series has levelled off when the mean RSS of its last minute is less than {} % above the mean of the minute that ends half-way through; the least-squares slope over the second half is shown without an interval (successive samples are not independent).\n",
+        "### Memory over a soak\n\nFrom `{}`: each cell below ran for its whole duration at one level, and `resources.csv` sampled both processes' RSS. Rule (not a rule of the plan, so not judged by its engine): a series has levelled off when the mean RSS of its last minute is less than {} % above the mean of the minute that ends half-way through; the least-squares slope over the second half is shown without an interval (successive samples are not independent).\n",
         run.dir.display(),
         plain(LEVELLED_GROWTH * 100.0)
     );

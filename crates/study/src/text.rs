@@ -84,10 +84,6 @@ pub(crate) fn plain(x: f64) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
-pub(crate) fn pct(x: f64) -> String {
-    pct_digits(x, 3)
-}
-
 /// A fraction as a percentage with `digits` decimals (bounds near a claimed 0.06 % need four).
 pub(crate) fn pct_digits(x: f64, digits: usize) -> String {
     format!("{:.digits$} %", x * 100.0)

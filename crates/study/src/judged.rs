@@ -1,0 +1,652 @@
+//! The paper's judged part, written from the plan and the engine alone: the answer (the plan's
+//! sentences, their words chosen by the verdicts' outcomes), the plan and when it was committed
+//! (from git), every rule's verdicts with what their bounds cover and how the sessions agree,
+//! and what ran out in each condition (from the failure counts). Nothing here names a claim, a
+//! stack or a figure: those are the plan's and the data's.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use runner::output::rows::Row as _;
+use runner::report::label;
+
+use crate::engine::{self, agreement, Outcome, Verdict};
+use crate::observe::ClaimData;
+use crate::plan::{Compare, Op, Plan, QuantityKind, Rule, RuleKind, Sidedness};
+use crate::text::{pct_digits, plain, thousands};
+use crate::timing::PlanTiming;
+
+/// How long Linux holds a closed TCP connection's port in TIME_WAIT (`TCP_TIMEWAIT_LEN`, 60 s;
+/// not tunable): the denominator of a port budget.
+const TIME_WAIT_S: f64 = 60.0;
+
+/// One rule judged on the pooled sessions and in each session alone.
+pub(crate) struct Judged<'p> {
+    pub(crate) rule: &'p Rule,
+    pub(crate) pooled: Vec<Verdict>,
+    pub(crate) per_session: Vec<Vec<Verdict>>,
+}
+
+/// Every rule of the plan, judged.
+pub(crate) fn judge_all<'p>(plan: &'p Plan, data: &ClaimData) -> Vec<Judged<'p>> {
+    let sessions = data.sessions();
+    plan.rules
+        .iter()
+        .map(|rule| Judged {
+            rule,
+            pooled: engine::judge(plan, rule, data),
+            per_session: if sessions >= 2 {
+                engine::judge_sessions(plan, rule, data, sessions)
+            } else {
+                Vec::new()
+            },
+        })
+        .collect()
+}
+
+/// The HTML anchor of a rule's table.
+fn anchor(rule: &str) -> String {
+    format!("rule-{}", rule.to_lowercase())
+}
+
+const LIMITS_ANCHOR: &str = "what-ran-out";
+
+fn can_refute(plan: &Plan, condition: &str) -> bool {
+    plan.conditions
+        .iter()
+        .find(|c| c.name == condition)
+        .is_none_or(|c| c.can_refute)
+}
+
+/// "gRPC against gRPC/HTTP/3": what a rule's verdict compares.
+fn subject_text(rule: &Rule) -> String {
+    let s = label(&rule.subject.stack);
+    match rule.kind() {
+        RuleKind::Bound => s,
+        RuleKind::Stacks(v) => format!("{s} against {}", label(&v)),
+        RuleKind::Conditions(c) => format!("{s} against `{c}`"),
+        RuleKind::Levels(l) => format!("{s} against {l} workers"),
+    }
+}
+
+/// A figure of a rule in its unit: a proportion in % (a difference in points), a ratio as ×,
+/// a mean with its unit.
+fn figure(plan: &Plan, rule: &Rule, part: &str, x: f64) -> String {
+    if !x.is_finite() {
+        return "—".into();
+    }
+    if part.starts_with("n (") || part == "successes" || part == "attempts" {
+        return thousands(x);
+    }
+    let q = &plan.quantities[&rule.quantity];
+    let compared = rule.versus.is_some() && !part.ends_with(" rate");
+    match (q.kind, compared, rule.compare) {
+        (QuantityKind::Proportion, true, _) => format!("{:+.2} points", x * 100.0),
+        (QuantityKind::Proportion, false, _) => pct_digits(x, 3),
+        (QuantityKind::Mean, true, Some(Compare::Ratio)) => format!("{x:.3}×"),
+        (_, _, _) if x.abs() >= 100.0 => format!("{} {}", thousands(x), q.unit),
+        _ => format!("{x:.2} {}", q.unit),
+    }
+}
+
+/// What a verdict's bounds cover, in words.
+fn covers(plan: &Plan, rule: &Rule, sessions: usize) -> String {
+    let conf = plain(plan.confidence * 100.0);
+    let sided = match rule.test.sided {
+        Sidedness::One => "one-sided bound",
+        Sidedness::Two => "two-sided interval",
+    };
+    let over = if sessions >= 2 {
+        format!("{sessions} sessions")
+    } else {
+        "one session".into()
+    };
+    let q = &plan.quantities[&rule.quantity];
+    match (q.kind, rule.versus.is_some(), rule.compare) {
+        (QuantityKind::Proportion, false, _) => format!(
+            "{conf} % {sided}, exact (Clopper–Pearson), on the successes of every repetition of {over} pooled"
+        ),
+        (QuantityKind::Proportion, true, _) => format!(
+            "{conf} % {sided} on the difference of the two pooled rates of {over} (Newcombe's hybrid score)"
+        ),
+        (QuantityKind::Mean, false, _) => format!(
+            "{conf} % {sided}, Student t over {}",
+            if sessions >= 2 { "the session means" } else { "the repetitions" }
+        ),
+        (QuantityKind::Mean, true, Some(Compare::Ratio)) => format!(
+            "{conf} % {sided} on the ratio: the extreme quotients of each side's Student t bounds at half the α, over {}",
+            if sessions >= 2 { "the session means" } else { "the repetitions" }
+        ),
+        (QuantityKind::Mean, true, _) => format!(
+            "{conf} % {sided} on the difference of means (Welch's t) over {}",
+            if sessions >= 2 { "the session means" } else { "the repetitions" }
+        ),
+        (QuantityKind::Percentile, _, _) => {
+            "no sampling bound: the merged histograms' percentile of each session and every repetition's are each held to the bound".into()
+        }
+    }
+}
+
+fn test_text(plan: &Plan, rule: &Rule) -> String {
+    let t = &rule.test;
+    let f = |x: f64| figure(plan, rule, "bound", x);
+    match t.op {
+        Op::Below => format!("< {}", f(t.value.unwrap_or(f64::NAN))),
+        Op::AtMost => format!("≤ {}", f(t.value.unwrap_or(f64::NAN))),
+        Op::Above => format!("> {}", f(t.value.unwrap_or(f64::NAN))),
+        Op::AtLeast => format!("≥ {}", f(t.value.unwrap_or(f64::NAN))),
+        Op::Within => format!(
+            "within [{}, {}]",
+            f(t.low.unwrap_or(f64::NAN)),
+            f(t.high.unwrap_or(f64::NAN))
+        ),
+    }
+}
+
+/// The estimate and bounds of a verdict: "51.400 % [50.012 %, 52.781 %]", or a percentile's
+/// parts.
+fn reading(plan: &Plan, rule: &Rule, v: &Verdict) -> (String, String) {
+    let part = |name: &str| v.parts.iter().find(|p| p.name == name);
+    let estimate = v
+        .parts
+        .first()
+        .filter(|p| p.meets.is_none())
+        .map(|p| figure(plan, rule, &p.name, p.value));
+    match (estimate, part("lower bound"), part("upper bound")) {
+        (Some(e), Some(lo), Some(hi)) => {
+            let mut e = e;
+            if let (Some(k), Some(n)) = (part("successes"), part("attempts")) {
+                e = format!("{e} ({} of {})", thousands(k.value), thousands(n.value));
+            }
+            if let (Some(a), Some(b)) = (part("subject rate"), part("versus rate")) {
+                e = format!(
+                    "{e} ({} against {})",
+                    figure(plan, rule, "subject rate", a.value),
+                    figure(plan, rule, "versus rate", b.value)
+                );
+            }
+            let bounds = format!(
+                "[{}, {}]",
+                figure(plan, rule, "lower bound", lo.value),
+                figure(plan, rule, "upper bound", hi.value)
+            );
+            (e, bounds)
+        }
+        _ if !v.parts.is_empty() => {
+            let shown = v
+                .parts
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{}: {}{}",
+                        p.name,
+                        figure(plan, rule, &p.name, p.value),
+                        match p.meets {
+                            Some(false) => " ✗",
+                            _ => "",
+                        }
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+            (shown, "—".into())
+        }
+        _ => ("—".into(), "—".into()),
+    }
+}
+
+/// How the sessions read a verdict: "3 of 3 agree", or every part that moved.
+fn sessions_text(j: &Judged, v: &Verdict) -> String {
+    if j.per_session.is_empty() {
+        return "one session".into();
+    }
+    let mine: Vec<&Verdict> = j
+        .per_session
+        .iter()
+        .filter_map(|s| {
+            s.iter()
+                .find(|x| x.condition == v.condition && x.workers == v.workers)
+        })
+        .collect();
+    let changes = agreement(&mine);
+    let mut text = if changes.is_empty() {
+        format!("{} of {} agree", mine.len(), j.per_session.len())
+    } else {
+        let parts = changes
+            .iter()
+            .map(|c| format!("{}: {}", c.part, c.sessions.join(" · ")))
+            .collect::<Vec<_>>()
+            .join("; ");
+        format!("moved: {parts}")
+    };
+    if !v.disagreeing.is_empty() {
+        let _ = write!(
+            text,
+            "; session {} alone excludes the pooled rate",
+            v.disagreeing
+                .iter()
+                .map(|i| (i + 1).to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    text
+}
+
+/// The port budget of a condition against its demand, from its runs: local ports × source
+/// addresses ÷ 60 s, against the highest rate of established new connections of any cell.
+fn budget_against_demand(data: &ClaimData, condition: &str) -> Option<(f64, f64)> {
+    let (runs, variant) = data.condition(condition)?;
+    let rows: Vec<_> = runs
+        .iter()
+        .flat_map(|r| r.rows(Some(variant)))
+        .filter(|r| r.regime == "new-conn")
+        .collect();
+    let first = rows.iter().find(|r| r.port_range.is_some())?;
+    let ports = ports_in(first.port_range.as_deref()?)?;
+    let addresses = first.source_addresses.unwrap_or(1).max(1) as f64;
+    let demand = rows
+        .iter()
+        .filter_map(|r| {
+            let elapsed = r.number("elapsed_s").filter(|e| *e > 0.0)?;
+            Some(r.connections_established as f64 / elapsed)
+        })
+        .fold(0.0, f64::max);
+    Some((ports as f64 * addresses / TIME_WAIT_S, demand))
+}
+
+/// Ports in a "lo hi" range.
+fn ports_in(range: &str) -> Option<u64> {
+    let mut it = range.split_whitespace().map(|p| p.parse::<u64>().ok());
+    let (lo, hi) = (it.next()??, it.next()??);
+    (hi >= lo).then(|| hi - lo + 1)
+}
+
+fn refute_text(plan: &Plan, data: &ClaimData, condition: &str) -> String {
+    if can_refute(plan, condition) {
+        return "yes".into();
+    }
+    match budget_against_demand(data, condition) {
+        Some((budget, demand)) => format!(
+            "cannot refute: port budget {}/s against a demand of {}/s",
+            thousands(budget),
+            thousands(demand)
+        ),
+        None => "cannot refute (its resource cannot run out here)".into(),
+    }
+}
+
+/// Verdicts grouped for a sentence: "throughput of gRPC/HTTP/3 against gRPC in
+/// `c3-h3-success/default` at 200 workers (0.780×)".
+fn items(plan: &Plan, judged: &[&Judged], outcome: Outcome) -> Vec<String> {
+    let mut groups: BTreeMap<(String, String), (String, Vec<String>)> = BTreeMap::new();
+    for j in judged {
+        for v in j.pooled.iter().filter(|v| v.outcome == outcome) {
+            if !can_refute(plan, &v.condition) {
+                continue;
+            }
+            let estimate = v
+                .parts
+                .first()
+                .filter(|p| p.meets.is_none())
+                .map(|p| format!(" ({})", figure(plan, j.rule, &p.name, p.value)))
+                .unwrap_or_default();
+            let g = groups
+                .entry((j.rule.id.clone(), v.condition.clone()))
+                .or_insert_with(|| {
+                    (
+                        format!("{} of {}", j.rule.quantity, subject_text(j.rule)),
+                        Vec::new(),
+                    )
+                });
+            g.1.push(format!("{} workers{estimate}", v.workers));
+        }
+    }
+    groups
+        .into_iter()
+        .map(|((_, condition), (subject, levels))| {
+            format!("{subject} in `{condition}` at {}", levels.join(", "))
+        })
+        .collect()
+}
+
+/// What ran out in a condition, per stack, from the failure counts of its new-connection cells:
+/// "HTTP/1.1: local ports (EADDRNOTAVAIL) 98 % of 12,345 failures".
+fn limits_text(plan: &Plan, data: &ClaimData, condition: &str) -> String {
+    let Some((runs, variant)) = data.condition(condition) else {
+        return format!("`{condition}` was not run");
+    };
+    let mut by_stack: BTreeMap<String, (f64, f64, BTreeMap<String, f64>)> = BTreeMap::new();
+    for r in runs.iter().flat_map(|r| r.rows(Some(variant))) {
+        let e = by_stack.entry(r.stack.clone()).or_default();
+        e.0 += r.number(&plan.budgets.column).unwrap_or(0.0);
+        e.1 += r.failed as f64;
+        for l in &plan.limits {
+            *e.2.entry(l.resource.clone()).or_default() += r.number(&l.column).unwrap_or(0.0);
+        }
+    }
+    let mut failing = Vec::new();
+    let mut clean = Vec::new();
+    for (stack, (attempts, failed, causes)) in &by_stack {
+        if *failed == 0.0 {
+            clean.push(label(stack));
+            continue;
+        }
+        let top = causes
+            .iter()
+            .filter(|(_, n)| **n > 0.0)
+            .max_by(|a, b| a.1.total_cmp(b.1));
+        failing.push(match top {
+            Some((resource, n)) => format!(
+                "{}: {resource} ({} of {} failures in {} attempts)",
+                label(stack),
+                thousands(*n),
+                thousands(*failed),
+                thousands(*attempts)
+            ),
+            None => format!(
+                "{}: {} failures of no counted cause in {} attempts",
+                label(stack),
+                thousands(*failed),
+                thousands(*attempts)
+            ),
+        });
+    }
+    if !clean.is_empty() {
+        failing.push(format!("no attempt failed for {}", clean.join(", ")));
+    }
+    let stacks = failing.join(", ");
+    format!("in `{condition}`: {stacks}")
+}
+
+fn fill(
+    text: &str,
+    plan: &Plan,
+    data: &ClaimData,
+    judged: &[&Judged],
+    limits_in: &[String],
+) -> String {
+    let list = |o: Outcome| {
+        let v = items(plan, judged, o);
+        if v.is_empty() {
+            "no condition".to_string()
+        } else {
+            v.join("; ")
+        }
+    };
+    let undecided = items(plan, judged, Outcome::Undecided);
+    let undecided = if undecided.is_empty() {
+        String::new()
+    } else {
+        format!("; undecided in {}", undecided.join("; "))
+    };
+    let limits = limits_in
+        .iter()
+        .map(|c| limits_text(plan, data, c))
+        .collect::<Vec<_>>()
+        .join("; ");
+    text.replace("{holds}", &list(Outcome::Holds))
+        .replace("{fails}", &list(Outcome::Fails))
+        .replace("{undecided}", &undecided)
+        .replace("{limits}", &limits)
+}
+
+/// The answer: the plan's sentences, each with the words its verdicts choose and links to the
+/// rules' tables.
+pub(crate) fn answer_section(
+    out: &mut String,
+    plan: &Plan,
+    data: &ClaimData,
+    all: &[Judged],
+    timing: &Option<PlanTiming>,
+) {
+    let _ = writeln!(out, "## The answer\n\n*{}*\n", plan.question);
+    if !timing.as_ref().is_some_and(PlanTiming::before_data) {
+        let _ = writeln!(
+            out,
+            "**These data were not measured under this plan** ([the plan](#the-plan)): every verdict below is marked †, and the answer is not the study's until sessions measured at a commit that contains the plan replace them.\n"
+        );
+    }
+    for sentence in &plan.answer {
+        let judged: Vec<&Judged> = all
+            .iter()
+            .filter(|j| sentence.rules.contains(&j.rule.id))
+            .collect();
+        let outcomes: Vec<Outcome> = judged
+            .iter()
+            .flat_map(|j| j.pooled.iter())
+            .filter(|v| can_refute(plan, &v.condition) && v.outcome != Outcome::NotJudged)
+            .map(|v| v.outcome)
+            .collect();
+        let links = sentence
+            .rules
+            .iter()
+            .map(|r| format!("[{r}](#{})", anchor(r)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let text = if outcomes.is_empty() {
+            let why = judged
+                .iter()
+                .flat_map(|j| j.pooled.iter())
+                .find(|v| v.outcome == Outcome::NotJudged)
+                .map(|v| v.label.trim_start_matches("not judged: ").to_string())
+                .unwrap_or_else(|| "no condition that could refute it".into());
+            format!("Not judged: {why}.")
+        } else if outcomes.iter().all(|o| *o == Outcome::Holds) {
+            fill(&sentence.all_hold, plan, data, &judged, &sentence.limits_in)
+        } else if outcomes.iter().all(|o| *o != Outcome::Holds) {
+            fill(
+                &sentence.none_hold,
+                plan,
+                data,
+                &judged,
+                &sentence.limits_in,
+            )
+        } else {
+            fill(
+                &sentence.some_hold,
+                plan,
+                data,
+                &judged,
+                &sentence.limits_in,
+            )
+        };
+        let limits_link = if sentence.limits_in.is_empty() {
+            String::new()
+        } else {
+            format!(", [what ran out](#{LIMITS_ANCHOR})")
+        };
+        let _ = writeln!(out, "- {text} ({links}{limits_link})");
+    }
+    out.push('\n');
+}
+
+/// The plan, its timing from git, and the unit of a cell.
+pub(crate) fn plan_section(
+    out: &mut String,
+    plan: &Plan,
+    plan_path: &str,
+    timing: &Option<PlanTiming>,
+    sessions: usize,
+) {
+    let _ = writeln!(out, "## The plan\n");
+    let when = match timing {
+        Some(t) => t.sentence(plan_path),
+        None => format!("`{plan_path}`: the data are not in a git repository, so whether the plan came before them cannot be checked; every verdict is marked †."),
+    };
+    let budgets = plan
+        .budgets
+        .attempts
+        .iter()
+        .map(|(regime, n)| format!("{} attempts under {regime}", thousands(*n as f64)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let _ = writeln!(
+        out,
+        "Every verdict below is computed by one engine from the analysis plan `{plan_path}` (its reasons: `experiments/study/README.md`). {when} A cell is a fixed budget of attempts ({budgets}; the `{}` column), never stretched by time; a repetition with another count is not judged. A verdict rests on at least {} repetitions per session and {} sessions; these data hold {sessions} session(s). Outcomes are computed from the bounds: a rule holds when its whole bound lies on the rule's side, fails when it lies wholly on the other, and is undecided otherwise.\n",
+        plan.budgets.column, plan.min_sample.repetitions, plan.min_sample.sessions
+    );
+}
+
+/// Every claim and its rules' verdicts.
+pub(crate) fn claims_section(
+    out: &mut String,
+    plan: &Plan,
+    data: &ClaimData,
+    all: &[Judged],
+    marked: bool,
+) {
+    let _ = writeln!(out, "## The claims, judged\n");
+    let mark = if marked { " †" } else { "" };
+    for claim in &plan.claims {
+        let _ = writeln!(
+            out,
+            "### {}: {}\n\nHypothesis: {}\n",
+            claim.id, claim.statement, claim.hypothesis
+        );
+        for j in all.iter().filter(|j| j.rule.claim == claim.id) {
+            let rule = j.rule;
+            let sessions = data.sessions();
+            let _ = writeln!(
+                out,
+                "<a id=\"{}\"></a>**{}**: {} Test: {} {}; bounds: {}.\n",
+                anchor(&rule.id),
+                rule.id,
+                rule.hypothesis,
+                rule.quantity,
+                test_text(plan, rule),
+                covers(plan, rule, sessions)
+            );
+            let _ = writeln!(
+                out,
+                "| condition | workers | can refute | estimate | bounds | verdict | sessions |\n|---|---|---|---|---|---|---|"
+            );
+            for v in &j.pooled {
+                let (estimate, bounds) = reading(plan, rule, v);
+                let _ = writeln!(
+                    out,
+                    "| `{}` | {} | {} | {estimate} | {bounds} | {}{mark} | {} |",
+                    v.condition,
+                    if v.workers == 0 {
+                        "—".to_string()
+                    } else {
+                        v.workers.to_string()
+                    },
+                    refute_text(plan, data, &v.condition),
+                    v.label,
+                    if v.outcome == Outcome::NotJudged {
+                        "—".to_string()
+                    } else {
+                        sessions_text(j, v)
+                    }
+                );
+            }
+            out.push('\n');
+        }
+    }
+    if marked {
+        let _ = writeln!(
+            out,
+            "† measured before this plan was committed, or where that cannot be checked ([the plan](#the-plan)).\n"
+        );
+    }
+}
+
+/// What ran out, condition by condition: attempts, failures by counted cause, the load
+/// generator's TIME_WAIT and its port budget against the demand.
+pub(crate) fn limits_section(out: &mut String, plan: &Plan, data: &ClaimData) {
+    let _ = writeln!(
+        out,
+        "<a id=\"{LIMITS_ANCHOR}\"></a>\n## What ran out\n\nPer condition and stack, over every level, repetition and session of its new-connection cells: the attempts, the failures and their most frequent counted cause (each `fail_*` column of `cells.csv` names the resource it counts: the plan's `limits`), the load generator's largest TIME_WAIT count (read in its own network namespace; on plain loopback that is the host's, and the count before the cell shows what was already there) against its local ports, and the port budget (ports × source addresses ÷ 60 s) against the highest rate of established connections of any cell.\n"
+    );
+    let _ = writeln!(
+        out,
+        "| condition | stack | attempts | failed | most frequent cause | TIME_WAIT before → peak (ports) | port budget against demand |\n|---|---|---|---|---|---|---|"
+    );
+    for c in &plan.conditions {
+        let Some((runs, variant)) = data.condition(&c.name) else {
+            continue;
+        };
+        let rows: Vec<_> = runs
+            .iter()
+            .flat_map(|r| r.rows(Some(variant)))
+            .filter(|r| r.regime == "new-conn")
+            .collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let mut stacks: Vec<String> = Vec::new();
+        for r in &rows {
+            if !stacks.contains(&r.stack) {
+                stacks.push(r.stack.clone());
+            }
+        }
+        let budget = budget_against_demand(data, &c.name).map_or("—".to_string(), |(b, d)| {
+            format!("{}/s against {}/s", thousands(b), thousands(d))
+        });
+        for stack in stacks {
+            let mine: Vec<_> = rows.iter().filter(|r| r.stack == stack).collect();
+            let attempts: f64 = mine
+                .iter()
+                .map(|r| r.number(&plan.budgets.column).unwrap_or(0.0))
+                .sum();
+            let failed: f64 = mine.iter().map(|r| r.failed as f64).sum();
+            let cause = plan
+                .limits
+                .iter()
+                .map(|l| {
+                    (
+                        &l.resource,
+                        mine.iter()
+                            .map(|r| r.number(&l.column).unwrap_or(0.0))
+                            .sum::<f64>(),
+                    )
+                })
+                .filter(|(_, n)| *n > 0.0)
+                .max_by(|a, b| a.1.total_cmp(&b.1))
+                .map_or("—".to_string(), |(res, n)| {
+                    format!("{res}: {}", thousands(n))
+                });
+            let tw_before = mine.iter().filter_map(|r| r.tcp_time_wait_before).min();
+            let tw_peak = mine.iter().filter_map(|r| r.tcp_time_wait_peak).max();
+            let ports = mine
+                .iter()
+                .find_map(|r| r.port_range.as_deref().and_then(ports_in));
+            let tw = match (tw_before, tw_peak) {
+                (Some(b), Some(p)) => format!(
+                    "{} → {}{}",
+                    thousands(b as f64),
+                    thousands(p as f64),
+                    ports.map_or(String::new(), |n| format!(" ({})", thousands(n as f64)))
+                ),
+                _ => "not counted".into(),
+            };
+            let _ = writeln!(
+                out,
+                "| `{}` | {} | {} | {} | {cause} | {tw} | {budget} |",
+                c.name,
+                label(&stack),
+                thousands(attempts),
+                thousands(failed)
+            );
+        }
+    }
+    out.push('\n');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_port_range_counts_both_ends() {
+        assert_eq!(ports_in("32768 60999"), Some(28232));
+        assert_eq!(ports_in("10 9"), None);
+        assert_eq!(ports_in("x"), None);
+    }
+
+    #[test]
+    fn anchors_are_lowercase_and_stable() {
+        assert_eq!(anchor("C2-h1-collapse"), "rule-c2-h1-collapse");
+    }
+}
