@@ -89,7 +89,7 @@ pub fn section(out: &mut String, cells: &[CellRow], source: &str) {
     );
     let _ = writeln!(
         out,
-        "| variant | condition | stack | regime | workers | success | req/s | p50 ms | p99 ms | proxy CPU ms / 1,000 ok |\n|---|---|---|---|---|---|---|---|---|---|"
+        "| variant | condition | stack | regime | workers | success | req/s (ok ÷ elapsed) | p50 ms | p99 ms | proxy CPU ms / 1,000 ok |\n|---|---|---|---|---|---|---|---|---|---|"
     );
     let mut answers = Vec::new();
     for variant in &variants {
@@ -172,6 +172,103 @@ pub fn section(out: &mut String, cells: &[CellRow], source: &str) {
         answers.push(answer);
     }
     let _ = writeln!(out, "\n{}.\n", answers.join(". "));
+    let edge = terminated_at_edge(&stress);
+    if !edge.is_empty() {
+        let _ = writeln!(
+            out,
+            "QUIC terminated at an edge: a stack whose client-side protocol differs from what the edge speaks on (`client_protocol`, `upstream_protocol`) is held against the stack that speaks that upstream protocol end to end, through the same edge and direct, at each regime's highest level (throughput ok ÷ elapsed, means over repetitions, without an interval).\n"
+        );
+        for line in edge {
+            let _ = writeln!(out, "- {line}");
+        }
+        out.push('\n');
+    }
+}
+
+/// For each stack terminated at an edge (its client-side protocol is not its upstream one) and
+/// each regime: its throughput against its upstream stack's through the same variant, and the
+/// same ratio direct; whether the edge keeps the cost or the benefit seen direct.
+fn terminated_at_edge(stress: &[&CellRow]) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut seen: Vec<(String, String, String)> = Vec::new();
+    for r in stress {
+        let (Some(client), Some(upstream)) = (&r.client_protocol, &r.upstream_protocol) else {
+            continue;
+        };
+        if client == upstream {
+            continue;
+        }
+        let key = (r.variant.clone(), r.stack.clone(), r.regime.clone());
+        if seen.contains(&key) {
+            continue;
+        }
+        seen.push(key);
+        let top_of = |variant: &str| {
+            stress
+                .iter()
+                .filter(|x| x.variant == variant && x.regime == r.regime)
+                .map(|x| x.concurrency)
+                .max()
+        };
+        let mean_rps = |variant: &str, stack: &str, top: u32| {
+            let at: Vec<&CellRow> = stress
+                .iter()
+                .copied()
+                .filter(|x| {
+                    x.variant == variant
+                        && x.stack == stack
+                        && x.regime == r.regime
+                        && x.concurrency == top
+                })
+                .collect();
+            (!at.is_empty()).then(|| cell(&at).throughput_rps)
+        };
+        let direct = stress
+            .iter()
+            .find(|x| x.path.as_deref().is_none_or(|p| p == "direct"))
+            .map(|x| x.variant.clone());
+        let Some(top) = top_of(&r.variant) else {
+            continue;
+        };
+        let (Some(at_edge), Some(upstream_at_edge)) = (
+            mean_rps(&r.variant, &r.stack, top),
+            mean_rps(&r.variant, upstream, top),
+        ) else {
+            continue;
+        };
+        let edge_ratio = at_edge / upstream_at_edge;
+        let mut line = format!(
+            "{}, {} at {top} workers: {} through `{}` served {:.2}× the throughput of {} through the same edge",
+            r.regime,
+            label(&r.stack),
+            label(&r.stack),
+            r.variant,
+            edge_ratio,
+            label(upstream)
+        );
+        let direct_ratio = direct.as_deref().and_then(|d| {
+            let top = top_of(d)?;
+            Some(mean_rps(d, &r.stack, top)? / mean_rps(d, upstream, top)?)
+        });
+        match direct_ratio {
+            Some(d) => {
+                let side = |x: f64| if x < 1.0 { "cost" } else { "benefit" };
+                let verdict = if side(d) == side(edge_ratio) {
+                    format!("the edge keeps the {} seen direct", side(d))
+                } else {
+                    format!(
+                        "the edge turns the {} seen direct into a {}",
+                        side(d),
+                        side(edge_ratio)
+                    )
+                };
+                let _ = write!(line, ", against {d:.2}× direct: {verdict}");
+            }
+            None => line.push_str("; no direct cell to compare"),
+        }
+        lines.push(format!("{line}."));
+    }
+    lines
 }
 
 /// The section from a results directory.
@@ -236,6 +333,24 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("| sc | sidecar via haproxy (pool keep) | HTTP/1.1 | reuse | 200 | 100.00 % | 1000 |"), "{out}");
+        assert!(!out.contains("QUIC terminated at an edge"), "{out}");
+        // HTTP/3 terminated at a Caddy edge, forwarding over HTTP/2: its ratio to HTTP/2
+        // through the same edge against the same ratio direct.
+        let mut edge = cells.clone();
+        for (stack, rps, direct_rps) in [("h3", 400.0, 800.0), ("h2", 1000.0, 1000.0)] {
+            let mut r = row("ec", "edge", stack, "reuse", 1.0, rps);
+            r.proxy = Some("caddy".into());
+            r.client_protocol = Some(stack.into());
+            r.upstream_protocol = Some("h2".into());
+            edge.push(r);
+            edge.push(row("direct", "direct", stack, "reuse", 1.0, direct_rps));
+        }
+        let mut out = String::new();
+        section(&mut out, &edge, "results/mesh");
+        assert!(
+            out.contains("- reuse, HTTP/3 at 200 workers: HTTP/3 through `ec` served 0.40× the throughput of HTTP/2 through the same edge, against 0.80× direct: the edge keeps the cost seen direct."),
+            "{out}"
+        );
         let mut none = String::new();
         section(&mut none, &cells[..5], "x");
         assert!(none.contains("question stays open") && !none.contains("| variant"));

@@ -367,7 +367,7 @@ fn slopes_at_two_scales(out: &mut String, reference: &Run, scale_run: &Run) {
     };
     let _ = writeln!(
         out,
-        "Memory per connection at two scales (KB per connection [95 % CI]; rule, stated before the data: a slope carries from one scale to the other only when the two intervals overlap):\n"
+        "Memory per connection at two scales (KB per connection [95 % CI]; rule (the study crate's, not the plan's): a slope carries from one scale to the other only when the two intervals overlap):\n"
     );
     let _ = writeln!(
         out,

@@ -262,7 +262,7 @@ fn issue_33_threats(out: &mut String, runs: &[&Run], sessions: Option<usize>) {
         "- **Session drift.** {}",
         match sessions {
             Some(n) => format!(
-                "{n} sessions at one commit are aggregated: the verdicts say in how many they held, and the headline figures (throughput and p99 in the reference tables, each verdict's own figures) have an interval over the session means beside the one over a session's repetitions."
+                "{n} sessions at one commit are aggregated: the plan's verdicts pool them (counts for a proportion, session means for a mean) and compare each session's own verdict part by part, and the reference tables give throughput and p99 an interval over the session means beside the one over a session's repetitions."
             ),
             None => "Every interval here is over one session's repetitions. Sessions of the same code on the same machine can differ by more than these intervals (machine state, time of day), so a difference between two sessions is no finding; `scripts/reproduce-paper --sessions 3` gives the between-session interval.".to_string(),
         }
@@ -308,7 +308,7 @@ fn issue_33_threats(out: &mut String, runs: &[&Run], sessions: Option<usize>) {
     let invalid = with_steady.iter().filter(|r| !r.steady_valid()).count();
     let _ = writeln!(
         out,
-        "- **Steady-window bias.** The steady-state rate counts only the window in which all workers are active; with few requests per worker that window is short and holds the fastest requests, which inflates the rate of a cell in trouble. {invalid} of {} stress cells with a steady window had one too short (fewer than {} successes per worker or under {} % of the phase): their verdicts and knees use `ok / elapsed_s`, and both figures are printed beside them.",
+        "- **Steady-window bias.** The steady-state rate counts only the window in which all workers are active; with few requests per worker that window is short and holds the fastest requests, which inflates the rate of a cell in trouble. {invalid} of {} stress cells with a steady window had one too short (fewer than {} successes per worker or under {} % of the phase): the reference tables and the knees use `ok / elapsed_s` for them, and both figures are printed beside them; the plan's rules always use ok ÷ elapsed.",
         with_steady.len(),
         crate::text::plain(runner::output::rows::MIN_STEADY_OK_PER_WORKER),
         crate::text::plain(runner::output::rows::MIN_STEADY_FRACTION_OF_ELAPSED * 100.0)
@@ -334,7 +334,7 @@ fn issue_33_threats(out: &mut String, runs: &[&Run], sessions: Option<usize>) {
     let lock_version = |name: &str| locked_version(lock, name).unwrap_or("unknown");
     let _ = writeln!(
         out,
-        "- **One QUIC implementation, one version, and our client's closing.** Every QUIC figure here is quinn {} with h3 {} ({whose}); the study's 440 MB came from quinn 0.10.1, whose endpoints allocated a 128 MiB receive buffer (quinn issue 1608), and other QUIC stacks (quiche, ngtcp2, msquic) are not measured. The HTTP/3 load generator's connection-per-endpoint mode (`quic_endpoint = \"per-connection\"`, the default) is ours: after the client's CONNECTION_CLOSE it drops quinn's endpoint state and a bare socket holds the closing period, which a QUIC client library does not do; `quic_endpoint = \"shared\"` keeps quinn's own closing on one socket, as libraries do, and the two-host contrast runs both.",
+        "- **One QUIC implementation, one version, and our client's closing.** Every QUIC figure here is quinn {} with h3 {} ({whose}); the study names no QUIC implementation or version, so whose stack its 440 MB was cannot be told from it, and other QUIC stacks (quiche, ngtcp2, msquic) are not measured. The HTTP/3 load generator's connection-per-endpoint mode (`quic_endpoint = \"per-connection\"`, the default) is ours: after the client's CONNECTION_CLOSE it drops quinn's endpoint state and a bare socket holds the closing period, which a QUIC client library does not do; `quic_endpoint = \"shared\"` keeps quinn's own closing on one socket, as libraries do, and the two-host contrast runs both.",
         lock_version("quinn"),
         lock_version("h3")
     );
@@ -347,7 +347,7 @@ fn issue_33_threats(out: &mut String, runs: &[&Run], sessions: Option<usize>) {
         .collect();
     let _ = writeln!(
         out,
-        "- **The allocator.** Servers and load generators are one binary, built with {} as the global allocator (recorded per run); resident memory depends on it (glibc's malloc kept more of a 500-connection HTTP/3 client resident, through fragmentation across arenas), so RSS figures are this allocator's, as an application's would be its own.",
+        "- **The allocator.** Servers and load generators are one binary, built with {} as the global allocator (recorded per run); resident memory depends on it, so RSS figures are this allocator's, as an application's would be its own.",
         if allocators.is_empty() {
             "an allocator the manifests do not record".to_string()
         } else {
