@@ -114,8 +114,10 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Counted<S> {
 /// `hey -disable-keepalive` does not only because its `Connection: close` makes the server
 /// send its FIN with the answer, which Nagle never holds.
 ///
-/// How: once the server's first flight has been read, the next write (in TLS 1.3 the client's
-/// last flight) goes into a corked socket (TCP_CORK), and the socket is uncorked right after
+/// How: once the server's first flight has been read, the first write that carries an encrypted
+/// record (content type 23: in TLS 1.3 the client's last flight, its Finished; the plaintext
+/// ChangeCipherSpec may come first) goes into a corked socket (TCP_CORK), and the socket is
+/// uncorked right after
 /// the next write (the request, now in the same segment), a read that returns anything, or a
 /// shutdown, whichever comes first. A read that finds nothing does not uncork (a client
 /// checks for a close before its first request); the kernel sends corked bytes after 200 ms
@@ -123,8 +125,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Counted<S> {
 /// for the server to speak first still completes its handshake, that much later. After that
 /// the socket is a plain TCP stream.
 /// The handshake's time ends when the Finished is written (to the corked socket), as before.
-/// After a HelloRetryRequest the second ClientHello is the corked write and the read of the
-/// server's answer uncorks it: that handshake's Finished goes alone, as without this.
+/// After a HelloRetryRequest the second ClientHello (a plaintext handshake record) goes at once:
+/// the client then waits for the server, which waits for it, so a held hello would stall the
+/// handshake until the cork expired; the Finished that follows is held as in any handshake.
 #[derive(Debug)]
 pub struct LastFlight {
     tcp: TcpStream,
@@ -154,9 +157,10 @@ impl LastFlight {
         self.state == Flight::Corked
     }
 
-    /// Before a write: corks the socket if this write is the client's last flight.
-    fn before_write(&mut self) {
-        if self.state == (Flight::Handshake { heard: true }) {
+    /// Before a write: corks the socket if this write is the client's last flight, the first
+    /// after the server spoke that carries an encrypted record.
+    fn before_write(&mut self, bufs: &[&[u8]]) {
+        if self.state == (Flight::Handshake { heard: true }) && carries_encrypted_record(bufs) {
             // Without the cork (an error) the flight simply goes at once, as it used to.
             self.state = if set_cork(&self.tcp, true) {
                 Flight::Corked
@@ -181,6 +185,35 @@ impl LastFlight {
             self.uncork();
         }
     }
+}
+
+/// Whether the TLS records written (`bufs`, in order, starting at a record's header) include an
+/// encrypted one (content type 23, application data: all of TLS 1.3's records after the
+/// hellos, the Finished first). The hellos and the ChangeCipherSpec are plaintext (22, 20).
+fn carries_encrypted_record(bufs: &[&[u8]]) -> bool {
+    const APPLICATION_DATA: u8 = 23;
+    let total: usize = bufs.iter().map(|b| b.len()).sum();
+    let byte_at = |mut at: usize| -> Option<u8> {
+        for b in bufs {
+            if at < b.len() {
+                return Some(b[at]);
+            }
+            at -= b.len();
+        }
+        None
+    };
+    let mut at = 0usize;
+    while at < total {
+        let Some(kind) = byte_at(at) else { break };
+        if kind == APPLICATION_DATA {
+            return true;
+        }
+        let (Some(hi), Some(lo)) = (byte_at(at + 3), byte_at(at + 4)) else {
+            break;
+        };
+        at += 5 + usize::from(u16::from_be_bytes([hi, lo]));
+    }
+    false
 }
 
 /// Sets or clears TCP_CORK; false if that failed (or on a system without it).
@@ -225,7 +258,7 @@ impl AsyncWrite for LastFlight {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let was = self.state;
-        self.before_write();
+        self.before_write(&[buf]);
         let res = Pin::new(&mut self.tcp).poll_write(cx, buf);
         self.after_write(was, &res);
         res
@@ -236,7 +269,10 @@ impl AsyncWrite for LastFlight {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let was = self.state;
-        self.before_write();
+        if self.state == (Flight::Handshake { heard: true }) {
+            let slices: Vec<&[u8]> = bufs.iter().map(|b| &b[..]).collect();
+            self.before_write(&slices);
+        }
         let res = Pin::new(&mut self.tcp).poll_write_vectored(cx, bufs);
         self.after_write(was, &res);
         res

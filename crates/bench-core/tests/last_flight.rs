@@ -31,6 +31,33 @@ fn serve_one(listener: TcpListener, certs: &std::path::Path) -> Completed {
     let paths = ensure_certs(certs).unwrap();
     let identity = ServerIdentity::load(&paths).unwrap();
     let config = server_config(&identity, b"http/1.1", true).unwrap();
+    serve_with(listener, config).0
+}
+
+/// The suite's server configuration, but with P-256 as its only key exchange: the client's
+/// first ClientHello carries an X25519 key share, so the server answers it with a
+/// HelloRetryRequest and the client sends a second ClientHello.
+fn hello_retry_config(certs: &std::path::Path) -> Arc<rustls::ServerConfig> {
+    let paths = ensure_certs(certs).unwrap();
+    let identity = ServerIdentity::load(&paths).unwrap();
+    let mut provider = rustls::crypto::ring::default_provider();
+    provider.kx_groups = vec![rustls::crypto::ring::kx_group::SECP256R1];
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(provider))
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(identity.chain.clone(), identity.key.clone_key())
+        .unwrap();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.send_tls13_tickets = 2;
+    Arc::new(config)
+}
+
+/// Runs the server side of one handshake with `config`; also says how the handshake went.
+fn serve_with(
+    listener: TcpListener,
+    config: Arc<rustls::ServerConfig>,
+) -> (Completed, Option<rustls::HandshakeKind>) {
     let (mut tcp, _) = listener.accept().unwrap();
     tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut tls = rustls::ServerConnection::new(config).unwrap();
@@ -49,7 +76,7 @@ fn serve_one(listener: TcpListener, certs: &std::path::Path) -> Completed {
         if !tls.is_handshaking() {
             let mut with_finished = Vec::new();
             let _ = tls.reader().read_to_end(&mut with_finished);
-            return Completed { with_finished };
+            return (Completed { with_finished }, tls.handshake_kind());
         }
     }
 }
@@ -102,4 +129,74 @@ async fn a_connection_that_never_sends_a_request_still_completes_its_handshake()
         .unwrap();
     assert!(completed.with_finished.is_empty());
     drop(stream);
+}
+
+/// After a HelloRetryRequest the client's second ClientHello is not held (the client then waits
+/// for the server, which waits for it: the held hello went only when the kernel's cork
+/// expired, 200 ms later, and that handshake's Finished then went alone); its Finished, the
+/// last flight, still goes with the first request.
+#[tokio::test(flavor = "current_thread")]
+async fn after_a_hello_retry_the_second_hello_goes_at_once_and_the_finished_waits_for_the_request()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let certs = dir.path().to_path_buf();
+    ensure_certs(&certs).unwrap();
+    let config = hello_retry_config(&certs);
+    let server = std::thread::spawn(move || serve_with(listener, config));
+
+    let settings = client_settings(addr, dir.path(), false, PayloadProfile::Small);
+    let connector = Arc::new(TcpConnector::new(&settings, b"http/1.1").unwrap());
+    let (mut stream, _timing, _closer) = connector.connect().await.expect("connect");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    stream.write_all(REQUEST).await.unwrap();
+    stream.flush().await.unwrap();
+
+    let (completed, kind) = tokio::task::spawn_blocking(move || server.join().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        kind,
+        Some(rustls::HandshakeKind::FullWithHelloRetryRequest),
+        "the server did not make the client retry its hello"
+    );
+    assert_eq!(
+        completed.with_finished,
+        REQUEST,
+        "after a hello retry the request did not come in the read that carried the client's \
+         Finished: {:?}",
+        String::from_utf8_lossy(&completed.with_finished)
+    );
+}
+
+/// The hold itself: after the server has spoken, a plaintext handshake record (a second
+/// ClientHello) is written at once; an encrypted record (TLS 1.3's Finished) is held.
+#[tokio::test(flavor = "current_thread")]
+async fn only_an_encrypted_record_is_held_after_the_server_spoke() {
+    use bench_core::net::LastFlight;
+    use tokio::io::AsyncReadExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let client = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut server, _) = listener.accept().await.unwrap();
+    let mut flight = LastFlight::new(client);
+    // The server's first flight (a HelloRetryRequest's record header will do).
+    server.write_all(&[0x16, 3, 3, 0, 1, 2]).await.unwrap();
+    let mut got = [0u8; 6];
+    flight.read_exact(&mut got).await.unwrap();
+    // A second ClientHello (plaintext handshake record), after the fake ChangeCipherSpec.
+    flight
+        .write_all(&[0x14, 3, 3, 0, 1, 1, 0x16, 3, 3, 0, 2, 1, 0])
+        .await
+        .unwrap();
+    assert!(!flight.holding(), "a second ClientHello was held");
+    // The Finished flight: held until the next write.
+    flight
+        .write_all(&[0x14, 3, 3, 0, 1, 1, 0x17, 3, 3, 0, 1, 9])
+        .await
+        .unwrap();
+    assert!(flight.holding(), "the Finished flight was not held");
+    flight.write_all(b"request").await.unwrap();
+    assert!(!flight.holding());
 }
