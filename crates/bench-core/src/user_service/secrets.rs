@@ -25,22 +25,75 @@ pub fn is_secret_header(name: &str, marked: &[String]) -> bool {
         || marked.iter().any(|m| m.trim().eq_ignore_ascii_case(&lower))
 }
 
-/// Whether `value` takes its secret from the environment (`{{env.NAME}}`): then the text as
-/// written holds no secret and is kept, so that a resumed run can resolve it again.
+/// Whether `value` takes its secret from the environment (`{{env.NAME}}`): then only its
+/// literal text can hold a secret ([`header_value`]).
 fn from_env(value: &str) -> bool {
     super::template::placeholders(value)
         .iter()
         .any(|p| p.starts_with("env."))
 }
 
-/// The value of header `name` as a record may hold it: [`REDACTED`] for a secret's literal
-/// value, the value itself otherwise.
-pub fn header_value(name: &str, value: &str, marked: &[String]) -> String {
-    if is_secret_header(name, marked) && !from_env(value) {
-        REDACTED.to_string()
+/// Authentication schemes (RFC 9110 `auth-scheme`, IANA's registry and two common ones) that
+/// may open a secret value as literal text: `Bearer {{env.TOKEN}}` holds no secret as written.
+const AUTH_SCHEMES: [&str; 8] = [
+    "basic",
+    "bearer",
+    "digest",
+    "dpop",
+    "negotiate",
+    "oauth",
+    "token",
+    "apikey",
+];
+
+/// The literal text of a secret value that takes its secret from the environment: kept when it
+/// can hold no secret (white space, or an authentication scheme and the space after it at the
+/// start), [`REDACTED`] otherwise.
+fn literal_part(text: &str, first: bool) -> &str {
+    let scheme = text.trim_end();
+    if scheme.is_empty()
+        || (first
+            && text.len() > scheme.len()
+            && AUTH_SCHEMES.iter().any(|s| s.eq_ignore_ascii_case(scheme)))
+    {
+        text
     } else {
-        value.to_string()
+        REDACTED
     }
+}
+
+/// The value of header `name` as a record may hold it: the value itself for a header that is
+/// no secret; for a secret, [`REDACTED`] for a literal value, and for one that takes its secret
+/// from the environment, its placeholders as written (so that a resumed run resolves them
+/// again) with any literal text beside them that could be a secret (anything but white space
+/// and a leading authentication scheme, `Bearer `) replaced by [`REDACTED`]:
+/// `{{env.USER}}:hunter2` is recorded as `{{env.USER}}<redacted>`.
+pub fn header_value(name: &str, value: &str, marked: &[String]) -> String {
+    if !is_secret_header(name, marked) {
+        return value.to_string();
+    }
+    if !from_env(value) {
+        return REDACTED.to_string();
+    }
+    let mut out = String::new();
+    let mut rest = value;
+    let mut first = true;
+    while let Some(open) = rest.find("{{") {
+        let Some(close) = rest[open + 2..].find("}}") else {
+            break;
+        };
+        let end = open + 2 + close + 2;
+        if open > 0 {
+            out.push_str(literal_part(&rest[..open], first));
+        }
+        out.push_str(&rest[open..end]);
+        rest = &rest[end..];
+        first = false;
+    }
+    if !rest.is_empty() {
+        out.push_str(literal_part(rest, first));
+    }
+    out
 }
 
 /// `url` without credentials: userinfo (`user:password@`) becomes [`REDACTED`]`@`, and the
@@ -91,10 +144,10 @@ pub fn header_line(line: &str, marked: &[String]) -> String {
     match line.split_once(':') {
         Some((name, value)) => {
             let kept = header_value(name, value.trim(), marked);
-            if kept == REDACTED {
-                format!("{}: {REDACTED}", name.trim())
-            } else {
+            if kept == value.trim() {
                 line.to_string()
+            } else {
+                format!("{}: {kept}", name.trim())
             }
         }
         None => line.to_string(),
@@ -133,6 +186,18 @@ mod tests {
         );
         assert_eq!(header_value("Accept", "text/plain", &[]), "text/plain");
         assert_eq!(
+            header_value("Authorization", "{{env.TOKEN}}", &[]),
+            "{{env.TOKEN}}"
+        );
+        assert_eq!(
+            header_value("Authorization", "bearer  {{ env.TOKEN }}", &[]),
+            "bearer  {{ env.TOKEN }}"
+        );
+        assert_eq!(
+            header_line("Authorization: Bearer {{env.TOKEN}}", &[]),
+            "Authorization: Bearer {{env.TOKEN}}"
+        );
+        assert_eq!(
             header_line("Authorization: Bearer devtoken", &[]),
             "Authorization: <redacted>"
         );
@@ -142,6 +207,46 @@ mod tests {
             "a header that is no secret is kept byte for byte"
         );
         assert_eq!(header_line("no colon here", &[]), "no colon here");
+    }
+
+    #[test]
+    fn a_literal_secret_beside_an_env_placeholder_is_redacted_and_the_placeholder_kept() {
+        assert_eq!(
+            header_value("Authorization", "{{env.USER}}:hunter2", &[]),
+            "{{env.USER}}<redacted>"
+        );
+        assert_eq!(
+            header_value("X-Api-Key", "hunter2{{env.K}}", &[]),
+            "<redacted>{{env.K}}"
+        );
+        assert_eq!(
+            header_value("Authorization", "Bearer hunter2 {{env.K}}", &[]),
+            "<redacted>{{env.K}}",
+            "a scheme is kept only when the placeholder follows it"
+        );
+        assert_eq!(
+            header_value("Cookie", "a={{env.A}}; b=hunter2", &[]),
+            "<redacted>{{env.A}}<redacted>"
+        );
+        assert_eq!(
+            header_value(
+                "X-Tenant",
+                "{{id}}-hunter2 {{env.T}}",
+                &["x-tenant".to_string()]
+            ),
+            "{{id}}<redacted>{{env.T}}",
+            "a marked header alike; every placeholder is kept"
+        );
+        assert_eq!(
+            header_line("Authorization: {{env.USER}}:hunter2", &[]),
+            "Authorization: {{env.USER}}<redacted>"
+        );
+        for v in ["Bearer{{env.K}}", "Bearerx {{env.K}}"] {
+            assert!(
+                header_value("Authorization", v, &[]).starts_with(REDACTED),
+                "{v}: not a scheme and a space"
+            );
+        }
     }
 
     #[test]
