@@ -762,7 +762,10 @@ fn run_cells(
         target: args.target.map(|addr| (addr, args.target_pid)),
         service: service.map(std::sync::Arc::new),
         service_pid: args.target_pid,
-        argv: cli::argv_for_record(&std::env::args().collect::<Vec<_>>()),
+        argv: cli::argv_for_record(
+            &std::env::args().collect::<Vec<_>>(),
+            &exp.targets.secret_headers,
+        ),
     };
     bench_core::tls::install_crypto_provider();
     let limits = exp.thresholds.clone();

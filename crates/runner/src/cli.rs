@@ -676,9 +676,11 @@ fn parse_header(text: &str) -> Result<(String, String), String> {
 /// secret header given with `-H`/`--header` replaced by `<redacted>`
 /// ([`bench_core::user_service::secrets`]), and every URL without userinfo or credential
 /// query values. A placeholder such as `{{env.TOKEN}}` is kept: it holds no secret.
-pub fn argv_for_record(argv: &[String]) -> Vec<String> {
+/// `secret_headers` are the names the run marks secret besides `--secret-header` (the
+/// experiment file's `targets.secret_headers`).
+pub fn argv_for_record(argv: &[String], secret_headers: &[String]) -> Vec<String> {
     use bench_core::user_service::secrets;
-    let mut marked = Vec::new();
+    let mut marked = secret_headers.to_vec();
     let mut args = argv.iter();
     while let Some(arg) = args.next() {
         if arg == "--secret-header" {
@@ -697,6 +699,8 @@ pub fn argv_for_record(argv: &[String]) -> Vec<String> {
             arg.clone()
         } else if let Some(line) = arg.strip_prefix("--header=") {
             format!("--header={}", secrets::header_line(line, &marked))
+        } else if let Some(line) = arg.strip_prefix("-H=") {
+            format!("-H={}", secrets::header_line(line, &marked))
         } else if let Some(line) = arg.strip_prefix("-H").filter(|l| !l.is_empty()) {
             format!("-H{}", secrets::header_line(line, &marked))
         } else {
@@ -794,7 +798,7 @@ mod tests {
         ]
         .map(String::from)
         .to_vec();
-        let recorded = argv_for_record(&argv);
+        let recorded = argv_for_record(&argv, &[]);
         assert_eq!(
             recorded.len(),
             argv.len(),
@@ -809,6 +813,36 @@ mod tests {
         assert!(recorded.contains(&"X-Tenant: <redacted>".to_string()));
         // The record still parses as the same command (a resume reads it).
         assert!(command().try_get_matches_from(&recorded).is_ok());
+    }
+
+    #[test]
+    fn a_recorded_command_line_honours_the_files_secret_headers_and_every_header_form() {
+        let argv: Vec<String> = [
+            "runner",
+            "--experiment",
+            "exp.toml",
+            "-H=X-Tenant: a-S3CRET",
+            "--header=x-tenant: b-S3CRET",
+            "-H",
+            "X-Tenant: c-S3CRET",
+            "-HX-Tenant: d-S3CRET",
+            "-H=Authorization: e-S3CRET",
+            "-H=Accept: text/plain",
+        ]
+        .map(String::from)
+        .to_vec();
+        let recorded = argv_for_record(&argv, &["X-TENANT".to_string()]);
+        assert!(
+            recorded.iter().all(|a| !a.contains("S3CRET")),
+            "{recorded:?}"
+        );
+        assert!(recorded.contains(&"-H=X-Tenant: <redacted>".to_string()));
+        assert!(recorded.contains(&"-H=Authorization: <redacted>".to_string()));
+        assert!(recorded.contains(&"-H=Accept: text/plain".to_string()));
+        assert!(command().try_get_matches_from(&recorded).is_ok());
+        // Without the file's names a marked header's value would be kept.
+        let plain = argv_for_record(&argv, &[]);
+        assert!(plain.contains(&"-H=X-Tenant: a-S3CRET".to_string()));
     }
 
     fn args(argv: &[&str]) -> RunArgs {
