@@ -39,22 +39,72 @@ struct RowFile {
     keys: Vec<String>,
 }
 
-/// Reads `name` in `dir` (`None` when absent or empty), refusing a second header line and a
-/// row whose field count differs from the header's.
-fn read_row_file(dir: &Path, name: &str) -> Result<Option<RowFile>, String> {
-    let path = dir.join(name);
-    let Ok(bytes) = std::fs::read(&path) else {
-        return Ok(None);
-    };
-    if bytes.is_empty() {
-        return Ok(None);
+/// The CSV records of `text`, each with its line end (the last one without, when cut off): a
+/// record ends at a line end outside quotes, so a quoted field may hold line ends.
+fn records(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let end = record_end(rest.as_bytes()).unwrap_or(rest.len());
+        let (record, tail) = rest.split_at(end);
+        rest = tail;
+        Some(record)
+    })
+}
+
+/// The end (after its line end) of the first CSV record of `bytes`, `None` when no line end
+/// outside quotes ends it. A doubled quote inside a quoted field toggles twice.
+fn record_end(bytes: &[u8]) -> Option<usize> {
+    let mut quoted = false;
+    for (i, b) in bytes.iter().enumerate() {
+        match b {
+            b'"' => quoted = !quoted,
+            b'\n' if !quoted => return Some(i + 1),
+            _ => {}
+        }
     }
+    None
+}
+
+/// The length of `bytes`' whole records: up to the last line end outside quotes.
+fn whole_len(bytes: &[u8]) -> usize {
+    let mut at = 0;
+    while let Some(end) = record_end(&bytes[at..]) {
+        at += end;
+    }
+    at
+}
+
+/// Reads `name` in `dir` (`None` when absent or empty), refusing a second header line and a
+/// row whose field count differs from the header's. A last row without its line end (the run
+/// stopped while writing it) is refused for readers; for a resume it is left out and the
+/// length of the whole rows returned (`Some` only then), for [`prune_unfinished`] to cut the
+/// file to.
+fn read_row_file(
+    dir: &Path,
+    name: &str,
+    purpose: Purpose,
+) -> Result<(Option<RowFile>, Option<u64>), String> {
+    let path = dir.join(name);
+    let Ok(mut bytes) = std::fs::read(&path) else {
+        return Ok((None, None));
+    };
     let shown = path.display();
-    if !bytes.ends_with(b"\n") {
-        return Err(format!(
-            "{shown}: its last row is cut off (no line end): the run stopped while writing it; `runner --resume {}` repairs the folder",
-            dir.display()
-        ));
+    let whole = whole_len(&bytes);
+    let cut = (whole < bytes.len()).then_some(whole as u64);
+    if cut.is_some() {
+        if purpose == Purpose::Read {
+            return Err(format!(
+                "{shown}: its last row is cut off (no line end): the run stopped while writing it; `runner --resume {}` repairs the folder",
+                dir.display()
+            ));
+        }
+        bytes.truncate(whole);
+    }
+    if bytes.is_empty() {
+        return Ok((None, cut));
     }
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(false)
@@ -64,7 +114,7 @@ fn read_row_file(dir: &Path, name: &str) -> Result<Option<RowFile>, String> {
     let header: Vec<String> = match records.next() {
         Some(Ok(h)) => h.iter().map(String::from).collect(),
         Some(Err(e)) => return Err(format!("{shown}: unreadable header: {e}")),
-        None => return Ok(None),
+        None => return Ok((None, cut)),
     };
     let mut keys = Vec::new();
     for (i, record) in records.enumerate() {
@@ -85,7 +135,7 @@ fn read_row_file(dir: &Path, name: &str) -> Result<Option<RowFile>, String> {
         }
         keys.push(fields.first().copied().unwrap_or_default().to_string());
     }
-    Ok(Some(RowFile { header, keys }))
+    Ok((Some(RowFile { header, keys }), cut))
 }
 
 /// What the check found: the manifest and the keys of the cells in `cells.csv`.
@@ -95,6 +145,9 @@ pub struct Checked {
     /// Per other row file, the keys of cells it has rows of that `cells.csv` lacks: leftovers
     /// of a cell whose write was cut off (refused for [`Purpose::Read`]).
     pub unfinished: BTreeMap<&'static str, HashSet<String>>,
+    /// Row files whose last row was cut off (no line end; refused for [`Purpose::Read`]),
+    /// with the length of their whole rows.
+    pub cut: BTreeMap<&'static str, u64>,
 }
 
 /// Checks the results directory `dir` for `purpose`; the error is one line.
@@ -120,8 +173,13 @@ pub fn check(dir: &Path, purpose: Purpose) -> Result<Checked, String> {
         )
     })?;
     let mut files = BTreeMap::new();
+    let mut cut = BTreeMap::new();
     for (name, columns) in ROW_FILES {
-        let Some(file) = read_row_file(dir, name)? else {
+        let (file, whole) = read_row_file(dir, name, purpose)?;
+        if let Some(whole) = whole {
+            cut.insert(name, whole);
+        }
+        let Some(file) = file else {
             continue;
         };
         if purpose == Purpose::Resume && file.header != columns {
@@ -200,6 +258,7 @@ pub fn check(dir: &Path, purpose: Purpose) -> Result<Checked, String> {
         manifest,
         cells,
         unfinished,
+        cut,
     })
 }
 
@@ -208,12 +267,24 @@ pub fn check(dir: &Path, purpose: Purpose) -> Result<Checked, String> {
 /// changed. Files are rewritten in place (only ever shorter), under the run's lock.
 pub fn prune_unfinished(dir: &Path, checked: &Checked) -> anyhow::Result<Vec<String>> {
     let mut notes = Vec::new();
+    for (name, whole) in &checked.cut {
+        let path = dir.join(name);
+        let bytes = std::fs::read(&path)?;
+        let whole = usize::try_from(*whole)
+            .unwrap_or(usize::MAX)
+            .min(bytes.len());
+        replace(&path, &bytes[..whole])?;
+        notes.push(format!(
+            "{name}: dropped its last row, cut off while it was written ({} bytes)",
+            bytes.len() - whole
+        ));
+    }
     for (name, keys) in &checked.unfinished {
         let path = dir.join(name);
         let text = std::fs::read_to_string(&path)?;
         let mut kept = String::with_capacity(text.len());
         let mut dropped = 0usize;
-        let mut lines = text.split_inclusive('\n');
+        let mut lines = records(&text);
         kept.push_str(lines.next().unwrap_or_default());
         for line in lines {
             let mut reader = csv::ReaderBuilder::new()
@@ -306,6 +377,99 @@ mod tests {
             &mut out,
         );
         out
+    }
+
+    /// A folder a resume accepts: a committed run's manifest, and one row of cell `h1/a` in
+    /// cells.csv, latency.csv and failures.csv (fields empty but the key).
+    fn resumable_copy() -> (tempfile::TempDir, PathBuf) {
+        let from = committed_runs()
+            .into_iter()
+            .find(|d| check(d, Purpose::Read).is_ok_and(|c| c.manifest.cells_done > 1))
+            .expect("a committed run");
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("run");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::copy(from.join("manifest.json"), dir.join("manifest.json")).unwrap();
+        for (name, columns) in ROW_FILES.iter().take(3) {
+            let mut row = vec![String::new(); columns.len()];
+            row[0] = "h1/a".into();
+            let text = format!("{}\n{}\n", columns.join(","), row.join(","));
+            std::fs::write(dir.join(name), text).unwrap();
+        }
+        (tmp, dir)
+    }
+
+    #[test]
+    fn records_end_at_line_ends_outside_quotes() {
+        let text = "k,v\na,\"x\ny\"\"z\"\nb,2\nc,\"cut\n";
+        let got: Vec<&str> = records(text).collect();
+        assert_eq!(got, ["k,v\n", "a,\"x\ny\"\"z\"\n", "b,2\n", "c,\"cut\n"]);
+        assert_eq!(whole_len(text.as_bytes()), text.len() - "c,\"cut\n".len());
+        assert_eq!(whole_len(b"k,v\na,1"), 4);
+        assert_eq!(whole_len(b"k,v\n"), 4);
+    }
+
+    /// A failure message with a line end (quoted in its field) of a cell whose write was cut
+    /// off is dropped whole; a kept one stays byte for byte.
+    #[test]
+    fn a_resume_drops_a_cut_off_cells_rows_with_quoted_line_ends_whole() {
+        let (_tmp, dir) = resumable_copy();
+        let failures = dir.join("failures.csv");
+        let before = std::fs::read_to_string(&failures).unwrap();
+        let row = |key: &str, message: &str| {
+            let mut fields = vec![key.to_string(), format!("\"{message}\"")];
+            fields.resize(FailureRow::COLUMNS.len(), String::new());
+            format!("{}\n", fields.join(","))
+        };
+        let kept = row("h1/a", "kept\nacross lines");
+        let orphan = row("cut/off", "first line\nnot,a,key\nthird");
+        std::fs::write(&failures, format!("{before}{kept}{orphan}")).unwrap();
+        let checked = check(&dir, Purpose::Resume).unwrap();
+        assert_eq!(
+            checked.unfinished.get("failures.csv"),
+            Some(&HashSet::from(["cut/off".to_string()]))
+        );
+        prune_unfinished(&dir, &checked).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&failures).unwrap(),
+            format!("{before}{kept}")
+        );
+        check(&dir, Purpose::Read).unwrap();
+    }
+
+    /// A last row without its line end: readers refuse it naming `--resume`; a resume accepts
+    /// the folder and cuts the file back to its whole rows, even when the cut row stopped
+    /// inside a quoted field after a line end.
+    #[test]
+    fn a_resume_cuts_a_last_row_without_its_line_end() {
+        let (_tmp, dir) = resumable_copy();
+        let latency = dir.join("latency.csv");
+        let failures = dir.join("failures.csv");
+        let latency_before = std::fs::read(&latency).unwrap();
+        let failures_before = std::fs::read(&failures).unwrap();
+        let mut cut = latency_before.clone();
+        cut.extend_from_slice(b"h1/some/cell,12");
+        std::fs::write(&latency, &cut).unwrap();
+        let mut cut = failures_before.clone();
+        cut.extend_from_slice(b"h1/some/cell,\"a message\nwith");
+        std::fs::write(&failures, &cut).unwrap();
+        let err = check(&dir, Purpose::Read).err().expect("refused");
+        assert!(err.contains("cut off") && err.contains("--resume"), "{err}");
+        let checked = check(&dir, Purpose::Resume).expect("a resume takes the folder");
+        assert_eq!(
+            checked.cut.keys().copied().collect::<Vec<_>>(),
+            ["failures.csv", "latency.csv"]
+        );
+        let notes = prune_unfinished(&dir, &checked).unwrap();
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.starts_with("latency.csv: dropped its last row")),
+            "{notes:?}"
+        );
+        assert_eq!(std::fs::read(&latency).unwrap(), latency_before);
+        assert_eq!(std::fs::read(&failures).unwrap(), failures_before);
+        check(&dir, Purpose::Read).unwrap();
     }
 
     #[test]
