@@ -528,7 +528,14 @@ impl RunArgs {
             || first_look.is_some()
             || self.full_sweep;
         if !exp.targets.is_empty() && !sized {
-            exp.duration_seconds = Some(TARGETS_CELL_SECONDS);
+            if exp.variants.is_empty() {
+                exp.duration_seconds = Some(TARGETS_CELL_SECONDS);
+            }
+            // A variant that sizes its cells (a request budget) keeps them; the others last
+            // the default time.
+            for variant in exp.variants.iter_mut().filter(|v| !sizes(v)) {
+                variant.duration_seconds = Some(TARGETS_CELL_SECONDS);
+            }
         }
         Ok(exp)
     }
@@ -965,6 +972,20 @@ mod tests {
         assert_eq!(with(""), Some(TARGETS_CELL_SECONDS));
         assert_eq!(with("requests_reuse = 300"), None);
         assert_eq!(with("duration_seconds = 4"), Some(4));
+        // A variant's budget sizes that variant's cells; the others last the default time.
+        std::fs::write(
+            &file,
+            "[targets.rest]\nurl = \"https://h:1/x\"\n[[variants]]\nname = \"budget\"\nrequests_reuse = 300\n[[variants]]\nname = \"plain\"\n",
+        )
+        .unwrap();
+        let exp = args(&["--experiment", file.to_str().unwrap()])
+            .experiment()
+            .unwrap();
+        let variants = exp.variant_experiments();
+        assert_eq!(variants[0].0, "budget");
+        assert_eq!(variants[0].1.duration_seconds, None);
+        assert_eq!(variants[0].1.requests_reuse, 300);
+        assert_eq!(variants[1].1.duration_seconds, Some(TARGETS_CELL_SECONDS));
         // Our own servers keep the study's request budgets.
         std::fs::write(&file, "stacks = [\"h1\"]\n").unwrap();
         let own = args(&["--experiment", file.to_str().unwrap()]);
