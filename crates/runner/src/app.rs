@@ -478,7 +478,11 @@ fn resumed(args: &cli::RunArgs, dir: &std::path::Path) -> Result<settings::Exper
         ));
     }
     manifest.experiment.validate(&registry::names())?;
-    if serde_json::to_string(&manifest.experiment.targets).is_ok_and(|t| t.contains("<redacted>")) {
+    let recorded = serde_json::to_string(&manifest.experiment.targets).unwrap_or_default();
+    if recorded.contains(bench_core::user_service::secrets::BODY_PREFIX) {
+        return Err("this run's request bodies were recorded only as their size and hash (a body can hold a secret): resume is not possible; measure again, with record_bodies = true in [targets] (or --record-bodies) for a resumable run".into());
+    }
+    if recorded.contains("<redacted>") {
         return Err("this run's targets had a literal credential, which results never record: resume is not possible; give credentials as {{env.NAME}}".into());
     }
     Ok(manifest.experiment)
@@ -765,6 +769,7 @@ fn run_cells(
         argv: cli::argv_for_record(
             &std::env::args().collect::<Vec<_>>(),
             &exp.targets.secret_headers,
+            exp.targets.record_bodies,
         ),
     };
     bench_core::tls::install_crypto_provider();

@@ -347,6 +347,12 @@ pub struct RunArgs {
     /// adds to targets.secret_headers) (default: none).
     #[arg(long = "secret-header", value_name = "NAME")]
     pub secret_headers: Vec<String>,
+    /// Record request bodies (--body, --grpc-request and the file's bodies and requests) as
+    /// written in manifest.json and its command line, which makes the run resumable; without
+    /// it only each body's size and SHA-256 prefix are recorded, since a body can hold a
+    /// password or a token (sets targets.record_bodies) (default: off).
+    #[arg(long)]
+    pub record_bodies: bool,
     /// The CA (PEM) your service's certificate is verified against, instead of the system
     /// trust store (SSL_CERT_FILE or SSL_CERT_DIR when set): sets targets.*.ca.
     #[arg(long, value_name = "FILE")]
@@ -422,6 +428,7 @@ impl RunArgs {
             yes: self.yes || other.yes,
             no_thresholds_exit: self.no_thresholds_exit || other.no_thresholds_exit,
             no_probe: self.no_probe || other.no_probe,
+            record_bodies: self.record_bodies || other.record_bodies,
         }
     }
 
@@ -553,6 +560,7 @@ impl RunArgs {
         targets
             .secret_headers
             .extend(self.secret_headers.iter().cloned());
+        targets.record_bodies |= self.record_bodies;
         let headers = self
             .headers
             .iter()
@@ -684,8 +692,15 @@ fn parse_header(text: &str) -> Result<(String, String), String> {
 /// ([`bench_core::user_service::secrets`]), and every URL without userinfo or credential
 /// query values. A placeholder such as `{{env.TOKEN}}` is kept: it holds no secret.
 /// `secret_headers` are the names the run marks secret besides `--secret-header` (the
-/// experiment file's `targets.secret_headers`).
-pub fn argv_for_record(argv: &[String], secret_headers: &[String]) -> Vec<String> {
+/// experiment file's `targets.secret_headers`). A request body (`-d`/`--body`,
+/// `--grpc-request`) is recorded as its size and hash ([`secrets::body`]) unless
+/// `record_bodies` (the file's `targets.record_bodies` or `--record-bodies`); `--body @FILE`
+/// names a file and is kept.
+pub fn argv_for_record(
+    argv: &[String],
+    secret_headers: &[String],
+    record_bodies: bool,
+) -> Vec<String> {
     use bench_core::user_service::secrets;
     let mut marked = secret_headers.to_vec();
     let mut args = argv.iter();
@@ -696,14 +711,35 @@ pub fn argv_for_record(argv: &[String], secret_headers: &[String]) -> Vec<String
             marked.push(name.to_string());
         }
     }
+    let record_bodies = record_bodies || argv.iter().any(|a| a == "--record-bodies");
+    let body = |text: &str| -> String {
+        if record_bodies || text.starts_with('@') {
+            text.to_string()
+        } else {
+            secrets::body(text)
+        }
+    };
     let mut out = Vec::with_capacity(argv.len());
     let mut header_next = false;
+    let mut body_next = false;
     for arg in argv {
         let recorded = if std::mem::take(&mut header_next) {
             secrets::header_line(arg, &marked)
+        } else if std::mem::take(&mut body_next) {
+            body(arg)
         } else if arg == "-H" || arg == "--header" {
             header_next = true;
             arg.clone()
+        } else if arg == "-d" || arg == "--body" || arg == "--grpc-request" {
+            body_next = true;
+            arg.clone()
+        } else if let Some((flag, text)) = ["--body=", "--grpc-request=", "-d="]
+            .iter()
+            .find_map(|f| arg.strip_prefix(f).map(|t| (f, t)))
+        {
+            format!("{flag}{}", body(text))
+        } else if let Some(text) = arg.strip_prefix("-d").filter(|t| !t.is_empty()) {
+            format!("-d{}", body(text))
         } else if let Some(line) = arg.strip_prefix("--header=") {
             format!("--header={}", secrets::header_line(line, &marked))
         } else if let Some(line) = arg.strip_prefix("-H=") {
@@ -805,7 +841,7 @@ mod tests {
         ]
         .map(String::from)
         .to_vec();
-        let recorded = argv_for_record(&argv, &[]);
+        let recorded = argv_for_record(&argv, &[], false);
         assert_eq!(
             recorded.len(),
             argv.len(),
@@ -838,7 +874,7 @@ mod tests {
         ]
         .map(String::from)
         .to_vec();
-        let recorded = argv_for_record(&argv, &["X-TENANT".to_string()]);
+        let recorded = argv_for_record(&argv, &["X-TENANT".to_string()], false);
         assert!(
             recorded.iter().all(|a| !a.contains("S3CRET")),
             "{recorded:?}"
@@ -848,8 +884,53 @@ mod tests {
         assert!(recorded.contains(&"-H=Accept: text/plain".to_string()));
         assert!(command().try_get_matches_from(&recorded).is_ok());
         // Without the file's names a marked header's value would be kept.
-        let plain = argv_for_record(&argv, &[]);
+        let plain = argv_for_record(&argv, &[], false);
         assert!(plain.contains(&"-H=X-Tenant: a-S3CRET".to_string()));
+    }
+
+    #[test]
+    fn a_recorded_command_line_holds_bodies_as_size_and_hash_unless_asked_for() {
+        let argv: Vec<String> = [
+            "runner",
+            "--url",
+            "https://localhost:8443/login",
+            "-d",
+            "{\"password\":\"a-S3CRET\"}",
+            "-db-S3CRET",
+            "--body=c-S3CRET",
+            "--grpc-request",
+            "{\"token\":\"d-S3CRET\"}",
+            "--grpc-request={\"token\":\"e-S3CRET\"}",
+            "--body",
+            "@req.json",
+        ]
+        .map(String::from)
+        .to_vec();
+        let recorded = argv_for_record(&argv, &[], false);
+        assert!(
+            recorded.iter().all(|a| !a.contains("S3CRET")),
+            "{recorded:?}"
+        );
+        use bench_core::user_service::secrets;
+        assert!(recorded.contains(&secrets::body("{\"password\":\"a-S3CRET\"}")));
+        assert!(recorded.contains(&format!("-d{}", secrets::body("b-S3CRET"))));
+        assert!(recorded.contains(&format!("--body={}", secrets::body("c-S3CRET"))));
+        assert!(
+            recorded.contains(&"@req.json".to_string()),
+            "a file's name is kept"
+        );
+        // A command that parses still parses once recorded (each flag given once here).
+        let one: Vec<String> = ["runner", "--url", "https://h:1/x", "-d", "x-S3CRET"]
+            .map(String::from)
+            .to_vec();
+        assert!(command()
+            .try_get_matches_from(argv_for_record(&one, &[], false))
+            .is_ok());
+        // Asked for, in the file or by flag: kept as written.
+        assert_eq!(argv_for_record(&argv, &[], true), argv);
+        let mut flagged = argv.clone();
+        flagged.push("--record-bodies".into());
+        assert_eq!(argv_for_record(&flagged, &[], false), flagged);
     }
 
     fn args(argv: &[&str]) -> RunArgs {

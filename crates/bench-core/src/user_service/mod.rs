@@ -62,6 +62,11 @@ pub struct Targets {
     /// ([`secrets::is_secret_header`]): their literal values never reach a record.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secret_headers: Vec<String>,
+    /// Record request bodies (REST bodies, gRPC requests) as written in the manifest and its
+    /// command line; without it a record holds only each body's size and hash
+    /// ([`secrets::body`]), and the run cannot be resumed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub record_bodies: bool,
 }
 
 /// TLS towards a target: the system's trust store unless `ca` names a PEM file.
@@ -600,6 +605,7 @@ impl Targets {
                 .into_iter()
                 .chain(other.secret_headers)
                 .collect(),
+            record_bodies: self.record_bodies || other.record_bodies,
         }
     }
 
@@ -640,10 +646,23 @@ impl Targets {
     /// The targets as the manifest records them: templates as written (an `{{env.…}}` stays a
     /// placeholder), the literal value of any secret header or metadata entry
     /// ([`secrets::is_secret_header`]) replaced by `<redacted>`, and URLs without userinfo or
-    /// credential query values ([`secrets::url`]).
+    /// credential query values ([`secrets::url`]); bodies and gRPC requests as their size and
+    /// hash ([`secrets::body`]) unless `record_bodies` (a gRPC request left at its default,
+    /// `{}`, holds nothing and is kept).
     pub fn redacted(&self) -> Targets {
         let mut out = self.clone();
         let marked = &self.secret_headers;
+        let keep = self.record_bodies;
+        let body = |b: &mut Option<String>| {
+            if let Some(text) = b.as_mut().filter(|_| !keep) {
+                *text = secrets::body(text);
+            }
+        };
+        let request = |r: &mut String| {
+            if !keep && *r != default_request() {
+                *r = secrets::body(r);
+            }
+        };
         let redact = |fields: &mut BTreeMap<String, String>| {
             for (name, value) in fields.iter_mut() {
                 *value = secrets::header_value(name, value, marked);
@@ -652,16 +671,20 @@ impl Targets {
         if let Some(rest) = out.rest.as_mut() {
             rest.url = secrets::url(&rest.url);
             redact(&mut rest.headers);
+            body(&mut rest.body);
             for request in &mut rest.requests {
                 request.path = secrets::url(&request.path);
                 redact(&mut request.headers);
+                body(&mut request.body);
             }
         }
         if let Some(grpc) = out.grpc.as_mut() {
             grpc.address = secrets::url(&grpc.address);
             redact(&mut grpc.metadata);
+            request(&mut grpc.request);
             for call in &mut grpc.calls {
                 redact(&mut call.metadata);
+                request(&mut call.request);
             }
         }
         out
@@ -758,5 +781,54 @@ mod tests {
         assert_eq!(h["authorization"], "Bearer {{env.T}}");
         assert_eq!(h["x-api-key"], "<redacted>");
         assert_eq!(h["accept"], "application/json");
+    }
+
+    #[test]
+    fn bodies_and_grpc_requests_are_recorded_as_size_and_hash_unless_asked_for() {
+        let text = r#"
+            [rest]
+            url = "https://h/x"
+            method = "POST"
+            body = '{"user":"a","password":"hunter2"}'
+            [[rest.requests]]
+            name = "login"
+            path = "/login"
+            body = "token=hunter2"
+            [grpc]
+            address = "https://h:1"
+            method = "p.S/M"
+            request = '{"secret":"hunter2"}'
+            [[grpc.calls]]
+            name = "c"
+            method = "p.S/N"
+            "#;
+        let targets: Targets = toml::from_str(text).unwrap();
+        let r = targets.redacted();
+        let json = serde_json::to_string(&r).unwrap();
+        assert!(!json.contains("hunter2"), "{json}");
+        let rest = r.rest.unwrap();
+        assert_eq!(
+            rest.body.as_deref(),
+            Some(secrets::body(r#"{"user":"a","password":"hunter2"}"#).as_str())
+        );
+        assert!(rest.requests[0]
+            .body
+            .as_deref()
+            .unwrap()
+            .starts_with(secrets::BODY_PREFIX));
+        let grpc = r.grpc.unwrap();
+        assert!(grpc.request.starts_with(secrets::BODY_PREFIX));
+        assert_eq!(
+            grpc.calls[0].request, "{}",
+            "the default request holds nothing"
+        );
+        // Asked for: kept as written.
+        let kept = Targets {
+            record_bodies: true,
+            ..targets.clone()
+        }
+        .redacted();
+        assert_eq!(kept.rest.as_ref().unwrap().body, targets.rest.unwrap().body);
+        assert_eq!(kept.grpc.unwrap().request, r#"{"secret":"hunter2"}"#);
     }
 }

@@ -96,6 +96,28 @@ pub fn header_value(name: &str, value: &str, marked: &[String]) -> String {
     out
 }
 
+/// How a request body (a REST body template, a gRPC request's JSON template) opens as a
+/// record holds it when bodies are not recorded ([`body`]).
+pub const BODY_PREFIX: &str = "<redacted body: ";
+
+/// A request body as a record holds it unless the run records bodies (`record_bodies`): its
+/// size and the first 16 hex digits of its SHA-256, never its text, since a body can hold a
+/// password or a token as well as a header can (`<redacted body: 27 bytes, sha256
+/// 5f3a…>`). The hash tells two runs' bodies apart without showing either.
+pub fn body(text: &str) -> String {
+    let hash = rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256
+        .tls13()
+        .expect("a TLS 1.3 suite")
+        .common
+        .hash_provider
+        .hash(text.as_bytes());
+    let hex: String = hash.as_ref()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("{BODY_PREFIX}{} bytes, sha256 {hex}>", text.len())
+}
+
 /// `url` without credentials: userinfo (`user:password@`) becomes [`REDACTED`]`@`, and the
 /// value of a query parameter with a credential name (`?access_token=…`) [`REDACTED`].
 /// A path with a query (`/items?api_key=…`) is redacted alike; other text is kept as it is.
@@ -247,6 +269,17 @@ mod tests {
                 "{v}: not a scheme and a space"
             );
         }
+    }
+
+    #[test]
+    fn a_body_is_recorded_as_its_size_and_hash() {
+        assert_eq!(
+            body("abc"),
+            "<redacted body: 3 bytes, sha256 ba7816bf8f01cfea>",
+            "SHA-256(\"abc\") begins ba7816bf8f01cfea"
+        );
+        assert_ne!(body("{\"password\":\"a\"}"), body("{\"password\":\"b\"}"));
+        assert!(!body("{\"password\":\"hunter2\"}").contains("hunter2"));
     }
 
     #[test]
