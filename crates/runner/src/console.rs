@@ -33,12 +33,14 @@ pub fn cell_bar(cell: &Cell, index: usize, total: usize) -> ProgressBar {
 /// those), so a new knob is listed without being named here.
 pub fn conditions(e: &Experiment) -> Vec<String> {
     /// Knobs the table's rows and columns already show, or that do not change a cell.
-    const PLAN_SHAPE: [&str; 15] = [
+    const PLAN_SHAPE: [&str; 17] = [
         "name",
         "stacks",
         "regimes",
         "concurrency",
         "repetitions",
+        "cell_order",
+        "cell_order_seed",
         "requests_reuse",
         "requests_new_conn",
         "warmup_fraction",

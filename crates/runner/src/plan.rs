@@ -1,9 +1,11 @@
 //! The plan: an experiment expanded into ordered cells. Stacks are interleaved inside each
-//! (repetition, regime, concurrency) group so that drift hits all stacks alike.
+//! (repetition, regime, concurrency) group so that drift hits all stacks alike; with a random
+//! cell order ([`CellOrder`], the default for a run) each repetition's cells are then shuffled,
+//! as far as cells do not depend on one another ([`shuffle_repetition`]).
 
 use bench_core::{HandshakeVariant, PayloadProfile};
 
-use crate::settings::{Experiment, Regime};
+use crate::settings::{CellOrder, Experiment, HostNamespaces, Regime};
 
 /// What a cell is for in the report: seed 000's single-user baseline or a stress stage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,13 +162,101 @@ pub fn plan(base: &Experiment) -> Vec<Cell> {
         .into_iter()
         .map(|(name, e)| (name, std::sync::Arc::new(e)))
         .collect();
+    // Without a seed (a run draws one as it starts; `runner check` and older manifests have
+    // none) the order is the planned one.
+    let seed = match base.cell_order {
+        CellOrder::Random => base.cell_order_seed,
+        CellOrder::Fixed => None,
+    };
     let mut cells = Vec::new();
     for repetition in 1..=base.repetitions {
-        for (variant, exp) in &variants {
-            cells.extend(plan_variant(variant, exp, repetition));
+        let mut groups: Vec<Vec<Cell>> = variants
+            .iter()
+            .map(|(variant, exp)| plan_variant(variant, exp, repetition))
+            .collect();
+        if let Some(seed) = seed {
+            shuffle_repetition(&mut groups, &mut Shuffle::new(seed, repetition));
         }
+        cells.extend(groups.into_iter().flatten());
     }
     cells
+}
+
+/// Shuffles one repetition's cells, given per variant in the planned order. What is kept, and
+/// why:
+/// - each variant's cells stay together (the order of the variants is shuffled): the `hosts`
+///   executor keeps its namespaces while consecutive cells share a lifetime
+///   (`host_namespaces`), so interleaving variants would remake them at every change;
+/// - a variant's baselines come first (their order shuffled): a baseline measures one worker
+///   without load, before the variant's stress cells leave sockets and memory behind;
+/// - with `host_namespaces = "sweep"` the sweep's levels (regime, concurrency, rate) keep their
+///   ascending order, since TIME_WAIT is meant to accumulate from level to level; only the
+///   stacks within each level are shuffled. Otherwise the stress cells are shuffled freely.
+pub fn shuffle_repetition(groups: &mut [Vec<Cell>], rng: &mut Shuffle) {
+    rng.shuffle(groups);
+    for group in groups.iter_mut() {
+        let baselines = group
+            .iter()
+            .take_while(|c| c.stage == Stage::Baseline)
+            .count();
+        let (base, stress) = group.split_at_mut(baselines);
+        rng.shuffle(base);
+        let sweep = stress
+            .first()
+            .is_some_and(|c| c.settings.host_namespaces == HostNamespaces::Sweep);
+        if !sweep {
+            rng.shuffle(stress);
+            continue;
+        }
+        let level = |c: &Cell| (c.regime, c.concurrency, c.swept_rate_rps.map(f64::to_bits));
+        let mut start = 0;
+        while start < stress.len() {
+            let end = start
+                + stress[start..]
+                    .iter()
+                    .take_while(|c| level(c) == level(&stress[start]))
+                    .count();
+            rng.shuffle(&mut stress[start..end]);
+            start = end;
+        }
+    }
+}
+
+/// The cell order's generator: SplitMix64 from (seed, repetition), so that each repetition's
+/// order follows from the seed alone, whatever the other repetitions hold. Written out here
+/// rather than taken from a crate, so that a seed gives the same order in every version.
+pub struct Shuffle(u64);
+
+impl Shuffle {
+    pub fn new(seed: u64, repetition: u32) -> Self {
+        Shuffle(seed ^ u64::from(repetition).wrapping_mul(0xD1B5_4A32_D192_ED03))
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Fisher–Yates; an index below `n` by multiply-shift (no modulo bias worth the name).
+    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            let j = ((u128::from(self.next_u64()) * (i as u128 + 1)) >> 64) as usize;
+            items.swap(i, j);
+        }
+    }
+}
+
+/// A seed for a run's cell order, drawn as the run starts (the clock and the process id,
+/// mixed: a cell order needs no secrecy).
+pub fn draw_cell_order_seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut s = Shuffle(nanos ^ (u64::from(std::process::id()) << 32));
+    s.next_u64()
 }
 
 fn plan_variant(variant: &str, exp: &std::sync::Arc<Experiment>, repetition: u32) -> Vec<Cell> {
@@ -382,4 +472,118 @@ mod tests {
         assert_eq!(plain[0].rate(), Some(50.0));
         assert_eq!(rate_key(1414.25), "1414.25");
     }
+
+    fn keys(cells: &[Cell]) -> Vec<String> {
+        cells.iter().map(Cell::key).collect()
+    }
+
+    fn seeded(seed: Option<u64>) -> Experiment {
+        Experiment {
+            repetitions: 2,
+            cell_order_seed: seed,
+            ..Experiment::default()
+        }
+    }
+
+    #[test]
+    fn a_seed_orders_each_repetition_alike_every_time_and_another_seed_otherwise() {
+        let fixed = keys(&plan(&seeded(None)));
+        let a = keys(&plan(&seeded(Some(7))));
+        assert_eq!(a, keys(&plan(&seeded(Some(7)))), "same seed, same order");
+        assert_ne!(a, fixed, "a seed shuffles");
+        assert_ne!(
+            a,
+            keys(&plan(&seeded(Some(8)))),
+            "another seed, another order"
+        );
+        let mut sorted = a.clone();
+        sorted.sort();
+        let mut all = fixed.clone();
+        all.sort();
+        assert_eq!(sorted, all, "the same cells, each once");
+        // Each repetition is shuffled on its own, inside its own block; baselines first.
+        let half = a.len() / 2;
+        assert!(a[..half].iter().all(|k| k.ends_with("/r1")));
+        let order = |rep: &[String]| -> Vec<String> {
+            rep.iter()
+                .map(|k| k.trim_end_matches(char::is_numeric).to_string())
+                .collect()
+        };
+        assert_ne!(order(&a[..half]), order(&a[half..]), "repetitions differ");
+        let cells = plan(&seeded(Some(7)));
+        let baselines = 2 * crate::registry::names().len();
+        assert!(cells[..baselines]
+            .iter()
+            .all(|c| c.stage == Stage::Baseline));
+        // cell_order = fixed plans the planned order; validation refuses a seed beside it.
+        let fixed_order = Experiment {
+            cell_order: CellOrder::Fixed,
+            ..seeded(Some(7))
+        };
+        assert_eq!(keys(&plan(&fixed_order)), fixed);
+        let names = crate::registry::names();
+        let refused = fixed_order.validate(&names).unwrap_err().to_string();
+        assert!(refused.contains("cell_order_seed"), "{refused}");
+        let random = Experiment {
+            cell_order: CellOrder::Random,
+            ..seeded(Some(7))
+        };
+        assert!(random.validate(&names).is_ok());
+    }
+
+    #[test]
+    fn a_kept_sweep_keeps_its_levels_ascending_and_variants_stay_together() {
+        let text = r#"
+stacks = ["h1", "h2", "h3", "grpc"]
+regimes = ["new-conn"]
+concurrency = [2, 4, 8]
+baseline_seconds = 0
+repetitions = 3
+cell_order_seed = 11
+[[variants]]
+name = "kept"
+host_namespaces = "sweep"
+[[variants]]
+name = "fresh"
+host_namespaces = "cell"
+"#;
+        let knobs: crate::settings::Knobs = toml::from_str(text).unwrap();
+        let exp = crate::settings::resolve(Some(&knobs), &crate::settings::Knobs::default());
+        let cells = plan(&exp);
+        let mut kept_stacks = std::collections::BTreeSet::new();
+        let mut fresh_levels = std::collections::BTreeSet::new();
+        for rep in cells.chunks(24) {
+            // Each variant's 12 cells together, in either order.
+            assert!(rep[..12].iter().all(|c| c.variant == rep[0].variant));
+            assert!(rep[12..].iter().all(|c| c.variant == rep[12].variant));
+            for block in [&rep[..12], &rep[12..]] {
+                let levels: Vec<u32> = block.iter().map(|c| c.concurrency).collect();
+                if block[0].variant == "kept" {
+                    let mut ascending = levels.clone();
+                    ascending.sort();
+                    assert_eq!(levels, ascending, "a sweep's levels ascend");
+                    kept_stacks.insert(block.iter().map(|c| c.stack.clone()).collect::<Vec<_>>());
+                } else {
+                    fresh_levels.insert(levels);
+                }
+            }
+        }
+        assert!(kept_stacks.len() > 1, "the sweep's stacks are shuffled");
+        assert!(
+            fresh_levels
+                .iter()
+                .any(|l| l.windows(2).any(|w| w[0] > w[1])),
+            "other variants' levels are shuffled"
+        );
+    }
+
+    #[test]
+    fn the_shuffle_is_the_same_in_every_version() {
+        // SplitMix64 written out: these orders must never change, or a recorded seed would
+        // replay another order.
+        let mut items: Vec<u32> = (0..8).collect();
+        Shuffle::new(42, 1).shuffle(&mut items);
+        assert_eq!(items, GOLDEN);
+    }
+    const GOLDEN: [u32; 8] = [5, 3, 4, 2, 0, 7, 1, 6];
 }

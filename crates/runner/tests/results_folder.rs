@@ -471,3 +471,54 @@ fn failures_before_the_first_cell_leave_no_folder_and_readers_name_a_damaged_one
         assert!(err.contains(says) && !err.contains("older runner"), "{err}");
     }
 }
+
+/// Issue 46, item 7: a run's cells go in the order its seed gives (drawn as the run starts
+/// when not given), the manifest records the seed, and a resume replays that order for the
+/// cells it measures.
+#[test]
+fn the_cell_order_follows_the_manifests_seed_and_a_resume_replays_it() {
+    let run = run_ok(&[
+        "--stacks",
+        "h1,h2",
+        "--regime",
+        "reuse",
+        "--concurrency",
+        "1,2",
+        "--requests",
+        "20",
+        "--baseline-seconds",
+        "0",
+        "--repetitions",
+        "1",
+    ]);
+    let dir = run.dir();
+    let manifest = || -> runner::output::Manifest {
+        serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap()
+    };
+    let first = manifest();
+    let seed = first
+        .experiment
+        .cell_order_seed
+        .expect("the manifest records the drawn seed");
+    let planned: Vec<String> = runner::plan::plan(&first.experiment)
+        .iter()
+        .map(|c| c.key())
+        .collect();
+    let rows = |dir: &Path| -> Vec<String> {
+        read_csv(&dir.join("cells.csv"))
+            .iter()
+            .map(|r| r["cell_key"].clone())
+            .collect()
+    };
+    assert_eq!(rows(&dir), planned, "the run measured its seed's order");
+    // Keep only the first cell, as if the run had stopped there; the resume measures the
+    // other three in the seed's order.
+    let cells = dir.join("cells.csv");
+    let text = std::fs::read_to_string(&cells).unwrap();
+    let kept: Vec<&str> = text.lines().take(2).collect();
+    std::fs::write(&cells, format!("{}\n", kept.join("\n"))).unwrap();
+    let resumed = resume(&dir, run.certs.path());
+    assert!(resumed.status.success(), "{}", output_text(&resumed));
+    assert_eq!(rows(&dir), planned, "the resume replayed the order");
+    assert_eq!(manifest().experiment.cell_order_seed, Some(seed));
+}

@@ -128,6 +128,16 @@ pub async fn run_cells(
     source: Option<Box<dyn CellSource>>,
 ) -> anyhow::Result<RunOutcome> {
     let mut ctx = ctx;
+    let mut exp = exp;
+    // A new run's random cell order gets its seed now; the manifest records it, and a resumed
+    // run (whose manifest has it, or, from before seeds, kept the planned order) replays it.
+    if resume.is_none()
+        && source.is_none()
+        && exp.cell_order == crate::settings::CellOrder::Random
+        && exp.cell_order_seed.is_none()
+    {
+        exp.cell_order_seed = Some(crate::plan::draw_cell_order_seed());
+    }
     // First: from here on an interrupt ends the run with its manifest and rows kept.
     let stop = Arc::new(AtomicBool::new(false));
     watch_signals(stop.clone())?;

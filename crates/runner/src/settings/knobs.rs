@@ -144,6 +144,18 @@ knobs! {
     /// Repetitions of every cell, interleaved.
     #[arg(long)]
     repetitions: run<u32> = 1;
+    /// The order of the cells within each repetition: random (shuffled anew for every
+    /// repetition, seeded by cell_order_seed, so that drift and what one cell leaves to the
+    /// next hit no stack or level alike every time) or fixed (the planned order: variants as
+    /// listed; in each, baselines, then regime, concurrency, rate and stack in their lists'
+    /// order). Kept in either: each variant's cells stay together, baselines first; with
+    /// host_namespaces = sweep, a sweep's levels ascend (only its stacks are shuffled).
+    #[arg(long, value_enum, value_name = "random|fixed")]
+    cell_order: run<super::CellOrder> = super::CellOrder::Random;
+    /// The seed of a random cell order (default: drawn as the run starts; the manifest
+    /// records it, and --resume replays the order).
+    #[arg(long, value_name = "N")]
+    cell_order_seed: run_opt<u64> = None;
     /// Measured requests per cell in the reuse regime (study: 50,000; --requests sets both).
     #[arg(long)]
     requests_reuse: cell<u64> = 50_000;

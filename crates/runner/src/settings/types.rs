@@ -49,6 +49,17 @@ impl HostNamespaces {
     }
 }
 
+/// The order of a run's cells within each repetition (`cell_order`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum CellOrder {
+    /// Shuffled anew for every repetition, from `cell_order_seed`.
+    #[default]
+    Random,
+    /// The planned order ([`crate::plan::plan`]).
+    Fixed,
+}
+
 /// The most agent hosts one `hosts` run creates (`host_agents`); the bridge's addresses are
 /// numbered from the first agent's.
 pub const MAX_HOST_AGENTS: u32 = 32;

@@ -78,6 +78,13 @@ impl Experiment {
         if self.repetitions == 0 {
             return fail("repetitions", "must be at least 1".into());
         }
+        if self.cell_order == super::CellOrder::Fixed && self.cell_order_seed.is_some() {
+            return fail(
+                "cell_order_seed",
+                "orders cells only with cell_order = \"random\": drop the seed or the fixed order"
+                    .into(),
+            );
+        }
         for regime in &self.regimes {
             if self.requests(*regime) == 0 {
                 let key = match regime {
