@@ -273,7 +273,16 @@ pub fn prune_unfinished(dir: &Path, checked: &Checked) -> anyhow::Result<Vec<Str
         let whole = usize::try_from(*whole)
             .unwrap_or(usize::MAX)
             .min(bytes.len());
-        replace(&path, &bytes[..whole])?;
+        if whole == 0 {
+            // The header itself was cut off: the file gets the whole header this runner writes
+            // (the run's writer, already open, counts the file as having one).
+            let columns = ROW_FILES.iter().find(|(n, _)| n == name).map(|(_, c)| *c);
+            let mut header = csv::Writer::from_writer(Vec::new());
+            header.write_record(columns.unwrap_or_default())?;
+            replace(&path, &header.into_inner()?)?;
+        } else {
+            replace(&path, &bytes[..whole])?;
+        }
         notes.push(format!(
             "{name}: dropped its last row, cut off while it was written ({} bytes)",
             bytes.len() - whole
@@ -470,6 +479,14 @@ mod tests {
         assert_eq!(std::fs::read(&latency).unwrap(), latency_before);
         assert_eq!(std::fs::read(&failures).unwrap(), failures_before);
         check(&dir, Purpose::Read).unwrap();
+        // A header cut off (the file's first write stopped short): the whole header back.
+        std::fs::write(&failures, "cell_key,cla").unwrap();
+        let checked = check(&dir, Purpose::Resume).unwrap();
+        prune_unfinished(&dir, &checked).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&failures).unwrap(),
+            format!("{}\n", FailureRow::COLUMNS.join(","))
+        );
     }
 
     #[test]
