@@ -232,6 +232,7 @@ fn literal_credentials_from_flags_and_files_reach_no_record() {
         "url-S3CRET-query",
         "url-S3CRET-pass",
         "file-S3CRET-bearer",
+        "body-S3CRET-password",
     ];
     let assert_no_secret = |dir: &Path, printed: &str| {
         for (path, content) in every_file(dir) {
@@ -274,6 +275,8 @@ fn literal_credentials_from_flags_and_files_reach_no_record() {
             "x-tenant",
             "-H",
             "X-Trace: kept-1",
+            "-d",
+            r#"{"password": "body-S3CRET-password"}"#,
             "--stacks",
             "h1",
             "--regime",
@@ -311,6 +314,22 @@ fn literal_credentials_from_flags_and_files_reach_no_record() {
     let headers = &manifest["experiment"]["targets"]["rest"]["headers"];
     assert_eq!(headers["X-Tenant"], "<redacted>", "{headers}");
     assert_eq!(headers["X-Trace"], "kept-1", "{headers}");
+    // The body, sent, is recorded as its size and hash only (and so is not resumable).
+    let body = manifest["experiment"]["targets"]["rest"]["body"]
+        .as_str()
+        .unwrap();
+    assert!(
+        body.starts_with("<redacted body: 36 bytes, sha256 "),
+        "{body}"
+    );
+    assert!(argv.contains(&body), "{argv:?}");
+    let refused = resume(&dir, tmp.path());
+    assert_eq!(refused.status.code(), Some(2), "{}", output_text(&refused));
+    assert!(
+        output_text(&refused).contains("record_bodies = true"),
+        "{}",
+        output_text(&refused)
+    );
     // The same header in an experiment file.
     let file_dir = tmp.path().join("file");
     std::fs::create_dir(&file_dir).unwrap();
