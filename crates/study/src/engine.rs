@@ -541,7 +541,15 @@ fn judge_observed(
                             .ok_or("fewer than two values on the versus side")?,
                     );
                     if lb <= 0.0 || la < 0.0 {
-                        return Ok((Outcome::Undecided, extra, Vec::new()));
+                        // A bound at or below 0 leaves the quotient unbounded: undecided, with
+                        // the estimate shown.
+                        let mut parts = vec![Part {
+                            name: "ratio".into(),
+                            value: ma.mean / mb.mean,
+                            meets: None,
+                        }];
+                        parts.extend(extra);
+                        return Ok((Outcome::Undecided, parts, Vec::new()));
                     }
                     Ok(decided(
                         la / hb,

@@ -276,36 +276,41 @@ fn refute_text(plan: &Plan, data: &ClaimData, condition: &str) -> String {
     }
 }
 
-/// Verdicts grouped for a sentence: "throughput of gRPC/HTTP/3 against gRPC in
-/// `c3-h3-success/default` at 200 workers (0.780×)".
+/// Verdicts grouped for a sentence: "gRPC/HTTP/3 against gRPC, `c3-h3-success/default`, 200
+/// workers: 0.780×"; the levels of one condition together, with the range of their estimates.
 fn items(plan: &Plan, judged: &[&Judged], outcome: Outcome) -> Vec<String> {
-    let mut groups: BTreeMap<(String, String), (String, Vec<String>)> = BTreeMap::new();
+    type Group = (String, Vec<u64>, Vec<(f64, String)>);
+    let mut groups: BTreeMap<(String, String), Group> = BTreeMap::new();
     for j in judged {
         for v in j.pooled.iter().filter(|v| v.outcome == outcome) {
             if !can_refute(plan, &v.condition) {
                 continue;
             }
-            let estimate = v
-                .parts
-                .first()
-                .filter(|p| p.meets.is_none())
-                .map(|p| format!(" ({})", figure(plan, j.rule, &p.name, p.value)))
-                .unwrap_or_default();
             let g = groups
                 .entry((j.rule.id.clone(), v.condition.clone()))
-                .or_insert_with(|| {
-                    (
-                        format!("{} of {}", j.rule.quantity, subject_text(j.rule)),
-                        Vec::new(),
-                    )
-                });
-            g.1.push(format!("{} workers{estimate}", v.workers));
+                .or_insert_with(|| (subject_text(j.rule), Vec::new(), Vec::new()));
+            g.1.push(v.workers);
+            if let Some(p) = v.parts.first().filter(|p| p.meets.is_none()) {
+                g.2.push((p.value, figure(plan, j.rule, &p.name, p.value)));
+            }
         }
     }
     groups
         .into_iter()
-        .map(|((_, condition), (subject, levels))| {
-            format!("{subject} in `{condition}` at {}", levels.join(", "))
+        .map(|((_, condition), (subject, levels, estimates))| {
+            let lo = estimates.iter().min_by(|a, b| a.0.total_cmp(&b.0));
+            let hi = estimates.iter().max_by(|a, b| a.0.total_cmp(&b.0));
+            let shown = match (lo, hi) {
+                (Some(lo), Some(hi)) if lo.1 == hi.1 => format!(": {}", lo.1),
+                (Some(lo), Some(hi)) => format!(": {} to {}", lo.1, hi.1),
+                _ => String::new(),
+            };
+            let levels = levels
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ");
+            format!("{subject}, `{condition}`, {levels} workers{shown}")
         })
         .collect()
 }
@@ -375,17 +380,23 @@ fn fill(
         }
     };
     let undecided = items(plan, judged, Outcome::Undecided);
+    let undecided_list = if undecided.is_empty() {
+        "no condition".to_string()
+    } else {
+        undecided.join("; ")
+    };
     let undecided = if undecided.is_empty() {
         String::new()
     } else {
-        format!("; undecided in {}", undecided.join("; "))
+        format!("; undecided: {}", undecided.join("; "))
     };
     let limits = limits_in
         .iter()
         .map(|c| limits_text(plan, data, c))
         .collect::<Vec<_>>()
         .join("; ");
-    text.replace("{holds}", &list(Outcome::Holds))
+    text.replace("{undecided_list}", &undecided_list)
+        .replace("{holds}", &list(Outcome::Holds))
         .replace("{fails}", &list(Outcome::Fails))
         .replace("{undecided}", &undecided)
         .replace("{limits}", &limits)
@@ -434,6 +445,14 @@ pub(crate) fn answer_section(
             format!("Not judged: {why}.")
         } else if outcomes.iter().all(|o| *o == Outcome::Holds) {
             fill(&sentence.all_hold, plan, data, &judged, &sentence.limits_in)
+        } else if outcomes.iter().all(|o| *o == Outcome::Undecided) {
+            fill(
+                &sentence.all_undecided,
+                plan,
+                data,
+                &judged,
+                &sentence.limits_in,
+            )
         } else if outcomes.iter().all(|o| *o != Outcome::Holds) {
             fill(
                 &sentence.none_hold,

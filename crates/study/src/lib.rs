@@ -289,7 +289,7 @@ pub fn write_with_scale(
     artifact(
         &mut out,
         &provs[0],
-        &crates_drift(&reference.dir, &provs[0].commit),
+        &generated(&reference.dir, &provs[0].commit),
     );
 
     std::fs::create_dir_all(out_dir)
@@ -305,27 +305,71 @@ pub fn write_with_scale(
     })
 }
 
-/// The artifact section: the data commit, the code changed since, and how to rerun it from
-/// main (no tag or branch other than main is ever published).
-fn artifact(out: &mut String, reference: &Provenance, drift: &[String]) {
-    let changed = if drift.is_empty() {
-        "No file under `crates/` differs between it and the commit that generated this paper."
-            .to_string()
+/// The artifact section: the data commit and how to rerun the study from main (no tag or
+/// branch other than main is ever published), then on a line of its own the commit that
+/// generated the paper and the files under `crates/` changed since the data commit.
+fn artifact(out: &mut String, reference: &Provenance, generated: &Generated) {
+    let _ = writeln!(
+        out,
+        "## Artifact\n\nThe data of this paper were measured at commit `{commit}` of this repository, an ancestor of `main` (licensed MIT OR Apache-2.0: LICENSE-MIT, LICENSE-APACHE; cite with CITATION.cff); its results directories are committed beside the code. To rerun the study from `main`: `scripts/reproduce-paper --sessions 3` (it prints its plan and expected duration first; `--dry-run` shows them only; `--quick` runs every claim experiment at reduced size for a first look, into a paper marked quick).\n",
+        commit = reference.commit,
+    );
+    let changed = if generated.crates_changed.is_empty() {
+        "no file under `crates/` changed since the data commit".to_string()
     } else {
         format!(
-            "Files under `crates/` changed between it and the commit that generated this paper: {}.",
-            drift
+            "{} file(s) under `crates/` changed since the data commit: {}",
+            generated.crates_changed.len(),
+            generated
+                .crates_changed
                 .iter()
                 .map(|f| format!("`{f}`"))
                 .collect::<Vec<_>>()
                 .join(", ")
         )
     };
-    let _ = writeln!(
-        out,
-        "## Artifact\n\nThe data of this paper were measured at commit `{commit}` of this repository, an ancestor of `main` (licensed MIT OR Apache-2.0: LICENSE-MIT, LICENSE-APACHE; cite with CITATION.cff); its results directories are committed beside the code. {changed} To rerun the study from `main`: `scripts/reproduce-paper --sessions 3` (it prints its plan and expected duration first; `--dry-run` shows them only; `--quick` runs every claim experiment at reduced size for a first look, into a paper marked quick).\n",
-        commit = reference.commit,
-    );
+    let _ = writeln!(out, "{GENERATED_AT} `{}`; {changed}.\n", generated.commit);
+}
+
+/// How the line naming the generating commit starts (the committed paper's regeneration test
+/// compares every other line byte for byte).
+pub const GENERATED_AT: &str = "This paper was generated at commit";
+
+/// The commit that generates the paper (HEAD) and the code files under `crates/` that differ
+/// between the data commit and it; "unknown" and none outside a git repository.
+struct Generated {
+    commit: String,
+    crates_changed: Vec<String>,
+}
+
+fn generated(reference: &Path, data_commit: &str) -> Generated {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(reference)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+    };
+    let commit = data_commit.trim_end_matches("-dirty");
+    Generated {
+        commit: git(&["rev-parse", "HEAD"])
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|| "unknown".into()),
+        crates_changed: git(&[
+            "--no-pager",
+            "diff",
+            "--name-only",
+            commit,
+            "HEAD",
+            "--",
+            ":/crates",
+        ])
+        .map(|s| s.lines().map(str::to_string).collect())
+        .unwrap_or_default(),
+    }
 }
 
 /// Where the plan is: `plan` as given when it exists (or is absolute), else the same relative
@@ -372,32 +416,4 @@ fn plan_timing(plan_file: &Path, data_commit: &str) -> (String, Option<timing::P
     let commit = data_commit.trim_end_matches("-dirty");
     let timing = timing::plan_timing(&top, &rel, commit).ok();
     (rel, timing)
-}
-
-/// The code files under `crates/` that differ between a data commit and HEAD, for the
-/// artifact section; empty outside a git repository.
-fn crates_drift(reference: &Path, data_commit: &str) -> Vec<String> {
-    let commit = data_commit.trim_end_matches("-dirty");
-    std::process::Command::new("git")
-        .arg("-C")
-        .arg(reference)
-        .args([
-            "--no-pager",
-            "diff",
-            "--name-only",
-            commit,
-            "HEAD",
-            "--",
-            ":/crates",
-        ])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
 }

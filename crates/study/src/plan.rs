@@ -52,8 +52,8 @@ pub struct Limit {
 
 /// One sentence of the answer. Its words are chosen by the outcomes of its rules' verdicts in
 /// the conditions that can refute them (the others are named, never counted): `all_hold` when
-/// every judged verdict holds, `none_hold` when none does, `some_hold` otherwise, and a fixed
-/// sentence when none was judged. Placeholders, filled from the verdicts: `{holds}`, `{fails}`,
+/// every judged verdict holds, `all_undecided` when every one is undecided, `none_hold` when
+/// none holds and some fail, `some_hold` otherwise, and a fixed sentence when none was judged. Placeholders, filled from the verdicts: `{holds}`, `{fails}`,
 /// `{undecided}` (the conditions and levels with that outcome, with their estimates) and
 /// `{limits}` (what ran out in `limits_in`, from the failure counts).
 #[derive(Debug, Clone, Deserialize)]
@@ -63,9 +63,17 @@ pub struct AnswerSentence {
     pub all_hold: String,
     pub none_hold: String,
     pub some_hold: String,
+    #[serde(default = "AnswerSentence::undecided_default")]
+    pub all_undecided: String,
     /// Conditions whose measured limits `{limits}` lists.
     #[serde(default)]
     pub limits_in: Vec<String>,
+}
+
+impl AnswerSentence {
+    fn undecided_default() -> String {
+        "Undecided: {undecided_list}.".into()
+    }
 }
 
 /// Where a quantity's values are read: columns of `cells.csv` (and, for a percentile, the
