@@ -13,6 +13,7 @@ use runner::report::label;
 use crate::engine::{self, agreement, Outcome, Verdict};
 use crate::observe::ClaimData;
 use crate::plan::{Compare, Op, Plan, QuantityKind, Rule, RuleKind, Sidedness};
+use crate::provenance::{find_first, scalar};
 use crate::text::{pct_digits, plain, thousands};
 use crate::timing::PlanTiming;
 
@@ -233,26 +234,77 @@ fn sessions_text(j: &Judged, v: &Verdict) -> String {
     text
 }
 
-/// The port budget of a condition against its demand, from its runs: local ports × source
-/// addresses ÷ 60 s, against the highest rate of established new connections of any cell.
-fn budget_against_demand(data: &ClaimData, condition: &str) -> Option<(f64, f64)> {
+/// A condition's port budget against its demand, from its runs.
+struct PortBudget {
+    /// Local ports: the cells' `port_range`, else the kernel's in the manifest.
+    ports: u64,
+    /// Source addresses the clients spread over.
+    addresses: u64,
+    /// The highest rate of established new connections of any cell, per second.
+    demand_per_s: f64,
+    /// The most connections any one cell established.
+    most_in_a_cell: u64,
+}
+
+impl PortBudget {
+    /// Connections per second the ports allow when each waits 60 s in TIME_WAIT.
+    fn per_s(&self) -> f64 {
+        self.ports as f64 * self.addresses as f64 / TIME_WAIT_S
+    }
+
+    fn text(&self) -> String {
+        format!(
+            "{} ports × {} address(es) ÷ 60 s = {}/s against {}/s; at most {} connections in one cell",
+            thousands(self.ports as f64),
+            self.addresses,
+            thousands(self.per_s()),
+            thousands(self.demand_per_s),
+            thousands(self.most_in_a_cell as f64)
+        )
+    }
+}
+
+fn port_budget(data: &ClaimData, condition: &str) -> Option<PortBudget> {
     let (runs, variant) = data.condition(condition)?;
+    let manifest = &runs.first()?.results.manifest;
     let rows: Vec<_> = runs
         .iter()
         .flat_map(|r| r.rows(Some(variant)))
         .filter(|r| r.regime == "new-conn")
         .collect();
-    let first = rows.iter().find(|r| r.port_range.is_some())?;
-    let ports = ports_in(first.port_range.as_deref()?)?;
-    let addresses = first.source_addresses.unwrap_or(1).max(1) as f64;
-    let demand = rows
+    let first = rows.first()?;
+    let ports = first
+        .port_range
+        .as_deref()
+        .filter(|r| !r.is_empty())
+        .and_then(ports_in)
+        .or_else(|| {
+            find_first(manifest, "net.ipv4.ip_local_port_range").and_then(|r| ports_in(&scalar(&r)))
+        })?;
+    let addresses = first
+        .source_addresses
+        .map(u64::from)
+        .or_else(|| manifest["experiment"]["source_addresses"].as_u64())
+        .unwrap_or(1)
+        .max(1);
+    let demand_per_s = rows
         .iter()
         .filter_map(|r| {
             let elapsed = r.number("elapsed_s").filter(|e| *e > 0.0)?;
             Some(r.connections_established as f64 / elapsed)
         })
         .fold(0.0, f64::max);
-    Some((ports as f64 * addresses / TIME_WAIT_S, demand))
+    let most_in_a_cell = rows
+        .iter()
+        .map(|r| r.connections_established)
+        .max()
+        .unwrap_or(0);
+    Some(PortBudget {
+        ports,
+        addresses,
+        demand_per_s,
+        most_in_a_cell,
+    })
 }
 
 /// Ports in a "lo hi" range.
@@ -266,11 +318,11 @@ fn refute_text(plan: &Plan, data: &ClaimData, condition: &str) -> String {
     if can_refute(plan, condition) {
         return "yes".into();
     }
-    match budget_against_demand(data, condition) {
-        Some((budget, demand)) => format!(
+    match port_budget(data, condition) {
+        Some(b) => format!(
             "cannot refute: port budget {}/s against a demand of {}/s",
-            thousands(budget),
-            thousands(demand)
+            thousands(b.per_s()),
+            thousands(b.demand_per_s)
         ),
         None => "cannot refute (its resource cannot run out here)".into(),
     }
@@ -576,7 +628,7 @@ pub(crate) fn claims_section(
 pub(crate) fn limits_section(out: &mut String, plan: &Plan, data: &ClaimData) {
     let _ = writeln!(
         out,
-        "<a id=\"{LIMITS_ANCHOR}\"></a>\n## What ran out\n\nPer condition and stack, over every level, repetition and session of its new-connection cells: the attempts, the failures and their most frequent counted cause (each `fail_*` column of `cells.csv` names the resource it counts: the plan's `limits`), the load generator's largest TIME_WAIT count (read in its own network namespace; on plain loopback that is the host's, and the count before the cell shows what was already there) against its local ports, and the port budget (ports × source addresses ÷ 60 s) against the highest rate of established connections of any cell.\n"
+        "<a id=\"{LIMITS_ANCHOR}\"></a>\n## What ran out\n\nPer condition and stack, over every level, repetition and session of its new-connection cells: the attempts, the failures and their most frequent counted cause (each `fail_*` column of `cells.csv` names the resource it counts: the plan's `limits`), the load generator's largest TIME_WAIT count (read in its own network namespace; on plain loopback that is the host's, and the count before the cell shows what was already there) against its local ports, and the port budget (ports × source addresses ÷ 60 s in TIME_WAIT) against the highest rate of established connections of any cell, with the most connections one cell made: a cell that makes fewer connections than there are ports cannot run out of them, whatever the rates.\n"
     );
     let _ = writeln!(
         out,
@@ -600,9 +652,7 @@ pub(crate) fn limits_section(out: &mut String, plan: &Plan, data: &ClaimData) {
                 stacks.push(r.stack.clone());
             }
         }
-        let budget = budget_against_demand(data, &c.name).map_or("—".to_string(), |(b, d)| {
-            format!("{}/s against {}/s", thousands(b), thousands(d))
-        });
+        let budget = port_budget(data, &c.name).map_or("—".to_string(), |b| b.text());
         for stack in stacks {
             let mine: Vec<_> = rows.iter().filter(|r| r.stack == stack).collect();
             let attempts: f64 = mine
