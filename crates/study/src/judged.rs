@@ -12,14 +12,89 @@ use runner::report::label;
 
 use crate::engine::{self, agreement, Outcome, Verdict};
 use crate::observe::ClaimData;
-use crate::plan::{Compare, Op, Plan, QuantityKind, Rule, RuleKind, Sidedness};
+use crate::plan::{Compare, Op, Plan, QuantityKind, Resource, Rule, RuleKind, Sidedness};
 use crate::provenance::{find_first, scalar};
 use crate::text::{pct_digits, plain, thousands};
-use crate::timing::PlanTiming;
 
 /// How long Linux holds a closed TCP connection's port in TIME_WAIT (`TCP_TIMEWAIT_LEN`, 60 s;
 /// not tunable): the denominator of a port budget.
 const TIME_WAIT_S: f64 = 60.0;
+
+/// Which verdicts the plan's timing marks †, and why (from git).
+pub(crate) struct Marks {
+    /// Every verdict: the data do not contain the plan, or it cannot be checked.
+    pub(crate) all: bool,
+    /// The rules whose definition (the rule, its quantity, its conditions, the budgets or the
+    /// minimum sample) changed after the data.
+    pub(crate) rules: Vec<String>,
+    /// What the banner and the footnote say.
+    pub(crate) why: String,
+}
+
+impl Marks {
+    pub(crate) fn none() -> Marks {
+        Marks {
+            all: false,
+            rules: Vec::new(),
+            why: String::new(),
+        }
+    }
+
+    fn marks(&self, rule: &str) -> bool {
+        self.all || self.rules.iter().any(|r| r == rule)
+    }
+
+    fn any(&self) -> bool {
+        self.all || !self.rules.is_empty()
+    }
+}
+
+/// What of the plan changed between the plan the data commit holds and this one: the rules
+/// whose definition differs (all of them when the old plan cannot be read or the shared parts
+/// changed), and whether only wording (the answer, labels, statements) changed.
+pub(crate) fn changed_rules(old: Option<&Plan>, new: &Plan) -> Vec<String> {
+    let Some(old) = old else {
+        return new.rules.iter().map(|r| r.id.clone()).collect();
+    };
+    let shared = |p: &Plan| format!("{:?}{:?}{}", p.budgets.attempts, p.min_sample, p.confidence);
+    let all_changed = shared(old) != shared(new);
+    let definition = |p: &Plan, r: &crate::plan::Rule| {
+        let mut r = r.clone();
+        r.labels = crate::plan::Labels {
+            holds: String::new(),
+            fails: String::new(),
+            undecided: String::new(),
+        };
+        r.hypothesis = String::new();
+        let conditions: Vec<String> = r
+            .conditions
+            .iter()
+            .filter_map(|c| p.conditions.iter().find(|x| &x.name == c))
+            .map(|c| format!("{}{}{:?}", c.name, c.experiment, c.resource))
+            .collect();
+        format!(
+            "{r:?}{:?}{conditions:?}",
+            p.quantities.get(&r.quantity).map(|q| (
+                &q.kind,
+                &q.source,
+                q.percentile,
+                q.percentile_rule
+            ))
+        )
+    };
+    new.rules
+        .iter()
+        .filter(|r| {
+            all_changed
+                || old
+                    .rules
+                    .iter()
+                    .find(|o| o.id == r.id)
+                    .is_none_or(|o| definition(old, o) != definition(new, r))
+        })
+        .map(|r| r.id.clone())
+        .collect()
+}
 
 /// One rule judged on the pooled sessions and in each session alone.
 pub(crate) struct Judged<'p> {
@@ -57,6 +132,85 @@ fn can_refute(plan: &Plan, condition: &str) -> bool {
         .iter()
         .find(|c| c.name == condition)
         .is_none_or(|c| c.can_refute)
+}
+
+/// Whether a verdict's cells could refute its rule: its condition can (the plan), and the
+/// resource the condition makes scarce came near running out at that level (the data); else
+/// why not.
+fn row_refutes(plan: &Plan, data: &ClaimData, v: &Verdict) -> Result<(), String> {
+    if !can_refute(plan, &v.condition) {
+        return Err(match port_budget(data, &v.condition) {
+            Some(b) => format!(
+                "cannot refute: port budget {}/s against a demand of {}/s",
+                thousands(b.per_s()),
+                thousands(b.demand_per_s)
+            ),
+            None => "cannot refute (its resource cannot run out here)".into(),
+        });
+    }
+    let Some(resource) = plan
+        .conditions
+        .iter()
+        .find(|c| c.name == v.condition)
+        .and_then(|c| c.resource)
+    else {
+        return Ok(());
+    };
+    let Some((runs, variant)) = data.condition(&v.condition) else {
+        return Ok(());
+    };
+    let rows: Vec<_> = runs
+        .iter()
+        .flat_map(|r| r.rows(Some(variant)))
+        .filter(|r| r.regime == "new-conn" && r.concurrency as u64 == v.workers)
+        .collect();
+    if rows.is_empty() {
+        return Ok(());
+    }
+    match resource {
+        Resource::Ports => {
+            if rows
+                .iter()
+                .any(|r| r.number("fail_addr_unavailable").unwrap_or(0.0) > 0.0)
+            {
+                return Ok(());
+            }
+            let Some(b) = port_budget(data, &v.condition) else {
+                return Ok(());
+            };
+            let capacity = b.ports * b.addresses;
+            let used = rows
+                .iter()
+                .map(|r| r.tcp_time_wait_peak.unwrap_or(0) + r.concurrency as u64)
+                .max()
+                .unwrap_or(0);
+            // Within a tenth of the ports: near enough that the mechanism acted.
+            if used as f64 >= 0.9 * capacity as f64 {
+                Ok(())
+            } else {
+                Err(format!(
+                    "no: ports did not run short here (TIME_WAIT peak + workers {} of {} ports, no address failure)",
+                    thousands(used as f64),
+                    thousands(capacity as f64)
+                ))
+            }
+        }
+        Resource::Descriptors => {
+            let failed = rows
+                .iter()
+                .any(|r| r.number("fail_fd_exhausted").unwrap_or(0.0) > 0.0);
+            let nofile = rows.iter().find_map(|r| r.client_nofile);
+            if failed || nofile.is_some_and(|n| v.workers >= n) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "no: descriptors did not run short here ({} workers, {} descriptors, no EMFILE)",
+                    v.workers,
+                    nofile.map_or("?".to_string(), |n| n.to_string())
+                ))
+            }
+        }
+    }
 }
 
 /// "gRPC against gRPC/HTTP/3": what a rule's verdict compares.
@@ -166,12 +320,47 @@ fn reading(plan: &Plan, rule: &Rule, v: &Verdict) -> (String, String) {
                     figure(plan, rule, "versus rate", b.value)
                 );
             }
-            let bounds = format!(
+            // A mean of a quantity that cannot be negative: a t bound below 0 is shown as 0.
+            let kind = plan.quantities[&rule.quantity].kind;
+            let clamped = kind == QuantityKind::Mean && rule.versus.is_none() && lo.value < 0.0;
+            let mut bounds = format!(
                 "[{}, {}]",
-                figure(plan, rule, "lower bound", lo.value),
+                figure(
+                    plan,
+                    rule,
+                    "lower bound",
+                    if clamped { 0.0 } else { lo.value }
+                ),
                 figure(plan, rule, "upper bound", hi.value)
             );
+            if clamped {
+                bounds.push_str(" (t's lower bound below 0, shown as 0)");
+            }
+            let ns: Vec<String> = v
+                .parts
+                .iter()
+                .filter(|p| p.name.starts_with("n ("))
+                .map(|p| format!("{} = {}", p.name, thousands(p.value)))
+                .collect();
+            if !ns.is_empty() {
+                bounds = format!("{bounds}; {}", ns.join(", "));
+            }
             (e, bounds)
+        }
+        (Some(e), None, None) => {
+            let ns: Vec<String> = v
+                .parts
+                .iter()
+                .filter(|p| p.name.starts_with("n ("))
+                .map(|p| format!("{} = {}", p.name, thousands(p.value)))
+                .collect();
+            (
+                e,
+                format!(
+                    "unbounded: a side's lower bound is at or below 0; {}",
+                    ns.join(", ")
+                ),
+            )
         }
         _ if !v.parts.is_empty() => {
             let shown = v
@@ -197,9 +386,12 @@ fn reading(plan: &Plan, rule: &Rule, v: &Verdict) -> (String, String) {
 }
 
 /// How the sessions read a verdict: "3 of 3 agree", or every part that moved.
-fn sessions_text(j: &Judged, v: &Verdict) -> String {
+fn sessions_text(plan: &Plan, j: &Judged, v: &Verdict) -> String {
     if j.per_session.is_empty() {
-        return "one session".into();
+        return match plan.quick_of_sessions {
+            Some(n) => format!("one session (quick; the plan asks for {n})"),
+            None => "one session".into(),
+        };
     }
     let mine: Vec<&Verdict> = j
         .per_session
@@ -314,28 +506,21 @@ fn ports_in(range: &str) -> Option<u64> {
     (hi >= lo).then(|| hi - lo + 1)
 }
 
-fn refute_text(plan: &Plan, data: &ClaimData, condition: &str) -> String {
-    if can_refute(plan, condition) {
-        return "yes".into();
-    }
-    match port_budget(data, condition) {
-        Some(b) => format!(
-            "cannot refute: port budget {}/s against a demand of {}/s",
-            thousands(b.per_s()),
-            thousands(b.demand_per_s)
-        ),
-        None => "cannot refute (its resource cannot run out here)".into(),
+fn refute_text(plan: &Plan, data: &ClaimData, v: &Verdict) -> String {
+    match row_refutes(plan, data, v) {
+        Ok(()) => "yes".into(),
+        Err(why) => why,
     }
 }
 
 /// Verdicts grouped for a sentence: "gRPC/HTTP/3 against gRPC, `c3-h3-success/default`, 200
 /// workers: 0.780×"; the levels of one condition together, with the range of their estimates.
-fn items(plan: &Plan, judged: &[&Judged], outcome: Outcome) -> Vec<String> {
+fn items(plan: &Plan, data: &ClaimData, judged: &[&Judged], outcome: Outcome) -> Vec<String> {
     type Group = (String, Vec<u64>, Vec<(f64, String)>);
     let mut groups: BTreeMap<(String, String), Group> = BTreeMap::new();
     for j in judged {
         for v in j.pooled.iter().filter(|v| v.outcome == outcome) {
-            if !can_refute(plan, &v.condition) {
+            if row_refutes(plan, data, v).is_err() {
                 continue;
             }
             let g = groups
@@ -347,8 +532,10 @@ fn items(plan: &Plan, judged: &[&Judged], outcome: Outcome) -> Vec<String> {
             }
         }
     }
-    groups
+    let total = groups.len();
+    let mut listed: Vec<String> = groups
         .into_iter()
+        .take(MAX_ITEMS)
         .map(|((_, condition), (subject, levels, estimates))| {
             let lo = estimates.iter().min_by(|a, b| a.0.total_cmp(&b.0));
             let hi = estimates.iter().max_by(|a, b| a.0.total_cmp(&b.0));
@@ -364,8 +551,19 @@ fn items(plan: &Plan, judged: &[&Judged], outcome: Outcome) -> Vec<String> {
                 .join(", ");
             format!("{subject}, `{condition}`, {levels} workers{shown}")
         })
-        .collect()
+        .collect();
+    if total > MAX_ITEMS {
+        listed.push(format!(
+            "and {} more in the linked tables",
+            total - MAX_ITEMS
+        ));
+    }
+    listed
 }
+
+/// The most conditions a sentence of the answer lists; the rest are counted (the tables list
+/// them all).
+const MAX_ITEMS: usize = 3;
 
 /// What ran out in a condition, per stack, from the failure counts of its new-connection cells:
 /// "HTTP/1.1: local ports (EADDRNOTAVAIL) 98 % of 12,345 failures".
@@ -424,14 +622,14 @@ fn fill(
     limits_in: &[String],
 ) -> String {
     let list = |o: Outcome| {
-        let v = items(plan, judged, o);
+        let v = items(plan, data, judged, o);
         if v.is_empty() {
             "no condition".to_string()
         } else {
             v.join("; ")
         }
     };
-    let undecided = items(plan, judged, Outcome::Undecided);
+    let undecided = items(plan, data, judged, Outcome::Undecided);
     let undecided_list = if undecided.is_empty() {
         "no condition".to_string()
     } else {
@@ -461,24 +659,22 @@ pub(crate) fn answer_section(
     plan: &Plan,
     data: &ClaimData,
     all: &[Judged],
-    timing: &Option<PlanTiming>,
+    marks: &Marks,
 ) {
     let _ = writeln!(out, "## The answer\n\n*{}*\n", plan.question);
-    if !timing.as_ref().is_some_and(PlanTiming::before_data) {
-        let _ = writeln!(
-            out,
-            "**These data were not measured under this plan** ([the plan](#the-plan)): every verdict below is marked †, and the answer is not the study's until sessions measured at a commit that contains the plan replace them.\n"
-        );
+    if !marks.why.is_empty() {
+        let _ = writeln!(out, "**{}** ([the plan](#the-plan))\n", marks.why);
     }
+    let mut lines: Vec<(Option<String>, String, String)> = Vec::new();
     for sentence in &plan.answer {
         let judged: Vec<&Judged> = all
             .iter()
             .filter(|j| sentence.rules.contains(&j.rule.id))
             .collect();
-        let outcomes: Vec<Outcome> = judged
+        let verdicts: Vec<&Verdict> = judged.iter().flat_map(|j| j.pooled.iter()).collect();
+        let outcomes: Vec<Outcome> = verdicts
             .iter()
-            .flat_map(|j| j.pooled.iter())
-            .filter(|v| can_refute(plan, &v.condition) && v.outcome != Outcome::NotJudged)
+            .filter(|v| v.outcome != Outcome::NotJudged && row_refutes(plan, data, v).is_ok())
             .map(|v| v.outcome)
             .collect();
         let links = sentence
@@ -487,47 +683,83 @@ pub(crate) fn answer_section(
             .map(|r| format!("[{r}](#{})", anchor(r)))
             .collect::<Vec<_>>()
             .join(", ");
-        let text = if outcomes.is_empty() {
-            let why = judged
-                .iter()
-                .flat_map(|j| j.pooled.iter())
-                .find(|v| v.outcome == Outcome::NotJudged)
-                .map(|v| v.label.trim_start_matches("not judged: ").to_string())
-                .unwrap_or_else(|| "no condition that could refute it".into());
-            format!("Not judged: {why}.")
-        } else if outcomes.iter().all(|o| *o == Outcome::Holds) {
-            fill(&sentence.all_hold, plan, data, &judged, &sentence.limits_in)
-        } else if outcomes.iter().all(|o| *o == Outcome::Undecided) {
-            fill(
-                &sentence.all_undecided,
-                plan,
-                data,
-                &judged,
-                &sentence.limits_in,
-            )
-        } else if outcomes.iter().all(|o| *o != Outcome::Holds) {
-            fill(
-                &sentence.none_hold,
-                plan,
-                data,
-                &judged,
-                &sentence.limits_in,
-            )
-        } else {
-            fill(
-                &sentence.some_hold,
-                plan,
-                data,
-                &judged,
-                &sentence.limits_in,
-            )
-        };
         let limits_link = if sentence.limits_in.is_empty() {
             String::new()
         } else {
             format!(", [what ran out](#{LIMITS_ANCHOR})")
         };
-        let _ = writeln!(out, "- {text} ({links}{limits_link})");
+        let links = format!("{links}{limits_link}");
+        if outcomes.is_empty() {
+            // Judged verdicts that could not refute: say why; none judged: the plan's reason.
+            let cannot = verdicts
+                .iter()
+                .filter(|v| v.outcome != Outcome::NotJudged)
+                .find_map(|v| row_refutes(plan, data, v).err());
+            match cannot {
+                Some(why) if sentence.limits_in.is_empty() => lines.push((
+                    None,
+                    format!(
+                        "Not answerable from these data: no verdict comes from a cell that could refute it ({}).",
+                        why.trim_start_matches("no: ")
+                    ),
+                    links,
+                )),
+                _ => {
+                    let why = verdicts
+                        .iter()
+                        .find(|v| v.outcome == Outcome::NotJudged)
+                        .map(|v| v.label.trim_start_matches("not judged: ").to_string())
+                        .unwrap_or_else(|| "no condition that could refute it".into());
+                    lines.push((Some(why), String::new(), links));
+                }
+            }
+            continue;
+        }
+        let text = if outcomes.iter().all(|o| *o == Outcome::Holds) {
+            &sentence.all_hold
+        } else if outcomes.iter().all(|o| *o == Outcome::Undecided) {
+            &sentence.all_undecided
+        } else if outcomes.iter().all(|o| *o != Outcome::Holds) {
+            &sentence.none_hold
+        } else {
+            &sentence.some_hold
+        };
+        lines.push((
+            None,
+            fill(text, plan, data, &judged, &sentence.limits_in),
+            links,
+        ));
+    }
+    if lines.iter().all(|(why, _, _)| why.is_some()) {
+        // Nothing judged at all: one line, each reason once.
+        let mut reasons: Vec<&str> = Vec::new();
+        for (why, _, _) in &lines {
+            let why = why.as_deref().unwrap_or("");
+            if !reasons.contains(&why) {
+                reasons.push(why);
+            }
+        }
+        let links = lines
+            .iter()
+            .map(|(_, _, l)| l.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let _ = writeln!(
+            out,
+            "- No sentence of the answer can be judged from these data: {}. ({links})",
+            reasons.join("; ")
+        );
+    } else {
+        for (why, text, links) in &lines {
+            match why {
+                Some(why) => {
+                    let _ = writeln!(out, "- Not judged: {why}. ({links})");
+                }
+                None => {
+                    let _ = writeln!(out, "- {text} ({links})");
+                }
+            }
+        }
     }
     out.push('\n');
 }
@@ -536,8 +768,9 @@ pub(crate) fn answer_section(
 pub(crate) fn plan_section(
     out: &mut String,
     plan: &Plan,
+    data: &ClaimData,
     plan_path: &str,
-    timing: &Option<PlanTiming>,
+    timing: &Option<crate::timing::PlanTiming>,
     sessions: usize,
 ) {
     let _ = writeln!(out, "## The plan\n");
@@ -554,9 +787,38 @@ pub(crate) fn plan_section(
         .join(", ");
     let _ = writeln!(
         out,
-        "Every verdict below is computed by one engine from the analysis plan `{plan_path}` (its reasons: `experiments/study/README.md`). {when} A cell is a fixed budget of attempts ({budgets}; the `{}` column), never stretched by time; a repetition with another count is not judged. A verdict rests on at least {} repetitions per session and {} sessions; these data hold {sessions} session(s). Outcomes are computed from the bounds: a rule holds when its whole bound lies on the rule's side, fails when it lies wholly on the other, and is undecided otherwise.\n",
-        plan.budgets.column, plan.min_sample.repetitions, plan.min_sample.sessions
+        "Every verdict below is computed by one engine from the analysis plan `{plan_path}` (its reasons: `experiments/study/README.md`). {when} A cell is a fixed budget of attempts ({budgets}; the `{}` column), never stretched by time; a repetition with another count is not judged. A verdict rests on at least {} repetitions per session and {}; these data hold {sessions} session(s). Outcomes are computed from the bounds: a rule holds when its whole bound lies on the rule's side, fails when it lies wholly on the other, and is undecided otherwise.\n",
+        plan.budgets.column,
+        plan.min_sample.repetitions,
+        match plan.quick_of_sessions {
+            Some(n) => format!("1 session (quick; the full plan asks for {n})"),
+            None => format!("{} sessions", plan.min_sample.sessions),
+        }
     );
+    let _ = writeln!(
+        out,
+        "Bounds: a one-sided rule shows both one-sided {c} % bounds (together a {two} % interval; only the bound on the rule's side decides it); a two-sided rule shows a {c} % interval. Each bound column says what it covers, and a mean's bounds name n.\n",
+        c = plain(plan.confidence * 100.0),
+        two = plain((2.0 * plan.confidence - 1.0) * 100.0)
+    );
+    let orders: Vec<String> = data
+        .first_runs()
+        .map(|(name, run)| {
+            let e = &run.results.manifest["experiment"];
+            match (e["cell_order"].as_str(), e["cell_order_seed"].as_u64()) {
+                (Some("random"), Some(seed)) => format!("`{name}` random (seed {seed})"),
+                (Some(order), _) => format!("`{name}` {order}"),
+                _ => format!("`{name}` fixed (measured before the cell order was randomised)"),
+            }
+        })
+        .collect();
+    if !orders.is_empty() {
+        let _ = writeln!(
+            out,
+            "Cell order within each repetition (session 1's runs; the seed is in each manifest): {}.\n",
+            orders.join(", ")
+        );
+    }
 }
 
 /// Every claim and its rules' verdicts.
@@ -565,10 +827,9 @@ pub(crate) fn claims_section(
     plan: &Plan,
     data: &ClaimData,
     all: &[Judged],
-    marked: bool,
+    marks: &Marks,
 ) {
     let _ = writeln!(out, "## The claims, judged\n");
-    let mark = if marked { " †" } else { "" };
     for claim in &plan.claims {
         let _ = writeln!(
             out,
@@ -592,6 +853,7 @@ pub(crate) fn claims_section(
                 out,
                 "| condition | workers | can refute | estimate | bounds | verdict | sessions |\n|---|---|---|---|---|---|---|"
             );
+            let mark = if marks.marks(&rule.id) { " †" } else { "" };
             for v in &j.pooled {
                 let (estimate, bounds) = reading(plan, rule, v);
                 let _ = writeln!(
@@ -603,23 +865,20 @@ pub(crate) fn claims_section(
                     } else {
                         v.workers.to_string()
                     },
-                    refute_text(plan, data, &v.condition),
+                    refute_text(plan, data, v),
                     v.label,
                     if v.outcome == Outcome::NotJudged {
                         "—".to_string()
                     } else {
-                        sessions_text(j, v)
+                        sessions_text(plan, j, v)
                     }
                 );
             }
             out.push('\n');
         }
     }
-    if marked {
-        let _ = writeln!(
-            out,
-            "† measured before this plan was committed, or where that cannot be checked ([the plan](#the-plan)).\n"
-        );
+    if marks.any() {
+        let _ = writeln!(out, "† {} ([the plan](#the-plan)).\n", marks.why);
     }
 }
 

@@ -230,6 +230,7 @@ pub fn write_with_scale(
     let data = observe::ClaimData::new(&plan, &session_claims);
     let judged = judged::judge_all(&plan, &data);
     let (plan_shown, timing) = plan_timing(plan_file, &provs[0].commit);
+    let marks = plan_marks(plan_file, &plan, &plan_shown, &timing, plan_choice.quick);
 
     let mut out = String::new();
     templates::render(
@@ -243,12 +244,18 @@ pub fn write_with_scale(
             claim_runs => claim_runs.len(),
         },
     )?;
-    judged::answer_section(&mut out, &plan, &data, &judged, &timing);
+    judged::answer_section(&mut out, &plan, &data, &judged, &marks);
 
     provenance::setup(&mut out, &reference, &provs)?;
-    judged::plan_section(&mut out, &plan, &plan_shown, &timing, data.sessions());
-    let marked = !timing.as_ref().is_some_and(timing::PlanTiming::before_data);
-    judged::claims_section(&mut out, &plan, &data, &judged, marked);
+    judged::plan_section(
+        &mut out,
+        &plan,
+        &data,
+        &plan_shown,
+        &timing,
+        data.sessions(),
+    );
+    judged::claims_section(&mut out, &plan, &data, &judged, &marks);
     judged::limits_section(&mut out, &plan, &data);
     soak::section(&mut out, &claim_runs);
 
@@ -311,7 +318,7 @@ pub fn write_with_scale(
 fn artifact(out: &mut String, reference: &Provenance, generated: &Generated) {
     let _ = writeln!(
         out,
-        "## Artifact\n\nThe data of this paper were measured at commit `{commit}` of this repository, an ancestor of `main` (licensed MIT OR Apache-2.0: LICENSE-MIT, LICENSE-APACHE; cite with CITATION.cff); its results directories are committed beside the code. To rerun the study from `main`: `scripts/reproduce-paper --sessions 3` (it prints its plan and expected duration first; `--dry-run` shows them only; `--quick` runs every claim experiment at reduced size for a first look, into a paper marked quick).\n",
+        "## Artifact\n\nThe data of this paper were measured at commit `{commit}` of this repository, an ancestor of `main` (licensed MIT OR Apache-2.0: LICENSE-MIT, LICENSE-APACHE; cite with CITATION.cff); its results directories are committed beside the code. To rerun the study from `main`: `scripts/reproduce-paper --sessions 3` (it prints its plan and expected duration first, and `--dry-run` shows them only; where `results/sessions` holds sessions of other code it refuses unless `--replace-sessions`; `--quick` runs every claim experiment at reduced size for a first look, into a paper marked quick).\n",
         commit = reference.commit,
     );
     let changed = if generated.crates_changed.is_empty() {
@@ -328,7 +335,19 @@ fn artifact(out: &mut String, reference: &Provenance, generated: &Generated) {
                 .join(", ")
         )
     };
-    let _ = writeln!(out, "{GENERATED_AT} `{}`; {changed}.\n", generated.commit);
+    let dirty = if generated.uncommitted > 0 {
+        format!(
+            " plus uncommitted changes to {} file(s) of `crates/`, `experiments/` or Cargo.lock",
+            generated.uncommitted
+        )
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        out,
+        "{GENERATED_AT} `{}`{dirty}; {changed}.\n",
+        generated.commit
+    );
 }
 
 /// How the line naming the generating commit starts (the committed paper's regeneration test
@@ -339,6 +358,8 @@ pub const GENERATED_AT: &str = "This paper was generated at commit";
 /// between the data commit and it; "unknown" and none outside a git repository.
 struct Generated {
     commit: String,
+    /// Files of `crates/`, `experiments/` or Cargo.lock changed but not committed.
+    uncommitted: usize,
     crates_changed: Vec<String>,
 }
 
@@ -354,10 +375,25 @@ fn generated(reference: &Path, data_commit: &str) -> Generated {
             .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
     };
     let commit = data_commit.trim_end_matches("-dirty");
+    let head = git(&["rev-parse", "HEAD"])
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|| "unknown".into());
+    // Code changed but not committed: the paper says so rather than name a commit that could
+    // not have written it.
+    let uncommitted = git(&[
+        "status",
+        "--porcelain",
+        "--untracked-files=no",
+        "--",
+        ":/crates",
+        ":/experiments",
+        ":/Cargo.lock",
+    ])
+    .map(|s| s.lines().count())
+    .unwrap_or(0);
     Generated {
-        commit: git(&["rev-parse", "HEAD"])
-            .map(|s| s.trim().to_string())
-            .unwrap_or_else(|| "unknown".into()),
+        commit: head,
+        uncommitted,
         crates_changed: git(&[
             "--no-pager",
             "diff",
@@ -388,6 +424,84 @@ pub fn find_plan(plan: &Path, reference: &Path) -> PathBuf {
         .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()).join(plan))
         .filter(|p| p.exists())
         .unwrap_or_else(|| plan.to_path_buf())
+}
+
+/// Which verdicts the plan's timing marks: all when the data commit does not contain the plan
+/// (or git cannot tell); when the plan changed after the data, the rules whose definition
+/// changed (read from the plan at the data commit), with both commits named.
+fn plan_marks(
+    plan_file: &Path,
+    plan: &plan::Plan,
+    shown: &str,
+    timing: &Option<timing::PlanTiming>,
+    quick: bool,
+) -> judged::Marks {
+    let short = |c: &str| c.get(..12).unwrap_or(c).to_string();
+    let Some(t) = timing else {
+        return judged::Marks {
+            all: true,
+            rules: Vec::new(),
+            why: "whether these data were measured under this plan cannot be checked (not in a git repository): every verdict is marked †".into(),
+        };
+    };
+    if !t.data_contains_plan {
+        return judged::Marks {
+            all: true,
+            rules: Vec::new(),
+            why: format!(
+                "These data (commit `{}`) were measured before this plan was committed: every verdict is marked †, and the answer is not the study's until sessions measured under the plan replace them",
+                short(&t.data_commit)
+            ),
+        };
+    }
+    if t.changed_after_data.is_empty() {
+        return judged::Marks::none();
+    }
+    let old = std::process::Command::new("git")
+        .arg("-C")
+        .arg(
+            plan_file
+                .canonicalize()
+                .ok()
+                .and_then(|p| p.parent().map(Path::to_path_buf))
+                .unwrap_or_default(),
+        )
+        .args(["show", &format!("{}:{shown}", t.data_commit)])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| plan::Plan::parse(&String::from_utf8_lossy(&o.stdout)).ok())
+        .map(|p| {
+            if quick {
+                p.quick().unwrap_or_else(|_| plan.clone())
+            } else {
+                p
+            }
+        });
+    let rules = judged::changed_rules(old.as_ref(), plan);
+    let commits = t
+        .changed_after_data
+        .iter()
+        .map(|c| format!("`{}`", short(c)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let why = if rules.is_empty() {
+        format!(
+            "The plan changed after these data (commit `{}`) in {commits}, in wording only (the answer's sentences, labels or statements): no rule's definition changed, so no verdict is marked",
+            short(&t.data_commit)
+        )
+    } else {
+        format!(
+            "The plan changed after these data (commit `{}`) in {commits}: the rules whose definition changed are marked † ({})",
+            short(&t.data_commit),
+            rules.join(", ")
+        )
+    };
+    judged::Marks {
+        all: false,
+        rules,
+        why,
+    }
 }
 
 /// The plan's path as the paper shows it (relative to the repository's top level) and what git

@@ -34,6 +34,11 @@ impl<'a> ClaimData<'a> {
         ClaimData { plan, runs }
     }
 
+    /// Each experiment's run in the first session, by name.
+    pub(crate) fn first_runs(&self) -> impl Iterator<Item = (&String, &'a Run)> {
+        self.runs.iter().filter_map(|(k, v)| Some((k, *v.first()?)))
+    }
+
     /// The number of sessions the data holds (the most any experiment has).
     pub(crate) fn sessions(&self) -> usize {
         self.runs.values().map(Vec::len).max().unwrap_or(0)

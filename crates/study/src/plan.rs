@@ -38,6 +38,9 @@ pub struct Plan {
     /// The answer to [`Plan::question`], sentence by sentence, each resting on rules.
     #[serde(default)]
     pub answer: Vec<AnswerSentence>,
+    /// Set by [`Plan::quick`]: the sessions the full plan asks for.
+    #[serde(skip)]
+    pub quick_of_sessions: Option<usize>,
 }
 
 /// A failure column of `cells.csv` and the resource whose exhaustion it counts.
@@ -172,6 +175,22 @@ pub struct Condition {
     /// `false` for a condition that cannot refute the claims judged in it (its resource cannot
     /// run out there); the paper says so beside every verdict from it.
     pub can_refute: bool,
+    /// The resource this condition makes scarce, checked in the data cell by cell: a verdict
+    /// from a cell where it did not come near running out cannot refute either (a short cell
+    /// may make fewer connections than there are ports).
+    #[serde(default)]
+    pub resource: Option<Resource>,
+}
+
+/// A resource whose exhaustion a condition provokes, as the data can show it.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Resource {
+    /// Local ports: TIME_WAIT's peak plus the open connections against ports × source
+    /// addresses, or a failure to get an address (`fail_addr_unavailable`).
+    Ports,
+    /// The load generator's descriptors: workers against `client_nofile`, or `fail_fd_exhausted`.
+    Descriptors,
 }
 
 /// One claim of the study.
@@ -520,6 +539,7 @@ impl Plan {
             bail!("the plan has no [budgets.quick]: a quick paper needs its reduced budgets");
         }
         self.budgets.attempts = std::mem::take(&mut self.budgets.quick);
+        self.quick_of_sessions = Some(self.min_sample.sessions);
         self.min_sample.sessions = 1;
         for r in &mut self.rules {
             if let Some(m) = &mut r.min_sample {

@@ -231,11 +231,11 @@ pub(crate) fn threats(
         out,
         "- **Throughput definition.** {}",
         if tput.iter().all(|c| *c == STEADY_RPS) {
-            "Every run's throughput is the steady-state figure (all workers active)."
+            "The reference tables and the knees use the steady-state figure (all workers active; the provenance table's column); the plan's rules, the answer and the mesh section use ok ÷ elapsed over the cell's fixed budget."
         } else if tput.iter().all(|c| *c == ELAPSED_RPS) {
-            "No run has the steady-state column, so throughput is `ok / elapsed_s`, which includes ramp-up and drain and understates the steady rate of short cells."
+            "No run has the steady-state column, so throughput is `ok / elapsed_s` everywhere, which includes ramp-up and drain and understates the steady rate of short cells."
         } else {
-            "Runs differ: some report steady-state throughput, others only `ok / elapsed_s` (see the provenance table); the two are not directly comparable."
+            "Runs differ: some report steady-state throughput, others only `ok / elapsed_s` (see the provenance table); the two are not directly comparable. The plan's rules, the answer and the mesh section always use ok ÷ elapsed."
         }
     );
     let _ = writeln!(
