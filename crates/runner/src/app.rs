@@ -459,7 +459,8 @@ fn resumed(args: &cli::RunArgs, dir: &std::path::Path) -> Result<settings::Exper
         return Err("--resume reuses the settings of the run it resumes; give no other run flags (except --certs)".into());
     }
     // Header, rows and manifest are checked before anything is measured.
-    let manifest = output::folder::check(dir, output::folder::Purpose::Resume)?.manifest;
+    let manifest =
+        results::folder::check::<output::Manifest>(dir, results::folder::Purpose::Resume)?.manifest;
     if !manifest.merged_from.is_empty() {
         return Err(format!(
             "--resume: {} is the output of `runner merge` (it adds up {} runs); resume the run that is missing cells, then merge again",

@@ -1,9 +1,9 @@
 //! The transport benchmark runner as a library. Folders by role: `settings` (the knobs and
 //! their validation), `plan` (cells), `exec` (how cells run: server and load-generator
 //! children, the load engine), `measure` (histograms, sampling, kernel counters), `netem`
-//! (namespaces and emulation), `output` (files on disk: CSV, manifest, thresholds), `console`
-//! (what a run prints), `report` (the page, charts and the comparison; crate `study` reads
-//! runs through it for the paper). `main.rs` is a thin wrapper around [`app::main`].
+//! (namespaces and emulation), `output` (what a run writes: manifest, summary, thresholds; the
+//! rows and the readers' check are crate `results`'s), `console` (what a run prints), `report`
+//! (the page, charts and the comparison). `main.rs` is a thin wrapper around [`app::main`].
 
 pub mod app;
 pub mod capacity;

@@ -121,7 +121,7 @@ fn a_cell_split_over_three_agents_is_merged_exactly() {
     );
     // Each agent's histograms are in its own .hlog; added up they are the cell's, exactly.
     let hlog = |name: &str| {
-        runner::output::hlog::read(&dir.join("hlog").join(name))
+        results::hlog::read(&dir.join("hlog").join(name))
             .unwrap()
             .get("latency")
             .unwrap()

@@ -350,7 +350,7 @@ fn every_relative_link_in_readme_and_the_guide_resolves() {
 fn stacks_json_lists_the_registry() {
     let out = runner().args(["stacks", "--json"]).output().unwrap();
     assert!(out.status.success(), "{}", output_text(&out));
-    let listed: Vec<runner::output::StackInfo> = serde_json::from_slice(&out.stdout).unwrap();
+    let listed: Vec<results::manifest::StackInfo> = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(listed, runner::output::registered_stacks());
     let names: Vec<&str> = listed.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, runner::registry::names());

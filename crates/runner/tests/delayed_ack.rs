@@ -18,7 +18,7 @@
 mod common;
 
 use common::*;
-use runner::output::hlog;
+use results::hlog;
 use test_servers::node::Node;
 
 /// Linux's shortest delayed ACK (TCP_DELACK_MIN), and its longest (TCP_DELACK_MAX) plus a

@@ -8,7 +8,7 @@ use std::process::Command;
 mod common;
 
 use common::*;
-use runner::output::rows::{self, CellRow, SummaryRow};
+use results::rows::{self, CellRow, SummaryRow};
 
 const FIFTH: &str = "h1-copy";
 

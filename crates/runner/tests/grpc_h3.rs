@@ -8,7 +8,7 @@
 mod common;
 
 use common::*;
-use runner::output::rows::{self, CellRow};
+use results::rows::{self, CellRow};
 
 #[test]
 fn grpc_h3_runs_both_regimes_validated_and_has_the_fifth_style() {

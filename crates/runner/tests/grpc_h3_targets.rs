@@ -12,7 +12,7 @@ use std::process::{Child, Stdio};
 mod common;
 
 use common::*;
-use runner::output::rows::{self, CellRow};
+use results::rows::{self, CellRow};
 
 /// `runner serve` of `stack` on `port` of 127.0.0.1 (0: any); killed when dropped.
 struct Served(Child, u16);

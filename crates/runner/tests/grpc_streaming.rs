@@ -6,8 +6,8 @@
 mod common;
 
 use common::*;
-use runner::output::hlog;
-use runner::output::rows::{self, CellRow};
+use results::hlog;
+use results::rows::{self, CellRow};
 
 /// A smoke run of the two gRPC stacks making `grpc_call`s (kept until dropped).
 fn streamed(grpc_call: &str, messages: u32) -> Run {

@@ -15,8 +15,8 @@ use common::*;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
+use results::hlog;
 use runner::measure::stats::LatencySummary;
-use runner::output::hlog;
 
 const SMOKE: [&str; 10] = [
     "--stacks",

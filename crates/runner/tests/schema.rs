@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 mod common;
 
 use common::*;
-use runner::output::rows::{CellRow, Row};
+use results::rows::{CellRow, Row};
 
 /// The header of a fresh, tiny sweep's `cells.csv` (one stack, one level, 20 requests).
 fn fresh_header() -> &'static [String] {
@@ -81,7 +81,7 @@ fn a_fresh_cells_csv_has_the_reference_columns_in_the_reference_order() {
                 if committed.contains(c) {
                     return c.clone();
                 }
-                runner::output::rows::RENAMED_COLUMNS
+                results::rows::RENAMED_COLUMNS
                     .iter()
                     .find(|(_, new)| new == c)
                     .map_or(c.clone(), |(old, _)| old.to_string())

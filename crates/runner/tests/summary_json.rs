@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use runner::output::rows::{CellRow, Row};
+use results::rows::{CellRow, Row};
 
 #[test]
 fn a_run_writes_a_summary_json_that_matches_its_schema_and_its_csvs() {

@@ -13,9 +13,9 @@ use anyhow::{bail, Context};
 
 use crate::claims::BreakdownFocus;
 use crate::run::{Run, View};
+use crate::stacks::label;
 use crate::templates;
 use crate::text::thousands;
-use runner::report::label;
 
 /// The groups in the order the script reports them, with the row label the paper prints.
 pub const GROUPS: [(&str, &str); 10] = [

@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use runner::output::rows::Row as _;
-use runner::report::label;
+use crate::stacks::label;
+use results::rows::Row as _;
 
 use crate::engine::{self, agreement, Outcome, Verdict};
 use crate::observe::ClaimData;

@@ -1,6 +1,6 @@
 //! The study reproduced with the suite, apart from the tool: `study paper` writes the
 //! reproduction write-up (Markdown) from a reference run of the default sweep and the claim
-//! experiments' runs, read through the runner library's typed rows ([`runner::report::Results`]). Every verdict, bound and range is computed
+//! experiments' runs, read through the `results` crate's typed rows ([`results::Results`]). Every verdict, bound and range is computed
 //! from the runs' files, never typed by hand, and the runs' provenance is checked first, so a
 //! paper cannot silently compare numbers from different machines or code.
 //!
@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 
-use runner::output::rows::CellRow;
+use results::rows::CellRow;
 
 mod breakdown;
 mod claims;
@@ -38,6 +38,7 @@ mod run;
 mod scale;
 mod sessions;
 mod soak;
+mod stacks;
 mod tables;
 mod templates;
 mod text;
@@ -190,10 +191,9 @@ pub fn write_with_scale(
         .collect();
     // The paper reproduces a study on our own servers; a run whose target's certificate
     // was not verified did not provably measure what it names.
-    if let Some(run) = runs
-        .iter()
-        .find(|r| runner::report::service::record(&r.results.manifest).is_some_and(|s| s.insecure))
-    {
+    if let Some(run) = runs.iter().find(|r| {
+        results::manifest::ServiceRecord::of(&r.results.manifest).is_some_and(|s| s.insecure)
+    }) {
         bail!(
             "{}: an insecure run (a target's certificate was not verified) cannot go into the paper",
             run.dir.display()

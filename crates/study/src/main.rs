@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use runner::exit::Status;
+use results::exit::Status;
 
 #[derive(Parser, Debug)]
 #[command(

@@ -10,8 +10,9 @@
 use std::fmt::Write;
 use std::path::Path;
 
-use runner::output::rows::CellRow;
-use runner::report::label;
+use results::rows::CellRow;
+
+use crate::stacks::label;
 
 use crate::claims::COLLAPSE_BELOW;
 
@@ -273,7 +274,8 @@ fn terminated_at_edge(stress: &[&CellRow]) -> Vec<String> {
 
 /// The section from a results directory.
 pub fn section_from_dir(dir: &Path) -> anyhow::Result<String> {
-    let results = runner::report::Results::load(dir)?;
+    let results = results::Results::load(dir)?;
+    crate::stacks::learn(&results.manifest);
     let mut out = String::new();
     section(&mut out, &results.cells, &dir.display().to_string());
     Ok(out)
@@ -311,6 +313,7 @@ mod tests {
     /// and the stacks the proxied variant did not carry; without a proxied variant, no table.
     #[test]
     fn the_answer_names_winner_collapse_and_absent_stacks_per_condition() {
+        crate::stacks::learn_committed();
         let cells = vec![
             row("direct", "direct", "h1", "reuse", 1.0, 900.0),
             row("direct", "direct", "grpc", "reuse", 1.0, 1200.0),

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 
 use stats::Counts;
 
-use runner::output::hlog;
-use runner::output::rows::Row as _;
-use runner::report::labels::is_cell;
+use results::hlog;
+use results::labels::is_cell;
+use results::rows::Row as _;
 
 use crate::engine::{Cell, Data, Observed, PercentileSession};
 use crate::plan::{Plan, Quantity, QuantityKind};

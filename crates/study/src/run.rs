@@ -5,12 +5,12 @@
 
 use std::path::{Path, PathBuf};
 
-use runner::output::rows::{self, ResourceRow, Row as _, SummaryRow, Table};
+use results::labels::{is_cell, levels};
+use results::rows::{self, ResourceRow, Row as _, SummaryRow, Table};
+use results::Results;
 use stats::{interval, Interval};
 
-use runner::report::labels::is_cell;
-use runner::report::{levels, stack_order, Results};
-
+use crate::stacks::order as stack_order;
 use crate::Row;
 
 /// Steady-state throughput (all workers active); preferred wherever the study's "throughput"
@@ -39,6 +39,7 @@ pub(crate) fn fval(row: &Row, col: &str) -> Option<f64> {
 impl Run {
     pub(crate) fn load(dir: &Path) -> anyhow::Result<Self> {
         let results = Results::load(dir)?;
+        crate::stacks::learn(&results.manifest);
         let throughput_col = if results
             .cells
             .iter()
@@ -179,7 +180,7 @@ impl Run {
 
     /// Both throughput figures of a cell, whatever the run's column: the steady-state rate
     /// (mean over repetitions, with whether every repetition's window was long enough,
-    /// [`runner::output::rows::CellRow::steady_valid`]) and `ok / elapsed_s`.
+    /// [`results::rows::CellRow::steady_valid`]) and `ok / elapsed_s`.
     pub(crate) fn both_rates(
         &self,
         variant: Option<&str>,

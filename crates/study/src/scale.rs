@@ -7,8 +7,10 @@ use std::fmt::Write;
 use crate::run::{fval, Run, View};
 use crate::templates;
 use crate::text::{fallback_note, show, show_both, show_tput, thousands, throughput_note};
-use runner::report::memory;
-use runner::report::{label, regimes};
+use results::labels::regimes;
+use results::memory;
+
+use crate::stacks::label;
 
 /// p99 "jumps" when p99 per worker exceeds this multiple of the previous level's. In a
 /// saturated closed loop p99 grows with concurrency by itself (Little's law: latency =

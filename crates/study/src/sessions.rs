@@ -114,7 +114,7 @@ fn shown_path(reference: &Path, dir: &Path) -> String {
 }
 
 /// One repetition's throughput as the paper compares it: steady-state when its window is
-/// valid ([`runner::output::rows::CellRow::steady_valid`]), else `ok / elapsed_s`.
+/// valid ([`results::rows::CellRow::steady_valid`]), else `ok / elapsed_s`.
 pub(crate) fn repetition_rate(r: &Row) -> Option<f64> {
     match fval(r, STEADY_RPS) {
         Some(v) if r.steady_valid() => Some(v),

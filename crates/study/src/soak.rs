@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use stats::{mean, ols};
 
-use runner::report::label;
+use crate::stacks::label;
 
 use crate::claims::SOAK_RUN;
 use crate::run::{fval, Run};

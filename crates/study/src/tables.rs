@@ -6,7 +6,9 @@ use std::path::Path;
 
 use stats::{between_sessions, Interval};
 
-use runner::report::{label, levels, ms, regimes, stack_order};
+use results::labels::{levels, ms, regimes};
+
+use crate::stacks::{label, order as stack_order};
 
 use crate::run::{fval, Run};
 use crate::sessions::repetition_rate;

@@ -67,9 +67,9 @@ pub(crate) fn show_both(rates: &BothRates) -> String {
     format!("{steady} · ok/elapsed {elapsed} req/s")
 }
 
-/// Footnote for `†`, with the runner's validity rule ([`runner::output::rows::steady_window_valid_for`]).
+/// Footnote for `†`, with the runner's validity rule ([`results::rows::steady_window_valid_for`]).
 pub(crate) fn fallback_note() -> String {
-    use runner::output::rows::{MIN_STEADY_FRACTION_OF_ELAPSED, MIN_STEADY_OK_PER_WORKER};
+    use results::rows::{MIN_STEADY_FRACTION_OF_ELAPSED, MIN_STEADY_OK_PER_WORKER};
     format!(
         "† no steady window in this cell, or one too short to stand for it (under {} successes per worker or under {} % of the phase): `ok / elapsed_s` instead.",
         plain(MIN_STEADY_OK_PER_WORKER),

@@ -3,8 +3,9 @@
 
 use std::fmt::Write;
 
-use runner::report::labels::is_cell;
-use runner::report::{levels, regimes, stack_order};
+use results::labels::{is_cell, levels, regimes};
+
+use crate::stacks::order as stack_order;
 
 use crate::provenance::Provenance;
 use crate::run::{fval, Run, ELAPSED_RPS, STEADY_RPS};
@@ -310,8 +311,8 @@ fn issue_33_threats(out: &mut String, runs: &[&Run], sessions: Option<usize>) {
         out,
         "- **Steady-window bias.** The steady-state rate counts only the window in which all workers are active; with few requests per worker that window is short and holds the fastest requests, which inflates the rate of a cell in trouble. {invalid} of {} stress cells with a steady window had one too short (fewer than {} successes per worker or under {} % of the phase): the reference tables and the knees use `ok / elapsed_s` for them, and both figures are printed beside them; the plan's rules always use ok ÷ elapsed.",
         with_steady.len(),
-        crate::text::plain(runner::output::rows::MIN_STEADY_OK_PER_WORKER),
-        crate::text::plain(runner::output::rows::MIN_STEADY_FRACTION_OF_ELAPSED * 100.0)
+        crate::text::plain(results::rows::MIN_STEADY_OK_PER_WORKER),
+        crate::text::plain(results::rows::MIN_STEADY_FRACTION_OF_ELAPSED * 100.0)
     );
     let short = all.iter().filter(|r| r.elapsed_s < 1.0).count();
     let _ = writeln!(

@@ -6,7 +6,7 @@
 
 mod common;
 
-use runner::output::rows::{self, CellRow};
+use results::rows::{self, CellRow};
 
 use std::path::{Path, PathBuf};
 

@@ -156,8 +156,9 @@ pub async fn run_cells(
     let mut resumed = None;
     let (dir, done, started_utc, run_id) = match resume {
         Some(dir) => {
-            let checked = output::folder::check(&dir, output::folder::Purpose::Resume)
-                .map_err(anyhow::Error::msg)?;
+            let checked =
+                results::folder::check::<Manifest>(&dir, results::folder::Purpose::Resume)
+                    .map_err(anyhow::Error::msg)?;
             let done = checked.cells.clone();
             let before = &checked.manifest;
             // A resumed run is the same run: it keeps the id (a run from before ids gets one).
@@ -249,7 +250,7 @@ pub async fn run_cells(
     let opened = ResultsWriter::open(&dir).and_then(|writer| {
         manifest.write(&dir)?;
         if let Some(checked) = &resumed {
-            for note in output::folder::prune_unfinished(&dir, checked)? {
+            for note in output::unfinished::prune_unfinished(&dir, checked)? {
                 eprintln!("resume: {note}");
             }
         }

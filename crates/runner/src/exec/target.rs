@@ -131,13 +131,13 @@ impl ServiceTargets {
     }
 
     /// What the manifest records.
-    pub fn record(&self, exp: &Experiment) -> crate::output::ServiceRecord {
-        crate::output::ServiceRecord {
+    pub fn record(&self, exp: &Experiment) -> results::manifest::ServiceRecord {
+        results::manifest::ServiceRecord {
             insecure: self.targets.insecure(),
             targets: self
                 .resolved
                 .values()
-                .map(|r| crate::output::TargetRecord {
+                .map(|r| results::manifest::TargetRecord {
                     api: r.api.as_str().to_string(),
                     stacks: exp
                         .stacks

@@ -7,19 +7,12 @@ use std::collections::BTreeMap;
 
 use bench_core::{ConnectTiming, Failure, FailureClass, Reply, WireBytes};
 use hdrhistogram::Histogram;
+use results::hlog;
+/// The suite's histogram: its precision is the `.hlog` format's.
+pub use results::hlog::histogram;
 
 /// Highest latency a histogram holds: 60 s in microseconds (larger values are clamped).
 pub const MAX_TRACKABLE_US: u64 = 60_000_000;
-
-/// Three significant digits; the bucket array grows with the largest latency recorded
-/// (`record` clamps at [`MAX_TRACKABLE_US`]), so a cell whose answers take milliseconds
-/// holds half the memory of one sized for 60 s up front. Every histogram of the suite has
-/// this precision, so adding two ([`Histogram::add`]) is exact.
-pub fn histogram() -> Histogram<u64> {
-    let mut h = Histogram::new_with_bounds(1, 2, 3).expect("valid histogram bounds");
-    h.auto(true);
-    h
-}
 
 fn record(h: &mut Histogram<u64>, d: Duration) {
     let us = (d.as_micros() as u64).clamp(1, MAX_TRACKABLE_US);
@@ -241,6 +234,28 @@ impl Default for Measurements {
 }
 
 impl Measurements {
+    /// The histograms by `.hlog` tag ([`hlog::TAGS`]), as a log is written from them.
+    pub fn tagged(&self) -> hlog::Tagged<'_> {
+        [
+            ("latency", &self.latency),
+            ("ttfb", &self.ttfb),
+            ("connect", &self.connect),
+            ("handshake", &self.handshake),
+            ("pacing_lag", &self.pacing_lag),
+            ("message_gap", &self.message_gap),
+        ]
+    }
+
+    /// Puts a log's histograms in place of these.
+    pub fn take_histograms(&mut self, h: hlog::Histograms) {
+        self.latency = h.latency;
+        self.ttfb = h.ttfb;
+        self.connect = h.connect;
+        self.handshake = h.handshake;
+        self.pacing_lag = h.pacing_lag;
+        self.message_gap = h.message_gap;
+    }
+
     /// A connection about to be opened.
     pub fn record_attempt(&mut self) {
         self.connections_attempted += 1;
@@ -709,16 +724,14 @@ mod tests {
             let logged: Vec<Measurements> = parts
                 .iter()
                 .map(|p| {
-                    let window = crate::output::hlog::Window {
+                    let window = hlog::Window {
                         start_unix_s: 1_764_000_000.0,
                         duration_s: 10.0,
                     };
-                    let text = crate::output::hlog::encode("h1/reuse/c8/r1", p, window).unwrap();
+                    let text = hlog::encode("h1/reuse/c8/r1", p.tagged(), window).unwrap();
                     // Counts as shipped; every histogram replaced by the log's.
                     let mut back = p.clone();
-                    crate::output::hlog::decode(&text)
-                        .unwrap()
-                        .into_measurements(&mut back);
+                    back.take_histograms(hlog::decode(&text).unwrap());
                     back
                 })
                 .collect();
@@ -771,5 +784,43 @@ mod tests {
         assert!(!serde_json::to_string(&Measurements::default())
             .unwrap()
             .contains("by_request"));
+    }
+
+    #[test]
+    fn a_log_reads_back_as_the_histograms_and_window_written() {
+        let mut m = Measurements::default();
+        let reply = bench_core::Reply {
+            messages: 0,
+            ttfb: Duration::from_micros(80),
+            ..Reply::default()
+        };
+        for us in [90, 150, 2_000, 45_000, 59_000_000] {
+            m.record_ok(Duration::from_micros(us), &reply);
+        }
+        m.record_connect(&bench_core::ConnectTiming {
+            tcp_connect: Duration::from_micros(40),
+            handshake: Duration::from_micros(900),
+            resumed: false,
+        });
+        let window = hlog::Window {
+            start_unix_s: 1_764_000_000.25,
+            duration_s: 12.5,
+        };
+        let text = hlog::encode("h2/reuse/c2/r1", m.tagged(), window).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert!(text.contains("#[StartTime: 1764000000.250 "), "{text}");
+        assert!(text.contains("Tag=latency,0.000,12.500,59"), "{text}");
+        assert!(text.contains("Tag=handshake,"), "{text}");
+        assert!(
+            !text.contains("Tag=pacing_lag"),
+            "empty and optional: {text}"
+        );
+        let back = hlog::decode(text.as_bytes()).unwrap();
+        assert_eq!(back.window, Some(window));
+        for (tag, h) in m.tagged() {
+            let got = back.get(tag).unwrap();
+            assert_eq!(got.len(), h.len(), "{tag}");
+            assert_eq!(LatencySummary::of(got), LatencySummary::of(h), "{tag}");
+        }
     }
 }

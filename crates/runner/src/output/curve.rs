@@ -8,7 +8,7 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use super::rows::{self, fmt, row_type, CellRow};
+use results::rows::{self, CellRow, CurveRow};
 
 pub const FILE_NAME: &str = "curve.csv";
 
@@ -18,37 +18,6 @@ pub const KNEE_P99_FACTOR: f64 = 2.0;
 /// The knee rule's throughput bound: a point is before the knee while it achieves at least this
 /// share of its offered rate in successes.
 pub const KNEE_ACHIEVED_SHARE: f64 = 0.95;
-
-row_type! {
-    /// One point of a latency–throughput curve: the means over its repetitions.
-    pub struct CurveRow {
-        pub variant: String,
-        pub stack: String,
-        pub regime: String,
-        pub concurrency: u32,
-        #[serde(serialize_with = "fmt::display")]
-        pub offered_rps: f64,
-        /// Mean `throughput_rps` (successes per second over the measured phase).
-        #[serde(serialize_with = "fmt::dec::<3, _>")]
-        pub achieved_rps: f64,
-        #[serde(serialize_with = "fmt::dec::<1, _>")]
-        pub latency_p50_us: f64,
-        #[serde(serialize_with = "fmt::dec::<1, _>")]
-        pub latency_p99_us: f64,
-        #[serde(serialize_with = "fmt::dec::<1, _>")]
-        pub latency_p999_us: f64,
-        #[serde(serialize_with = "fmt::dec::<6, _>")]
-        pub success_rate: f64,
-        /// Requests sent late (no worker free), summed over the repetitions.
-        pub late: u64,
-        /// The largest pacing-lag p99 of the repetitions, µs; empty when none recorded one.
-        #[serde(default)]
-        pub pacing_lag_p99_us: Option<u64>,
-        pub repetitions: usize,
-        /// This point is the curve's knee ([`knee`]).
-        pub knee: bool,
-    }
-}
 
 /// The knee of a curve (points by ascending offered rate): the last point of the run of
 /// points from the lowest rate up that each keep p99 ≤ [`KNEE_P99_FACTOR`] × the first point's

@@ -17,9 +17,11 @@ use crate::exit::Status;
 use crate::measure::sampler::ResourceSummary;
 use crate::measure::stats::{CodeCount, Measurements};
 use crate::measure::timewait::TimeWaitCounts;
-use crate::output::rows::{self, CellRow, FailureRow, Row};
-use crate::output::{hlog, CellResult, Manifest, ResultsWriter};
+use results::hlog;
+
+use crate::output::{CellResult, Manifest, ResultsWriter};
 use crate::plan::Cell;
+use results::rows::{self, CellRow, FailureRow, Row};
 
 /// Why a merge did not happen.
 #[derive(Debug)]
@@ -63,7 +65,8 @@ impl Input {
                 "{name} is not a results directory (it needs manifest.json and cells.csv)"
             ));
         }
-        super::folder::check(dir, super::folder::Purpose::Read).map_err(MergeError::Refused)?;
+        results::folder::check::<Manifest>(dir, results::folder::Purpose::Read)
+            .map_err(MergeError::Refused)?;
         let manifest = Manifest::read(dir).map_err(|e| MergeError::Refused(format!("{e:#}")))?;
         let table = rows::read::<CellRow>(&dir.join("cells.csv"))
             .map_err(|e| MergeError::Refused(format!("{e:#}")))?;
@@ -105,11 +108,11 @@ impl Input {
     }
 
     /// The runs this input adds up: itself, or, when it was merged, its inputs' runs.
-    fn runs(&self) -> Vec<crate::output::MergedInput> {
+    fn runs(&self) -> Vec<results::manifest::MergedInput> {
         if !self.manifest.merged_from.is_empty() {
             return self.manifest.merged_from.clone();
         }
-        vec![crate::output::MergedInput {
+        vec![results::manifest::MergedInput {
             dir: self.dir.display().to_string(),
             started_utc: self.manifest.started_utc.clone(),
             git_commit: self.manifest.git_commit.clone(),
@@ -122,7 +125,7 @@ impl Input {
     /// The cell's settings as its row states them, from the input's own experiment.
     fn settings(&self, key: &str) -> Result<CellRow, MergeError> {
         match self.plan.get(key) {
-            Some(cell) => Ok(CellRow::from_cell(cell)),
+            Some(cell) => Ok(crate::output::row_of::planned(cell)),
             None => refused(format!(
                 "{}: cell {key} is not in the plan of its manifest's experiment",
                 self.dir.display()
@@ -157,7 +160,7 @@ impl Input {
                 row.ok
             ));
         }
-        logged.into_measurements(&mut m);
+        m.take_histograms(logged);
         m.sent = row.sent;
         m.ok = row.ok;
         m.late = row.late;
@@ -258,7 +261,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<Merged, MergeError> {
         .map(|d| Input::load(d))
         .collect::<Result<_, _>>()?;
     // A run in two inputs (copied, or already merged into one) would count twice.
-    let mut runs: Vec<(crate::output::MergedInput, &Path)> = Vec::new();
+    let mut runs: Vec<(results::manifest::MergedInput, &Path)> = Vec::new();
     for input in &inputs {
         for run in input.runs() {
             if let Some((_, other)) = runs.iter().find(|(r, _)| r.same_run(&run)) {
@@ -555,13 +558,22 @@ fn merge_cell(inputs: &[Input], key: &str) -> Result<MergedCell, MergeError> {
         // Each input's own namespace: the counts add up, as across agents.
         tcp_time_wait: rows
             .iter()
-            .map(|r| r.tcp_time_wait())
+            .map(|r| time_wait(r))
             .collect::<Option<Vec<_>>>()
             .and_then(|v| v.into_iter().reduce(TimeWaitCounts::plus)),
     };
     Ok(MergedCell {
         result,
         apart: latest_start >= earliest_end,
+    })
+}
+
+/// The TIME_WAIT counts of a row, when it has all three.
+fn time_wait(row: &CellRow) -> Option<TimeWaitCounts> {
+    Some(TimeWaitCounts {
+        before: row.tcp_time_wait_before?,
+        after: row.tcp_time_wait_after?,
+        peak: row.tcp_time_wait_peak?,
     })
 }
 

@@ -5,14 +5,12 @@
 
 pub mod capacity;
 pub mod curve;
-pub mod folder;
-pub mod hlog;
-pub mod memory;
 pub mod merge;
-pub mod rows;
+pub mod row_of;
 pub mod summary;
 pub mod summary_json;
 pub mod thresholds;
+pub mod unfinished;
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -22,11 +20,15 @@ use anyhow::Context;
 use bench_core::FailureClass;
 use serde::Serialize;
 
+use results::folder::REQUESTS_FILE;
+use results::hlog;
+use results::manifest::{MergedInput, ServiceRecord, StackInfo};
+use results::rows::{
+    self, AgentRow, CellRow, FailureRow, LatencyRow, RequestRow, ResourceRow, Row,
+};
+
 use crate::measure::sampler::{ResourceSummary, Sample};
 use crate::measure::stats::Measurements;
-use crate::output::rows::{
-    AgentRow, CellRow, FailureRow, LatencyRow, RequestRow, ResourceRow, Row,
-};
 use crate::plan::Cell;
 use crate::settings::Experiment;
 
@@ -98,7 +100,7 @@ impl CellResult {
 
     /// The cell's row of `cells.csv`.
     pub fn row(&self) -> CellRow {
-        CellRow::from_result(self)
+        row_of::finished(self)
     }
 
     /// One `requests.csv` row per name of the cell's request mix that the cell sent (none
@@ -109,7 +111,7 @@ impl CellResult {
             .by_request
             .iter()
             .filter(|r| r.sent > 0)
-            .map(|r| RequestRow::of(&key, r))
+            .map(|r| row_of::request(&key, r))
             .collect()
     }
 }
@@ -410,13 +412,13 @@ impl ResultsWriter {
                 start_unix_s: start,
                 duration_s: result.elapsed_s,
             };
-            hlog::write(&self.dir, key, m, window)?;
+            hlog::write(&self.dir, key, m.tagged(), window)?;
             for (i, agent) in result.per_agent.iter().enumerate() {
                 let window = hlog::Window {
                     duration_s: agent.elapsed_s,
                     ..window
                 };
-                hlog::write_agent(&self.dir, key, i + 1, &agent.measured, window)?;
+                hlog::write_agent(&self.dir, key, i + 1, agent.measured.tagged(), window)?;
             }
         }
         // The cell row goes last: a row in cells.csv means the cell's other data is on disk.
@@ -456,9 +458,6 @@ pub fn create_run_dir(out: &Path, base: &str) -> anyhow::Result<PathBuf> {
     }
     unreachable!("some suffix is free")
 }
-
-/// The file of a request mix's per-name rows ([`RequestRow`]).
-pub const REQUESTS_FILE: &str = "requests.csv";
 
 /// Where and on what a run happened, rewritten after every cell.
 #[derive(Debug, Serialize, serde::Deserialize)]
@@ -545,67 +544,6 @@ impl Manifest {
             }
         }
     }
-}
-
-/// One run a `runner merge` added up, as the merged manifest records it.
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-pub struct MergedInput {
-    /// Its results directory as given on the command line.
-    pub dir: String,
-    pub started_utc: String,
-    pub git_commit: String,
-    pub cpu_model: String,
-    pub kernel: String,
-    /// Rows of its `cells.csv`.
-    pub cells: usize,
-}
-
-impl MergedInput {
-    /// The same run (wherever its directory is now): started at the same instant on the
-    /// same kind of machine.
-    pub fn same_run(&self, other: &MergedInput) -> bool {
-        (&self.started_utc, &self.cpu_model, &self.kernel)
-            == (&other.started_utc, &other.cpu_model, &other.kernel)
-    }
-}
-
-/// The measured service's targets as the run found them (no secrets: header values are in
-/// [`Manifest::experiment`], redacted).
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-pub struct ServiceRecord {
-    /// Some target's certificate was not verified: every output of the run says so, and
-    /// the study's paper (`study paper`) refuses it.
-    pub insecure: bool,
-    pub targets: Vec<TargetRecord>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-pub struct TargetRecord {
-    /// `rest` or `grpc`.
-    pub api: String,
-    pub stacks: Vec<String>,
-    /// `host:port` as written.
-    pub authority: String,
-    pub host: String,
-    pub port: u16,
-    /// The address the host resolved to.
-    pub address: String,
-    pub loopback: bool,
-    /// `tls` or `plaintext`.
-    pub transport: String,
-    /// What the certificate was verified against: `system trust store`, the CA file, or
-    /// `not verified`.
-    pub trust: String,
-    pub server_name: String,
-}
-
-/// One registered stack as the manifest lists it.
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-pub struct StackInfo {
-    pub name: String,
-    pub label: String,
-    pub encoding: String,
-    pub alpn: String,
 }
 
 /// The registry as [`Manifest::stacks`] records it.

@@ -10,7 +10,7 @@ use anyhow::Context;
 
 use stats::interval;
 
-use crate::output::rows::{self, CellRow, Row, SummaryRow};
+use results::rows::{self, CellRow, Row, SummaryRow};
 
 /// The figures aggregated, as `cells.csv` column names.
 pub const FIGURES: [&str; 8] = [
@@ -147,7 +147,7 @@ pub fn write(dir: &Path) -> anyhow::Result<()> {
     // The latency–throughput curve of a rate sweep is a figure of the same cells too.
     crate::output::curve::write(dir)?;
     // Memory per connection is a figure of the same cells, so it is refreshed with them.
-    crate::output::memory::write(dir)
+    results::memory::write(dir)
 }
 
 #[cfg(test)]
@@ -205,5 +205,38 @@ mod tests {
             stale.is_empty(),
             "differ from the committed files: {stale:#?}"
         );
+    }
+
+    #[test]
+    fn summary_write_also_writes_memory_csv() {
+        let dir = tempfile::tempdir().unwrap();
+        let cells: Vec<CellRow> = [100, 200, 400]
+            .into_iter()
+            .map(|c| CellRow {
+                cell_key: format!("h1/reuse/c{c}/r1"),
+                variant: "default".into(),
+                stage: "stress".into(),
+                stack: "h1".into(),
+                regime: "reuse".into(),
+                concurrency: c,
+                mode: "closed".into(),
+                repetition: 1,
+                server_rss_hwm_bytes: Some(10_000_000 + 20_000 * c as u64),
+                ..CellRow::default()
+            })
+            .collect();
+        rows::write(&dir.path().join("cells.csv"), &cells).unwrap();
+        write(dir.path()).unwrap();
+        let text = std::fs::read_to_string(dir.path().join("memory.csv")).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], results::rows::MemoryRow::COLUMNS.join(","));
+        // The client's RSS is flat (0 in these rows): a fit with no R², listed first.
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(lines[1].starts_with("default,h1,reuse,client,"), "{text}");
+        assert!(
+            lines[2].starts_with("default,h1,reuse,server,server_rss_hwm_bytes,3,3,20.000,"),
+            "{text}"
+        );
+        assert!(lines[2].contains(",10.000,1.0000"), "{text}");
     }
 }

@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde::Serialize;
 
-use crate::output::rows::{self, CellRow, Row};
 use crate::output::thresholds::Outcome;
 use crate::output::Manifest;
+use results::rows::{self, CellRow, Row};
 
 pub const FILE_NAME: &str = "summary.json";
 

@@ -7,7 +7,9 @@
 
 use std::path::Path;
 
-use crate::output::rows::{self, CellRow, RequestRow, Row, ThresholdRow};
+use results::rows::fmt::number;
+use results::rows::{self, CellRow, RequestRow, Row, ThresholdRow};
+
 use crate::output::CellResult;
 use crate::settings::Experiment;
 
@@ -186,24 +188,6 @@ pub struct Outcome {
     pub pass: bool,
 }
 
-/// A number as short as it can be written exactly enough for a terminal or CSV.
-pub(crate) fn number(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 {
-        format!("{v:.0}")
-    } else {
-        let s = format!("{v:.6}");
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    }
-}
-
-/// `serialize_with` for `thresholds.csv`'s value column: [`number`], empty for no value.
-pub fn write_number<S: serde::Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
-    match v {
-        Some(v) => s.serialize_str(&number(*v)),
-        None => s.serialize_none(),
-    }
-}
-
 /// Every column of `cells.csv`, with whether it is numeric: the columns of [`CellRow`], so
 /// a threshold names a real column or is refused.
 pub fn columns() -> Vec<(String, bool)> {
@@ -356,7 +340,7 @@ fn parse_one(index: usize, t: &Threshold) -> Result<Parsed, Invalid> {
     }
     // A per-name threshold reads requests.csv, whose columns are a subset of cells.csv's.
     let (columns, file) = match &t.requests {
-        Some(_) => (columns_of::<RequestRow>(), crate::output::REQUESTS_FILE),
+        Some(_) => (columns_of::<RequestRow>(), results::folder::REQUESTS_FILE),
         None => (columns(), "cells.csv"),
     };
     let mut checks = Vec::new();
@@ -399,7 +383,7 @@ pub fn validate(exp: &Experiment) -> Result<Vec<Parsed>, Invalid> {
     }
     let records: Vec<CellRow> = crate::plan::plan(exp)
         .iter()
-        .map(CellRow::from_cell)
+        .map(crate::output::row_of::planned)
         .collect();
     for (i, p) in parsed.iter().enumerate() {
         for (column, wanted) in &p.selectors {
@@ -582,7 +566,7 @@ pub fn write(dir: &Path, thresholds: &[Threshold]) -> anyhow::Result<Vec<Outcome
     }
     let parsed = parse(thresholds).map_err(|e| anyhow::anyhow!(e.describe(None, "run")))?;
     let cells = dir.join("cells.csv");
-    let requests = rows::read_if_present::<RequestRow>(&dir.join(crate::output::REQUESTS_FILE))?;
+    let requests = rows::read_if_present::<RequestRow>(&dir.join(results::folder::REQUESTS_FILE))?;
     let mut outcomes = Vec::new();
     if cells.is_file() {
         for row in &rows::read::<CellRow>(&cells)?.rows {

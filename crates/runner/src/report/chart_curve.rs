@@ -5,10 +5,11 @@
 
 use std::fmt::Write as _;
 
-use crate::output::curve::{self, CurveRow, KNEE_ACHIEVED_SHARE, KNEE_P99_FACTOR};
-use crate::output::rows::CellRow;
+use crate::output::curve::{self, KNEE_ACHIEVED_SHARE, KNEE_P99_FACTOR};
 use crate::report::chart::{self, fmt_tick, marker, style};
 use crate::report::label;
+use results::rows::CellRow;
+use results::rows::CurveRow;
 
 const W: f64 = 560.0;
 const H: f64 = 300.0;

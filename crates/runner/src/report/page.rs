@@ -9,12 +9,13 @@ use anyhow::{bail, Context};
 use bench_core::FailureClass;
 use serde::Serialize;
 
-use crate::output::rows::{self, CellRow, Row as _, SummaryRow, ThresholdRow};
 use crate::output::summary;
 use crate::registry;
 use crate::report::chart::{self, Series};
-use crate::report::labels::{is_cell, label, levels, mean_of, ms, regimes, stack_order};
 use crate::report::Results;
+use crate::report::{label, stack_order};
+use results::labels::{is_cell, levels, mean_of, ms, regimes};
+use results::rows::{self, CellRow, Row as _, SummaryRow, ThresholdRow};
 
 /// The `cells.csv` figures the stress table, the peak summary and the comparisons read: one
 /// definition each (docs/results-schema.md).
@@ -362,7 +363,7 @@ fn stage_label(row: &CellRow) -> String {
 fn notes(results: &Results, stress: &[&CellRow], stats: &Stats) -> Vec<String> {
     let m = &results.manifest["experiment"];
     // A run of your own service speaks of it, not of the study this suite reproduces.
-    let yours = crate::report::service::record(&results.manifest).is_some();
+    let yours = results::manifest::ServiceRecord::of(&results.manifest).is_some();
     let mut notes = Vec::new();
     let tls = if m["plaintext"].as_bool() == Some(true) {
         "plaintext (no TLS)"
@@ -531,7 +532,7 @@ const MEMORY_LEFT_OUT_NOTE: &str = "Memory per open connection is left out: the 
 /// or `None` with the reason when it is left out: a service whose server RSS was not read.
 fn memory_section(results: &Results) -> Result<String, &'static str> {
     let cells = &results.cells;
-    let yours = crate::report::service::record(&results.manifest).is_some();
+    let yours = results::manifest::ServiceRecord::of(&results.manifest).is_some();
     let server_sampled = cells.iter().any(|r| {
         r.stage == "stress"
             && (r.server_rss_hwm_bytes.is_some() || r.server_rss_peak_bytes.is_some())
@@ -539,7 +540,7 @@ fn memory_section(results: &Results) -> Result<String, &'static str> {
     if yours && !server_sampled {
         return Err(MEMORY_LEFT_OUT_NOTE);
     }
-    let fits = crate::report::memory::fits(cells);
+    let fits = results::memory::fits(cells);
     if fits.is_empty() {
         return Ok(String::new());
     }
@@ -548,12 +549,12 @@ fn memory_section(results: &Results) -> Result<String, &'static str> {
     html.push_str("<table>\n<tr><th>Variant</th><th>Stack</th><th>Regime</th><th>Role</th><th>KB per connection [95 % CI]</th><th>Intercept (MB)</th><th>R²</th><th>n (levels)</th><th>RSS column</th></tr>\n");
     let (mut unresolved, mut falling) = (false, false);
     for m in &fits {
-        let (_, intercept) = crate::report::memory::describe(&m.fit);
-        let slope = crate::report::memory::slope_shown(&m.fit);
-        match crate::report::memory::resolved(&m.fit) {
-            crate::report::memory::Resolved::Growth => {}
-            crate::report::memory::Resolved::Unresolved => unresolved = true,
-            crate::report::memory::Resolved::Falling => falling = true,
+        let (_, intercept) = results::memory::describe(&m.fit);
+        let slope = results::memory::slope_shown(&m.fit);
+        match results::memory::resolved(&m.fit) {
+            results::memory::Resolved::Growth => {}
+            results::memory::Resolved::Unresolved => unresolved = true,
+            results::memory::Resolved::Falling => falling = true,
         }
         html.push_str(&format!(
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{slope}</td><td>{intercept}</td><td>{}</td><td>{} ({})</td><td>{}</td></tr>\n",
@@ -609,7 +610,7 @@ fn thresholds_section(dir: &Path) -> anyhow::Result<String> {
         } else {
             let value = r
                 .value
-                .map_or_else(|| "no value".to_string(), crate::output::thresholds::number);
+                .map_or_else(|| "no value".to_string(), results::rows::fmt::number);
             let cell = if r.request.is_empty() {
                 r.cell_key.clone()
             } else {
@@ -957,7 +958,7 @@ pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
         }
     }
 
-    let service = crate::report::service::record(&results.manifest);
+    let service = results::manifest::ServiceRecord::of(&results.manifest);
     let memory = memory_section(&results);
     let mut notes = notes(&results, &stress, &stats);
     if let Err(why) = memory {

@@ -3,7 +3,7 @@
 //! the highest concurrency both have: latency p50 and p99, and CPU per 1,000 successes (server
 //! + load generator + proxies against server + load generator). Means over repetitions.
 
-use crate::output::rows::CellRow;
+use results::rows::CellRow;
 
 /// A row's path (`direct` for runs from before the column).
 fn path_of(r: &CellRow) -> &str {

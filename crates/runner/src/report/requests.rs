@@ -6,9 +6,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::output::rows::{self, CellRow, RequestRow};
-use crate::output::REQUESTS_FILE;
-use crate::report::labels::{label, ms};
+use crate::report::label;
+use results::folder::REQUESTS_FILE;
+use results::labels::ms;
+use results::rows::{self, CellRow, RequestRow};
 
 /// How far (in binomial standard errors) an observed share may sit from its weight's share
 /// before the table marks it: the draw is a pure function of (seed, seq), close to

@@ -3,8 +3,8 @@
 //! port or TLS, or their measured connection setup differs, the comparison is not of
 //! protocols alone.
 
-use crate::output::rows::CellRow;
-use crate::output::{ServiceRecord, TargetRecord};
+use results::manifest::{ServiceRecord, TargetRecord};
+use results::rows::CellRow;
 
 /// Setup times of one stack, medians over its cells (µs).
 struct Setup {
@@ -43,11 +43,6 @@ fn setup_of(stack: &str, cells: &[CellRow]) -> Setup {
         connect_us: of(|r| r.connect_p50_us),
         handshake_us: of(|r| r.handshake_p50_us),
     }
-}
-
-/// The manifest's service record, if the run measured a service.
-pub fn record(manifest: &serde_json::Value) -> Option<ServiceRecord> {
-    serde_json::from_value(manifest.get("service")?.clone()).ok()
 }
 
 /// The record's targets as the run measured them: each with only its stacks that have cells,

@@ -5,8 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::output::rows::CellRow;
-use crate::report::labels::{label, ms};
+use crate::report::label;
+use results::labels::ms;
+use results::rows::CellRow;
 
 /// One row of the table: a (variant, stack, regime, level), pooled over repetitions.
 #[derive(Default)]

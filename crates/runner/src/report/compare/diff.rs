@@ -9,8 +9,8 @@ use serde::Serialize;
 use stats::{mean, welch, Welch};
 
 use super::{Metric, Row, KEY, METRICS, MIN_REPETITIONS};
-use crate::output::rows::Row as _;
 use crate::report::Results;
+use results::rows::Row as _;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub enum Verdict {
@@ -156,7 +156,7 @@ fn group(rows: &[Row]) -> BTreeMap<Vec<String>, Vec<&Row>> {
 
 /// One metric over a cell's repetitions in both runs: the primary column when every
 /// repetition of both runs has it (so both sides measure the same thing), else the fallback.
-/// A steady rate counts as had only from a long enough window ([`CellRow::steady_valid`](crate::output::rows::CellRow::steady_valid)).
+/// A steady rate counts as had only from a long enough window ([`CellRow::steady_valid`](results::rows::CellRow::steady_valid)).
 fn change(metric: &'static Metric, base: &[&Row], new: &[&Row]) -> Option<Change> {
     let all = |rows: &[&Row], c: &str| {
         rows.iter()

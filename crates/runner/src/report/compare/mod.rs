@@ -12,8 +12,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use crate::exit::Status;
-use crate::output::rows::CellRow;
 use crate::report::Results;
+use results::rows::CellRow;
 
 pub mod diff;
 pub mod markdown;

@@ -10,9 +10,9 @@ use stats::sample_sd;
 
 use super::diff::{natural_order, CellChange, Change, Verdict};
 use super::{Metric, METRICS};
-use crate::output::rows::{self, CompareRow};
 use crate::report::chart::{self, Bar};
 use crate::report::{label, Results};
+use results::rows::{self, CompareRow};
 
 fn fmt_value(metric: &Metric, v: f64) -> String {
     format!("{:.*}", metric.decimals, v * metric.scale)

@@ -118,7 +118,7 @@ row_type! {
         /// The key as written (an alias or a column); `value` and `bound` are in its units.
         pub column: String,
         /// Empty when the cell had no value for it.
-        #[serde(default, serialize_with = "crate::output::thresholds::write_number")]
+        #[serde(default, serialize_with = "fmt::opt_number")]
         pub value: Option<f64>,
         pub bound: String,
         pub pass: bool,
@@ -166,5 +166,36 @@ row_type! {
         #[serde(default, serialize_with = "fmt::opt_dec::<6, _>")]
         pub p_value: Option<f64>,
         pub verdict: String,
+    }
+}
+
+row_type! {
+    /// One point of a latency–throughput curve (`curve.csv`): the means over its repetitions.
+    pub struct CurveRow {
+        pub variant: String,
+        pub stack: String,
+        pub regime: String,
+        pub concurrency: u32,
+        #[serde(serialize_with = "fmt::display")]
+        pub offered_rps: f64,
+        /// Mean `throughput_rps` (successes per second over the measured phase).
+        #[serde(serialize_with = "fmt::dec::<3, _>")]
+        pub achieved_rps: f64,
+        #[serde(serialize_with = "fmt::dec::<1, _>")]
+        pub latency_p50_us: f64,
+        #[serde(serialize_with = "fmt::dec::<1, _>")]
+        pub latency_p99_us: f64,
+        #[serde(serialize_with = "fmt::dec::<1, _>")]
+        pub latency_p999_us: f64,
+        #[serde(serialize_with = "fmt::dec::<6, _>")]
+        pub success_rate: f64,
+        /// Requests sent late (no worker free), summed over the repetitions.
+        pub late: u64,
+        /// The largest pacing-lag p99 of the repetitions, µs; empty when none recorded one.
+        #[serde(default)]
+        pub pacing_lag_p99_us: Option<u64>,
+        pub repetitions: usize,
+        /// This point is the curve's knee (the runner's `output::curve::knee` rule).
+        pub knee: bool,
     }
 }

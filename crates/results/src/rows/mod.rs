@@ -11,7 +11,7 @@ pub use cell::{
     steady_window_valid_for, CellRow, MIN_STEADY_FRACTION_OF_ELAPSED, MIN_STEADY_OK_PER_WORKER,
     RENAMED_COLUMNS,
 };
-pub use derived::{CompareRow, MemoryRow, SummaryRow, ThresholdRow};
+pub use derived::{CompareRow, CurveRow, MemoryRow, SummaryRow, ThresholdRow};
 pub use samples::{AgentRow, FailureRow, LatencyRow, RequestRow, ResourceRow};
 
 use std::path::Path;
@@ -100,11 +100,11 @@ macro_rules! row_type {
             $( $(#[$fmeta])* pub $field: $ty ),*
         }
 
-        impl $crate::output::rows::Row for $name {
+        impl $crate::rows::Row for $name {
             const COLUMNS: &'static [&'static str] = &[$(stringify!($field)),*];
             fn number(&self, column: &str) -> Option<f64> {
                 match column {
-                    $(stringify!($field) => $crate::output::rows::Field::number(&self.$field),)*
+                    $(stringify!($field) => $crate::rows::Field::number(&self.$field),)*
                     // Columns are named in strings by the report and paper: a misspelt or
                     // renamed one fails every test that reaches it instead of showing "—".
                     _ => {
@@ -115,7 +115,7 @@ macro_rules! row_type {
             }
             fn text(&self, column: &str) -> Option<String> {
                 match column {
-                    $(stringify!($field) => Some($crate::output::rows::Field::text(&self.$field)),)*
+                    $(stringify!($field) => Some($crate::rows::Field::text(&self.$field)),)*
                     _ => {
                         debug_assert!(false, "{} has no column '{column}'", stringify!($name));
                         None
@@ -124,7 +124,7 @@ macro_rules! row_type {
             }
             fn numeric(column: &str) -> Option<bool> {
                 match column {
-                    $(stringify!($field) => Some(<$ty as $crate::output::rows::Field>::NUMERIC),)*
+                    $(stringify!($field) => Some(<$ty as $crate::rows::Field>::NUMERIC),)*
                     _ => None,
                 }
             }
@@ -227,6 +227,24 @@ pub mod fmt {
     pub fn opt_display<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
         match v {
             Some(v) => s.collect_str(v),
+            None => s.serialize_none(),
+        }
+    }
+
+    /// A number as short as it can be written exactly enough for a terminal or CSV.
+    pub fn number(v: f64) -> String {
+        if v.fract() == 0.0 && v.abs() < 1e15 {
+            format!("{v:.0}")
+        } else {
+            let s = format!("{v:.6}");
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        }
+    }
+
+    /// `serialize_with` for `thresholds.csv`'s value column: [`number`], empty for no value.
+    pub fn opt_number<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(v) => s.serialize_str(&number(*v)),
             None => s.serialize_none(),
         }
     }

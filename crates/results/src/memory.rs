@@ -2,8 +2,8 @@
 //! `summary.csv`). The study compared absolute RSS at one point (C5); an ordinary
 //! least-squares slope of RSS against open connections is the figure a reader can carry to
 //! their own scale, and its intercept is the process's fixed cost. One fit per (variant,
-//! stack, regime, role) over all repetitions and levels of a run's stress cells. How reports
-//! show a fit is [`crate::report::memory`]'s.
+//! stack, regime, role) over all repetitions and levels of a run's stress cells; and how the
+//! reports and the paper show a fit ([`describe`], [`slope_shown`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -12,7 +12,7 @@ use anyhow::Context;
 
 use stats::{ols, Fit};
 
-use crate::output::rows::{self, CellRow, MemoryRow, Row};
+use crate::rows::{self, CellRow, MemoryRow, Row};
 
 /// Fewer distinct levels cannot tell a slope from noise around two points ([`stats::ols`]).
 pub use stats::MIN_LEVELS;
@@ -120,4 +120,83 @@ pub fn write(dir: &Path) -> anyhow::Result<()> {
     rows::write(&tmp, &out)?;
     std::fs::rename(&tmp, dir.join("memory.csv")).context("cannot write memory.csv")?;
     Ok(())
+}
+
+/// A fit as the reports show it: `slope [low, high]` KB per connection, intercept in MB.
+pub fn describe(f: &Fit) -> (String, String) {
+    (
+        format!(
+            "{:.1} [{:.1}, {:.1}]",
+            f.slope / 1e3,
+            f.slope_ci95.0 / 1e3,
+            f.slope_ci95.1 / 1e3
+        ),
+        format!("{:.1}", f.intercept / 1e6),
+    )
+}
+
+/// What a fit's 95 % interval says about memory per connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolved {
+    /// The interval lies above 0: a per-connection cost, shown with its interval.
+    Growth,
+    /// The interval includes 0: the cells cannot tell a per-connection cost from noise.
+    Unresolved,
+    /// The interval lies below 0: RSS fell as connections rose, which no per-connection cost
+    /// explains (allocator reuse, another process's effect, or a service that freed memory).
+    Falling,
+}
+
+pub fn resolved(f: &Fit) -> Resolved {
+    let (lo, hi) = f.slope_ci95;
+    if lo > 0.0 {
+        Resolved::Growth
+    } else if hi < 0.0 {
+        Resolved::Falling
+    } else {
+        Resolved::Unresolved
+    }
+}
+
+/// The slope as the report's table shows it: `slope [low, high]` KB per connection when the
+/// interval lies above 0, else what the interval says instead of a per-connection figure
+/// that would read as negative memory (`memory.csv` keeps the fitted numbers).
+pub fn slope_shown(f: &Fit) -> String {
+    match resolved(f) {
+        Resolved::Growth => describe(f).0,
+        Resolved::Unresolved => format!(
+            "not resolved: 95 % CI spans 0 (± {:.1} KB)",
+            (f.slope_ci95.1 - f.slope_ci95.0) / 2e3
+        ),
+        Resolved::Falling => "none: RSS fell as connections rose".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rows::CellRow;
+
+    #[test]
+    fn fewer_than_three_levels_give_no_fit() {
+        let row = |c: u32, rss: u64| CellRow {
+            stage: "stress".into(),
+            variant: "default".into(),
+            stack: "h3".into(),
+            regime: "reuse".into(),
+            concurrency: c,
+            server_rss_peak_bytes: Some(rss),
+            ..CellRow::default()
+        };
+        let two = [row(10, 1000), row(20, 2000)];
+        assert!(fits(&two).is_empty());
+        let three = [row(10, 1000), row(20, 2000), row(40, 4000)];
+        let got: Vec<MemoryFit> = fits(&three)
+            .into_iter()
+            .filter(|m| m.role == "server")
+            .collect();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].rss_column, "server_rss_peak_bytes");
+        assert!((got[0].fit.slope - 100.0).abs() < 1e-9);
+    }
 }

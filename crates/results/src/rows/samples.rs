@@ -107,31 +107,3 @@ row_type! {
         pub latency_mean_us: Option<f64>,
     }
 }
-
-impl RequestRow {
-    /// One name's row of a cell, from what it measured.
-    pub fn of(cell_key: &str, r: &crate::measure::stats::RequestMeasurements) -> Self {
-        let l = crate::measure::stats::LatencySummary::of(&r.latency);
-        let some = |v: u64| (r.ok > 0).then_some(v);
-        RequestRow {
-            cell_key: cell_key.to_string(),
-            request: r.name.clone(),
-            sent: r.sent,
-            ok: r.ok,
-            failed: r.sent.saturating_sub(r.ok),
-            success_rate: if r.sent == 0 {
-                0.0
-            } else {
-                r.ok as f64 / r.sent as f64
-            },
-            latency_min_us: some(l.min),
-            latency_p50_us: some(l.p50),
-            latency_p90_us: some(l.p90),
-            latency_p95_us: some(l.p95),
-            latency_p99_us: some(l.p99),
-            latency_p999_us: some(l.p999),
-            latency_max_us: some(l.max),
-            latency_mean_us: (r.ok > 0).then_some(l.mean),
-        }
-    }
-}
