@@ -15,6 +15,9 @@ use crate::rows::{AgentRow, CellRow, FailureRow, LatencyRow, RequestRow, Resourc
 /// The file of a request mix's per-name rows ([`RequestRow`]).
 pub const REQUESTS_FILE: &str = "requests.csv";
 
+/// The file of the experiment's thresholds, judged per cell (`ThresholdRow`).
+pub const THRESHOLDS_FILE: &str = "thresholds.csv";
+
 /// Who reads the directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Purpose {

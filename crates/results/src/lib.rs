@@ -4,10 +4,12 @@
 //! `--resume` run before trusting
 //! a directory ([`folder`]), a whole run as the readers take it ([`Results`]), the labels and
 //! orders the documents share ([`labels`], from the stacks the manifest records), the memory
-//! fits ([`memory`]) and the exit statuses every command ends with ([`exit`]).
+//! fits ([`memory`]), the files derived from `cells.csv` (`summary.csv`, `curve.csv` and
+//! `memory.csv`: [`summary::write`]) and the exit statuses every command ends with ([`exit`]).
 //! docs/results-schema.md describes the files; the runner writes them, the report, the
 //! comparison and the study (crate `study`) read them through this crate alone.
 
+pub mod curve;
 pub mod exit;
 pub mod folder;
 pub mod hlog;
@@ -15,6 +17,7 @@ pub mod labels;
 pub mod manifest;
 pub mod memory;
 pub mod rows;
+pub mod summary;
 
 use std::path::Path;
 

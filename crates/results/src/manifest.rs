@@ -83,3 +83,48 @@ impl StackInfo {
             .unwrap_or_default()
     }
 }
+
+/// Stalls at least this long are counted as time lost (the "≥ 50 µs" of `lost_pct`).
+pub const STALL_US: u64 = 50;
+
+/// The machine's stall probe before an open-loop run, as the manifest's `environment`
+/// records it (the runner's `measure::stalls` takes it): a floor under pacing lag.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct StallProbe {
+    /// How long the thread spun: the length asked for, or more when the machine stopped it
+    /// just before the end.
+    pub probe_ms: u64,
+    /// The core it spun on (`None`: not pinned, any core).
+    pub cpu: Option<usize>,
+    /// Share of the probe spent in stalls of at least [`STALL_US`], in percent.
+    pub lost_pct: f64,
+    /// Stalls of at least [`STALL_US`].
+    pub stalls: u64,
+    /// The longest stall.
+    pub longest_us: u64,
+    /// p99 / p99.9 of the lateness of an instant chosen uniformly in the probe: the remainder
+    /// of the stall it falls into, 0 outside stalls. A perfectly punctual pacer on this
+    /// machine would show this pacing lag.
+    pub lateness_p99_us: u64,
+    pub lateness_p999_us: u64,
+}
+
+impl StallProbe {
+    /// One line for the terminal and the report.
+    pub fn describe(&self) -> String {
+        let core = self
+            .cpu
+            .map_or("any core".to_string(), |c| format!("CPU {c}"));
+        format!(
+            "a thread spinning on {core} for {} ms was stopped by the machine {} times for ≥ {STALL_US} µs \
+             ({:.2} % of the time, longest {} µs): a perfectly punctual pacer would be late by p99 {} µs, \
+             p99.9 {} µs",
+            self.probe_ms,
+            self.stalls,
+            self.lost_pct,
+            self.longest_us,
+            self.lateness_p99_us,
+            self.lateness_p999_us
+        )
+    }
+}

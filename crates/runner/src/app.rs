@@ -10,7 +10,7 @@ use crate::exec::{pin, run, serve};
 use crate::netem::netns;
 use crate::output::thresholds;
 use crate::settings;
-use crate::{cli, output, plan, registry, report};
+use crate::{cli, output, plan, registry};
 
 pub fn main() -> ExitCode {
     let cli = cli::parse();
@@ -113,9 +113,7 @@ pub fn main() -> ExitCode {
             out,
             fail_on_regression,
             format,
-        }) => {
-            crate::report::compare::command(&base, &new, out.as_deref(), fail_on_regression, format)
-        }
+        }) => report::compare::command(&base, &new, out.as_deref(), fail_on_regression, format),
         Some(Command::Merge { dirs, out }) => output::merge::command(&dirs, &out),
         Some(Command::K8s {
             command: cli::K8sCommand::Render { experiment, out },

@@ -45,7 +45,7 @@ pub enum Command {
         /// What stdout gets: the terminal table, or a Markdown table for a pull-request
         /// comment (alone on stdout; the rest goes to stderr).
         #[arg(long, value_enum, default_value_t)]
-        format: crate::report::compare::Format,
+        format: report::compare::Format,
     },
     /// Add up results directories of one experiment run separately (e.g. one per load-generator
     /// host) into a new results directory: histograms (.hlog) added exactly, counts summed.

@@ -2,8 +2,8 @@
 //! their validation), `plan` (cells), `exec` (how cells run: server and load-generator
 //! children, the load engine), `measure` (histograms, sampling, kernel counters), `netem`
 //! (namespaces and emulation), `output` (what a run writes: manifest, summary, thresholds; the
-//! rows and the readers' check are crate `results`'s), `console` (what a run prints), `report`
-//! (the page, charts and the comparison). `main.rs` is a thin wrapper around [`app::main`].
+//! rows and the readers' check are crate `results`'s), `console` (what a run prints); the page, charts and
+//! comparison are crate `report`'s. `main.rs` is a thin wrapper around [`app::main`].
 
 pub mod app;
 pub mod capacity;
@@ -16,7 +16,6 @@ pub mod netem;
 pub mod output;
 pub mod plan;
 pub mod registry;
-pub mod report;
 pub mod settings;
 #[cfg(feature = "test-stacks")]
 pub mod test_stacks;

@@ -4,6 +4,7 @@
 //! as far as cells do not depend on one another ([`shuffle_repetition`]).
 
 use bench_core::{HandshakeVariant, PayloadProfile};
+use results::rows::rate_key;
 
 use crate::settings::{CellOrder, Experiment, HostNamespaces, Regime};
 
@@ -148,12 +149,6 @@ impl Cell {
             Stage::Stress => self.swept_rate_rps.or(self.settings.rate),
         }
     }
-}
-
-/// A rate as a cell key writes it: the shortest decimal that reads back as the same number
-/// (`2000`, `1414.25`).
-pub fn rate_key(rate_rps: f64) -> String {
-    rate_rps.to_string()
 }
 
 pub fn plan(base: &Experiment) -> Vec<Cell> {

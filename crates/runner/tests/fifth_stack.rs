@@ -67,10 +67,7 @@ fn a_new_stack_runs_through_sweep_report_and_figures_with_its_own_style() {
         html.contains("HTTP/1.1 copy"),
         "the registry's label is shown"
     );
-    let (h1, copy) = (
-        runner::report::chart::style(0),
-        runner::report::chart::style(5),
-    );
+    let (h1, copy) = (report::chart::style(0), report::chart::style(5));
     assert_ne!(h1, copy);
     assert!(html.contains(&format!("stroke=\"{}\"", h1.colour)));
     assert!(

@@ -55,11 +55,11 @@ fn grpc_h3_runs_both_regimes_validated_and_has_the_fifth_style() {
         html.contains("gRPC/HTTP/3"),
         "the registry's label is shown"
     );
-    let fifth = runner::report::chart::style(4);
+    let fifth = report::chart::style(4);
     assert!(html.contains(&format!("stroke=\"{}\"", fifth.colour)));
     assert!(html.contains(&format!("stroke-dasharray=\"{}\"", fifth.dash)));
     for other in 0..4 {
-        let style = runner::report::chart::style(other);
+        let style = report::chart::style(other);
         assert_ne!(style.colour, fifth.colour);
         assert_ne!(style.dash, fifth.dash);
         assert_ne!(style.marker, fifth.marker, "a marker of its own");
@@ -195,13 +195,13 @@ fn thresholds_and_compare_judge_grpc_h3_cells() {
     assert!(compare.status.success(), "{text}");
     assert!(text.contains("grpc-h3 reuse c2"), "{text}");
     let html = std::fs::read_to_string(compared.join("compare.html")).unwrap();
-    let fifth = runner::report::chart::style(4);
+    let fifth = report::chart::style(4);
     assert!(
         html.contains(&format!("fill=\"{}\"", fifth.colour)),
         "{html}"
     );
     for other in 0..4 {
-        let colour = runner::report::chart::style(other).colour;
+        let colour = report::chart::style(other).colour;
         assert!(!html.contains(colour), "no other stack's colour {colour}");
     }
 }

@@ -460,7 +460,7 @@ fn report_shows_a_confidence_interval_for_two_repetitions() {
         }
     }
     write_csv(&dir.join("cells.csv"), &header, &rows);
-    runner::output::summary::write(dir).unwrap();
+    results::summary::write(dir).unwrap();
     let summary = read_csv(&dir.join("summary.csv"));
     let doc = render(dir);
 

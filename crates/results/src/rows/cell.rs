@@ -366,6 +366,39 @@ pub fn steady_window_valid_for(ok: f64, window_s: f64, workers: u32, elapsed_s: 
         && window_s >= MIN_STEADY_FRACTION_OF_ELAPSED * elapsed_s
 }
 
+/// A rate as a cell key writes it: the shortest decimal that reads back as the same number
+/// (`2000`, `1414.25`).
+pub fn rate_key(rate_rps: f64) -> String {
+    rate_rps.to_string()
+}
+
+/// Whose packets the kernel counters of a row count (`net_counters_scope`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetScope {
+    /// The cell's private network namespace: only its server and load generator, exact.
+    Namespace,
+    /// The runner's (host) namespace: other processes on the machine add to them.
+    Host,
+}
+
+impl NetScope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NetScope::Namespace => "namespace",
+            NetScope::Host => "host",
+        }
+    }
+}
+
+/// The kernel counters' columns of `cells.csv` (`net_*`), in column order; the runner reads
+/// each from the kernel.
+pub fn net_counter_columns() -> impl Iterator<Item = &'static str> {
+    <CellRow as super::Row>::COLUMNS
+        .iter()
+        .copied()
+        .filter(|c| c.starts_with("net_") && *c != "net_counters_scope")
+}
+
 /// Columns renamed since runs were committed (old name, new name): a row reads the old name
 /// as the new one (`#[serde(alias)]`), so committed runs stay readable.
 pub const RENAMED_COLUMNS: &[(&str, &str)] = &[("connections_opened", "connections_established")];

@@ -8,8 +8,8 @@ mod derived;
 mod samples;
 
 pub use cell::{
-    steady_window_valid_for, CellRow, MIN_STEADY_FRACTION_OF_ELAPSED, MIN_STEADY_OK_PER_WORKER,
-    RENAMED_COLUMNS,
+    net_counter_columns, rate_key, steady_window_valid_for, CellRow, NetScope,
+    MIN_STEADY_FRACTION_OF_ELAPSED, MIN_STEADY_OK_PER_WORKER, RENAMED_COLUMNS,
 };
 pub use derived::{CompareRow, CurveRow, MemoryRow, SummaryRow, ThresholdRow};
 pub use samples::{AgentRow, FailureRow, LatencyRow, RequestRow, ResourceRow};

@@ -78,9 +78,9 @@ const STALL_PROBE: Duration = Duration::from_secs(1);
 
 /// Probes the machine's stalls on the load generator's core (the runner's, which its load
 /// generators inherit: CPU 1 when pinned).
-async fn stall_probe(pinned: bool) -> crate::measure::stalls::StallProbe {
+async fn stall_probe(pinned: bool) -> results::manifest::StallProbe {
     let cpu = pinned.then_some(1);
-    tokio::task::spawn_blocking(move || crate::measure::stalls::StallProbe::run(STALL_PROBE, cpu))
+    tokio::task::spawn_blocking(move || crate::measure::stalls::probe(STALL_PROBE, cpu))
         .await
         .expect("the stall probe does not panic")
 }
@@ -359,7 +359,7 @@ pub async fn run_cells(
     .into();
     manifest.finished_utc = Some(chrono::Utc::now().to_rfc3339());
     manifest.write(&dir)?;
-    crate::output::summary::write(&dir)?;
+    results::summary::write(&dir)?;
     Ok(RunOutcome {
         dir: writer.dir.clone(),
         results,

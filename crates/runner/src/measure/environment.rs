@@ -49,7 +49,7 @@ pub struct Environment {
     pub allocator: String,
     /// Open-loop runs: how late the machine itself ran a spinning thread on the load
     /// generator's core, probed as the run starts (the floor under pacing lag).
-    pub stall_probe: Option<crate::measure::stalls::StallProbe>,
+    pub stall_probe: Option<results::manifest::StallProbe>,
 }
 
 /// The sysctls recorded, by name and `/proc/sys` path.

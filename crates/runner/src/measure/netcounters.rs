@@ -97,23 +97,8 @@ pub const COUNTERS: [Counter; 12] = [
 /// The column saying whose counters a row holds.
 pub const SCOPE_COLUMN: &str = "net_counters_scope";
 
-/// Whose packets the counters count.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
-    /// The cell's private network namespace: only its server and load generator, exact.
-    Namespace,
-    /// The runner's (host) namespace: other processes on the machine add to them.
-    Host,
-}
-
-impl Scope {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Scope::Namespace => "namespace",
-            Scope::Host => "host",
-        }
-    }
-}
+/// Whose packets the counters count (the values of [`SCOPE_COLUMN`]).
+pub use results::rows::NetScope as Scope;
 
 /// Values of [`COUNTERS`], in the same order: a reading, or the difference of two.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -10,100 +10,56 @@
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use serde::{Deserialize, Serialize};
-
-/// Stalls at least this long are counted as time lost (the "≥ 50 µs" of `lost_pct`).
-pub const STALL_US: u64 = 50;
+use results::manifest::{StallProbe, STALL_US};
 
 /// Gaps between two clock readings shorter than this are the loop itself, not a stall.
 const GAP_FLOOR: Duration = Duration::from_micros(1);
 
-/// What one probe saw.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct StallProbe {
-    /// How long the thread spun: the length asked for, or more when the machine stopped it
-    /// just before the end.
-    pub probe_ms: u64,
-    /// The core it spun on (`None`: not pinned, any core).
-    pub cpu: Option<usize>,
-    /// Share of the probe spent in stalls of at least [`STALL_US`], in percent.
-    pub lost_pct: f64,
-    /// Stalls of at least [`STALL_US`].
-    pub stalls: u64,
-    /// The longest stall.
-    pub longest_us: u64,
-    /// p99 / p99.9 of the lateness of an instant chosen uniformly in the probe: the remainder
-    /// of the stall it falls into, 0 outside stalls. A perfectly punctual pacer on this
-    /// machine would show this pacing lag.
-    pub lateness_p99_us: u64,
-    pub lateness_p999_us: u64,
+/// Spins on the calling thread for `length`, reading the clock as fast as it can; memory
+/// is one histogram of gap lengths, whatever the length.
+pub fn probe(length: Duration, cpu: Option<usize>) -> StallProbe {
+    let mut gaps = gap_histogram();
+    let started = Instant::now();
+    let mut last = started;
+    loop {
+        let now = Instant::now();
+        let gap = now - last;
+        if gap >= GAP_FLOOR {
+            gaps.saturating_record(gap.as_nanos() as u64);
+        }
+        last = now;
+        if now - started >= length {
+            break;
+        }
+    }
+    from_gaps(&gaps, last - started, cpu)
 }
 
-impl StallProbe {
-    /// Spins on the calling thread for `length`, reading the clock as fast as it can; memory
-    /// is one histogram of gap lengths, whatever the length.
-    pub fn run(length: Duration, cpu: Option<usize>) -> StallProbe {
-        let mut gaps = gap_histogram();
-        let started = Instant::now();
-        let mut last = started;
-        loop {
-            let now = Instant::now();
-            let gap = now - last;
-            if gap >= GAP_FLOOR {
-                gaps.saturating_record(gap.as_nanos() as u64);
-            }
-            last = now;
-            if now - started >= length {
-                break;
-            }
-        }
-        StallProbe::from_gaps(&gaps, last - started, cpu)
-    }
-
-    /// The probe's figures from its gap lengths (ns) over `length`.
-    pub fn from_gaps(gaps: &Histogram<u64>, length: Duration, cpu: Option<usize>) -> StallProbe {
-        let total_ns = length.as_nanos().max(1) as f64;
-        let stall_ns = STALL_US * 1_000;
-        let (mut lost_ns, mut stalls) = (0.0, 0);
-        for v in gaps.iter_recorded() {
-            let value = gaps.highest_equivalent(v.value_iterated_to());
-            if value >= stall_ns {
-                lost_ns += value as f64 * v.count_at_value() as f64;
-                stalls += v.count_at_value();
-            }
-        }
-        let lateness = |q: f64| lateness_quantile_ns(gaps, total_ns, q) / 1_000;
-        StallProbe {
-            probe_ms: length.as_millis() as u64,
-            cpu,
-            lost_pct: 100.0 * lost_ns / total_ns,
-            stalls,
-            longest_us: if gaps.is_empty() {
-                0
-            } else {
-                gaps.max() / 1_000
-            },
-            lateness_p99_us: lateness(0.99),
-            lateness_p999_us: lateness(0.999),
+/// The probe's figures from its gap lengths (ns) over `length`.
+pub fn from_gaps(gaps: &Histogram<u64>, length: Duration, cpu: Option<usize>) -> StallProbe {
+    let total_ns = length.as_nanos().max(1) as f64;
+    let stall_ns = STALL_US * 1_000;
+    let (mut lost_ns, mut stalls) = (0.0, 0);
+    for v in gaps.iter_recorded() {
+        let value = gaps.highest_equivalent(v.value_iterated_to());
+        if value >= stall_ns {
+            lost_ns += value as f64 * v.count_at_value() as f64;
+            stalls += v.count_at_value();
         }
     }
-
-    /// One line for the terminal and the report.
-    pub fn describe(&self) -> String {
-        let core = self
-            .cpu
-            .map_or("any core".to_string(), |c| format!("CPU {c}"));
-        format!(
-            "a thread spinning on {core} for {} ms was stopped by the machine {} times for ≥ {STALL_US} µs \
-             ({:.2} % of the time, longest {} µs): a perfectly punctual pacer would be late by p99 {} µs, \
-             p99.9 {} µs",
-            self.probe_ms,
-            self.stalls,
-            self.lost_pct,
-            self.longest_us,
-            self.lateness_p99_us,
-            self.lateness_p999_us
-        )
+    let lateness = |q: f64| lateness_quantile_ns(gaps, total_ns, q) / 1_000;
+    StallProbe {
+        probe_ms: length.as_millis() as u64,
+        cpu,
+        lost_pct: 100.0 * lost_ns / total_ns,
+        stalls,
+        longest_us: if gaps.is_empty() {
+            0
+        } else {
+            gaps.max() / 1_000
+        },
+        lateness_p99_us: lateness(0.99),
+        lateness_p999_us: lateness(0.999),
     }
 }
 
@@ -151,7 +107,7 @@ mod tests {
         let mut gaps = gap_histogram();
         gaps.record_n(1_000, 980_000).unwrap();
         gaps.record(20_000_000).unwrap();
-        let probe = StallProbe::from_gaps(&gaps, Duration::from_secs(1), Some(1));
+        let probe = from_gaps(&gaps, Duration::from_secs(1), Some(1));
         assert_eq!(probe.stalls, 1);
         assert!((probe.lost_pct - 2.0).abs() < 0.01, "{probe:?}");
         assert!(
@@ -172,7 +128,7 @@ mod tests {
         let mut gaps = gap_histogram();
         // Ten 3 µs interrupts in 100 ms: 0.03 % of instants are late at all.
         gaps.record_n(3_000, 10).unwrap();
-        let probe = StallProbe::from_gaps(&gaps, Duration::from_millis(100), None);
+        let probe = from_gaps(&gaps, Duration::from_millis(100), None);
         assert_eq!((probe.stalls, probe.lateness_p99_us), (0, 0), "{probe:?}");
         assert!(probe.describe().contains("any core"));
     }
@@ -180,7 +136,7 @@ mod tests {
     #[test]
     fn a_real_probe_spins_for_its_length() {
         let started = Instant::now();
-        let probe = StallProbe::run(Duration::from_millis(30), None);
+        let probe = probe(Duration::from_millis(30), None);
         assert!(started.elapsed() >= Duration::from_millis(30));
         assert!(probe.probe_ms >= 30, "{probe:?}");
         assert!(probe.lost_pct <= 100.0, "{probe:?}");

@@ -416,7 +416,7 @@ fn write(
             apart[0]
         ));
     }
-    crate::output::summary::write(dir)?;
+    results::summary::write(dir)?;
     let first = &inputs[0].manifest;
     let completed = inputs.iter().all(|i| i.manifest.status == "completed");
     let manifest = Manifest {

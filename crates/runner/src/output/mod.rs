@@ -4,10 +4,8 @@
 //! HdrHistogram interval log (`hlog/`). docs/results-schema.md defines each column.
 
 pub mod capacity;
-pub mod curve;
 pub mod merge;
 pub mod row_of;
-pub mod summary;
 pub mod summary_json;
 pub mod thresholds;
 pub mod unfinished;

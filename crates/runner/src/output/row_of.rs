@@ -270,6 +270,15 @@ mod tests {
 
     #[test]
     fn net_counter_and_failure_columns_are_cell_row_columns() {
+        let read: Vec<&str> = crate::measure::netcounters::COUNTERS
+            .iter()
+            .map(|c| c.column)
+            .collect();
+        let columns: Vec<&str> = results::rows::net_counter_columns().collect();
+        assert_eq!(
+            read, columns,
+            "the counters read are the net_* columns, in order"
+        );
         for c in crate::measure::netcounters::COUNTERS {
             assert_eq!(
                 <CellRow as results::rows::Row>::numeric(c.column),

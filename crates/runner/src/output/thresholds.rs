@@ -14,7 +14,7 @@ use crate::output::CellResult;
 use crate::settings::Experiment;
 
 /// The file a run's threshold checks are written to.
-pub const FILE_NAME: &str = "thresholds.csv";
+pub use results::folder::THRESHOLDS_FILE as FILE_NAME;
 
 /// Friendly names for columns: `(alias, column, factor)`, alias value = column value × factor.
 /// The one place an alias is defined; it must name a numeric column (tested).

@@ -1,6 +1,8 @@
 //! The HTML report of a results directory (`runner report`, the seed-000-shaped page in
-//! [`page`]) and the comparison of two runs ([`compare`]). Both read a run through
-//! [`Results`] (crate `results`): typed rows and the manifest; so does the study's paper.
+//! [`page`], its charts in [`chart`] and [`chart_curve`]) and the comparison of two runs
+//! ([`compare`]). Both read a run through [`Results`] (crate `results`): typed rows and the
+//! manifest, whose stacks name and order what the pages show ([`labels`]). Nothing here knows
+//! a stack crate or the runner.
 
 pub mod chart;
 pub mod chart_curve;

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use results::rows::{self, CellRow, CurveRow};
+use crate::rows::{self, CellRow, CurveRow};
 
 pub const FILE_NAME: &str = "curve.csv";
 
@@ -55,7 +55,7 @@ pub fn curves(cells: &[CellRow]) -> Vec<Vec<CurveRow>> {
                 row.concurrency,
             ))
             .or_default()
-            .entry(crate::plan::rate_key(rate))
+            .entry(crate::rows::rate_key(rate))
             .or_default()
             .push(row);
     }

@@ -10,8 +10,8 @@ use stats::sample_sd;
 
 use super::diff::{natural_order, CellChange, Change, Verdict};
 use super::{Metric, METRICS};
-use crate::report::chart::{self, Bar};
-use crate::report::{label, Results};
+use crate::chart::{self, Bar};
+use crate::{label, Results};
 use results::rows::{self, CompareRow};
 
 fn fmt_value(metric: &Metric, v: f64) -> String {
@@ -282,11 +282,8 @@ pub fn html(
         .iter()
         .any(|c| c.changes.iter().any(|x| x.test.is_some()));
     let mut env = minijinja::Environment::new();
-    env.add_template("report.css", include_str!("../../../templates/report.css"))?;
-    env.add_template(
-        "compare.html",
-        include_str!("../../../templates/compare.html"),
-    )?;
+    env.add_template("report.css", include_str!("../../templates/report.css"))?;
+    env.add_template("compare.html", include_str!("../../templates/compare.html"))?;
     Ok(env
         .get_template("compare.html")?
         .render(minijinja::context! {

@@ -9,13 +9,12 @@ use anyhow::{bail, Context};
 use bench_core::FailureClass;
 use serde::Serialize;
 
-use crate::output::summary;
-use crate::registry;
-use crate::report::chart::{self, Series};
-use crate::report::Results;
-use crate::report::{label, stack_order};
+use crate::chart::{self, Series};
+use crate::Results;
+use crate::{label, stack_order};
 use results::labels::{is_cell, levels, mean_of, ms, regimes};
 use results::rows::{self, CellRow, Row as _, SummaryRow, ThresholdRow};
+use results::summary;
 
 /// The `cells.csv` figures the stress table, the peak summary and the comparisons read: one
 /// definition each (docs/results-schema.md).
@@ -382,22 +381,23 @@ fn notes(results: &Results, stress: &[&CellRow], stats: &Stats) -> Vec<String> {
         ));
     }
     // With proxied variants, the path is measured, not only warned about.
-    notes.extend(crate::report::path::notes(stress));
+    notes.extend(crate::path::notes(stress));
     // Body size per wire encoding, from the stacks' own description of their encoding.
-    let mut by_encoding: Vec<(&'static str, Vec<String>, Vec<f64>)> = Vec::new();
+    let recorded = results::manifest::StackInfo::of(&results.manifest);
+    let mut by_encoding: Vec<(&str, Vec<String>, Vec<f64>)> = Vec::new();
     for r in stress.iter().filter(|r| r.ok > 0) {
-        let Some(stack) = registry::find(&r.stack) else {
+        let Some(stack) = recorded.iter().find(|s| s.name == r.stack) else {
             continue;
         };
-        let i = match by_encoding.iter().position(|e| e.0 == stack.encoding()) {
+        let i = match by_encoding.iter().position(|e| e.0 == stack.encoding) {
             Some(i) => i,
             None => {
-                by_encoding.push((stack.encoding(), Vec::new(), Vec::new()));
+                by_encoding.push((&stack.encoding, Vec::new(), Vec::new()));
                 by_encoding.len() - 1
             }
         };
-        if !by_encoding[i].1.contains(&stack.label().to_string()) {
-            by_encoding[i].1.push(stack.label().to_string());
+        if !by_encoding[i].1.contains(&stack.label) {
+            by_encoding[i].1.push(stack.label.clone());
         }
         by_encoding[i].2.push(r.body_bytes_per_ok);
     }
@@ -505,7 +505,7 @@ fn notes(results: &Results, stress: &[&CellRow], stats: &Stats) -> Vec<String> {
 /// Open loop: the cells' pacing lag beside the floor the machine itself sets (the stall probe
 /// in the manifest), so a reader can tell the generator's lateness from the machine's.
 fn pacing_floor_note(results: &Results) -> Option<String> {
-    let probe: crate::measure::stalls::StallProbe =
+    let probe: results::manifest::StallProbe =
         serde_json::from_value(results.manifest["environment"]["stall_probe"].clone()).ok()?;
     let lags: Vec<u64> = results
         .cells
@@ -583,7 +583,7 @@ fn memory_section(results: &Results) -> Result<String, &'static str> {
 /// The "Thresholds" section at the top of the report, from `thresholds.csv` (empty when the
 /// run stated none): one row per threshold bound, failures first, with the failing cells.
 fn thresholds_section(dir: &Path) -> anyhow::Result<String> {
-    let path = dir.join(crate::output::thresholds::FILE_NAME);
+    let path = dir.join(results::folder::THRESHOLDS_FILE);
     if !path.is_file() {
         return Ok(String::new());
     }
@@ -652,13 +652,17 @@ fn thresholds_section(dir: &Path) -> anyhow::Result<String> {
 
 pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
     let results = Results::load(dir)?;
+    crate::labels::with(results.stacks(), || write_loaded(dir, &results))
+}
+
+fn write_loaded(dir: &Path, results: &Results) -> anyhow::Result<PathBuf> {
     let baseline: Vec<&CellRow> = results
         .cells
         .iter()
         .filter(|r| r.stage == "baseline")
         .collect();
     // A rate sweep's points are drawn as its curve (below), not pooled into one level.
-    let swept = crate::output::curve::swept_keys(&results.cells);
+    let swept = results::curve::swept_keys(&results.cells);
     let stress: Vec<&CellRow> = results
         .cells
         .iter()
@@ -959,15 +963,15 @@ pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
     }
 
     let service = results::manifest::ServiceRecord::of(&results.manifest);
-    let memory = memory_section(&results);
-    let mut notes = notes(&results, &stress, &stats);
+    let memory = memory_section(results);
+    let mut notes = notes(results, &stress, &stats);
     if let Err(why) = memory {
         notes.push(why.to_string());
     }
     let mut env = minijinja::Environment::new();
     // The stylesheet is its own template, shared with compare.html so both pages look alike.
-    env.add_template("report.css", include_str!("../../templates/report.css"))?;
-    env.add_template("report.html", include_str!("../../templates/report.html"))?;
+    env.add_template("report.css", include_str!("../templates/report.css"))?;
+    env.add_template("report.html", include_str!("../templates/report.html"))?;
     let html = env
         .get_template("report.html")?
         .render(minijinja::context! {
@@ -983,22 +987,22 @@ pub fn write(dir: &Path) -> anyhow::Result<PathBuf> {
             thresholds => thresholds_section(dir)?,
             service_header => service
                 .as_ref()
-                .map(|s| crate::report::service::header(s, &results.cells)),
+                .map(|s| crate::service::header(s, &results.cells)),
             insecure => service.as_ref().is_some_and(|s| s.insecure),
             network_path => service
                 .as_ref()
-                .and_then(|s| crate::report::service::network_path_warning(s, &results.cells)),
+                .and_then(|s| crate::service::network_path_warning(s, &results.cells)),
             memory => memory.as_deref().unwrap_or_default(),
-            streaming => crate::report::streaming::section(&results.cells),
-            requests => crate::report::requests::section(dir, &results.cells, &results.manifest)?,
-            curve => crate::report::chart_curve::section(&results.cells),
+            streaming => crate::streaming::section(&results.cells),
+            requests => crate::requests::section(dir, &results.cells, &results.manifest)?,
+            curve => crate::chart_curve::section(&results.cells),
         })?;
     let path = dir.join("report.html");
     std::fs::write(&path, html).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(path)
 }
 
-// The kernel's counters ([`crate::measure::netcounters`]) as the report words them.
+// The kernel's counters (`cells.csv`'s `net_*` columns) as the report words them.
 
 /// A counter's value in a row, 0 when empty (the phase did not run, or an older run).
 fn counter_value(row: &CellRow, column: &str) -> u64 {
@@ -1006,18 +1010,17 @@ fn counter_value(row: &CellRow, column: &str) -> u64 {
 }
 
 fn host_wide(row: &CellRow) -> bool {
-    row.net_counters_scope.as_deref() == Some(crate::measure::netcounters::Scope::Host.as_str())
+    row.net_counters_scope.as_deref() == Some(results::rows::NetScope::Host.as_str())
 }
 
 /// The counters that moved in a row, for the report's failure table: `listen_overflows 12 ·
 /// syncookies_sent 40`, marked `(host-wide)` when other processes may have added to them; `—`
 /// when none moved or the row has no counters (an older run).
 fn moved_summary(row: &CellRow) -> String {
-    let moved: Vec<String> = crate::measure::netcounters::COUNTERS
-        .iter()
-        .filter_map(|c| {
-            let n = counter_value(row, c.column);
-            (n > 0).then(|| format!("{} {n}", c.column.trim_start_matches("net_")))
+    let moved: Vec<String> = results::rows::net_counter_columns()
+        .filter_map(|column| {
+            let n = counter_value(row, column);
+            (n > 0).then(|| format!("{} {n}", column.trim_start_matches("net_")))
         })
         .collect();
     if moved.is_empty() {

@@ -3,7 +3,7 @@
 //! `compare.html`. Two parts: [`diff`] matches the cells of both runs, checks that the runs may
 //! be compared at all and judges each change (the statistics are the `stats` crate's), and
 //! [`render`] writes what it found (CSV, terminal, HTML with charts from
-//! [`chart`](crate::report::chart)). Both are plain functions over parsed rows, testable
+//! [`chart`](crate::chart)). Both are plain functions over parsed rows, testable
 //! without running anything.
 
 use std::path::{Path, PathBuf};
@@ -11,9 +11,11 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
-use crate::exit::Status;
-use crate::report::Results;
+use results::exit::Status;
+use results::labels::Stacks;
 use results::rows::CellRow;
+
+use crate::Results;
 
 pub mod diff;
 pub mod markdown;
@@ -160,6 +162,8 @@ pub struct Outcome {
     pub out: PathBuf,
     pub warnings: Vec<String>,
     pub cells: Vec<CellChange>,
+    /// The stacks of both runs (the base's, then any only the new run has), to name them.
+    pub stacks: Stacks,
 }
 
 /// Reads both runs, refuses incompatible ones (`Err` with `refused = true`), writes
@@ -167,24 +171,41 @@ pub struct Outcome {
 pub fn run(base_dir: &Path, new_dir: &Path, out: Option<&Path>) -> Result<Outcome, (bool, String)> {
     let load = |d: &Path| Results::load(d).map_err(|e| (true, format!("{e:#}")));
     let (base, new) = (load(base_dir)?, load(new_dir)?);
-    let warnings = check_compatible(&base, &new).map_err(|e| (true, e))?;
+    let mut stacks = base.stacks();
+    stacks.extend(new.stacks());
+    crate::labels::with(stacks.clone(), || {
+        write_comparison(base_dir, new_dir, out, (&base, &new))
+    })
+    .map(|(out, warnings, cells)| Outcome {
+        out,
+        warnings,
+        cells,
+        stacks,
+    })
+}
+
+type Written = (PathBuf, Vec<String>, Vec<CellChange>);
+
+fn write_comparison(
+    base_dir: &Path,
+    new_dir: &Path,
+    out: Option<&Path>,
+    (base, new): (&Results, &Results),
+) -> Result<Written, (bool, String)> {
+    let warnings = check_compatible(base, new).map_err(|e| (true, e))?;
     let cells = compare(&base.cells, &new.cells);
     let out = out.map_or_else(|| new_dir.join("compare"), Path::to_path_buf);
     let write = || -> anyhow::Result<()> {
         std::fs::create_dir_all(&out)
             .with_context(|| format!("cannot create {}", out.display()))?;
         write_csv(&out.join("compare.csv"), &cells)?;
-        let page = html((base_dir, &base), (new_dir, &new), &cells, &warnings)?;
+        let page = html((base_dir, base), (new_dir, new), &cells, &warnings)?;
         let path = out.join("compare.html");
         std::fs::write(&path, page).with_context(|| format!("cannot write {}", path.display()))?;
         Ok(())
     };
     write().map_err(|e| (false, format!("{e:#}")))?;
-    Ok(Outcome {
-        out,
-        warnings,
-        cells,
-    })
+    Ok((out, warnings, cells))
 }
 
 /// What `runner compare` prints on stdout.
@@ -223,6 +244,18 @@ pub fn command(
             };
         }
     };
+    crate::labels::with(outcome.stacks.clone(), || {
+        print(&outcome, (base, new), fail_pct, format)
+    })
+}
+
+/// What `runner compare` prints of a written comparison, and its status.
+fn print(
+    outcome: &Outcome,
+    (base, new): (&Path, &Path),
+    fail_pct: Option<f64>,
+    format: Format,
+) -> ExitCode {
     for w in &outcome.warnings {
         eprintln!("warning: {w}");
     }

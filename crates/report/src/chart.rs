@@ -3,8 +3,6 @@
 
 use std::fmt::Write;
 
-use crate::registry;
-
 /// One line of a chart.
 pub struct Series {
     pub label: String,
@@ -79,15 +77,15 @@ pub fn style(i: usize) -> Style {
     PALETTE[i % PALETTE.len()]
 }
 
-/// A stack's place in [`PALETTE`]: its registry position; stacks not in the registry (older
-/// runs) follow the registered ones in the order `shown` lists them.
+/// A stack's place in [`PALETTE`]: its registry position as the run recorded it; stacks the
+/// run did not record (older runs) follow the recorded ones in the order `shown` lists them.
 pub fn palette_index(stack: &str, shown: &[String]) -> usize {
-    let names = registry::names();
-    names.iter().position(|n| *n == stack).unwrap_or_else(|| {
+    let names = crate::labels::names();
+    names.iter().position(|n| n == stack).unwrap_or_else(|| {
         names.len()
             + shown
                 .iter()
-                .filter(|s| !names.contains(&s.as_str()))
+                .filter(|s| !names.contains(s))
                 .position(|s| s == stack)
                 .unwrap_or(0)
     })

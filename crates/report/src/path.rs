@@ -69,7 +69,7 @@ pub fn notes(stress: &[&CellRow]) -> Vec<String> {
             let p99 = mean(&p, |r| r.latency_p99_us as f64) - mean(&d, |r| r.latency_p99_us as f64);
             parts.push(format!(
                 "{} {regime} c={c}: p50 {p50:+.0} µs, p99 {p99:+.0} µs, CPU {:.0} → {:.0} ms per 1,000 ok (proxies {:.0})",
-                crate::report::label(stack),
+                crate::label(stack),
                 mean(&d, cpu_per_1k),
                 mean(&p, cpu_per_1k),
                 mean(&p, |r| r.proxy_cpu_ms_per_1k_ok.unwrap_or(0.0)),

@@ -1,13 +1,13 @@
 //! The latency–throughput curve of a rate sweep in the report: per variant, regime and level,
 //! latency (p50, p99, p99.9; log scale) against achieved throughput, one line per stack in its
 //! registry style, each point's offered rate in its tooltip and in the table below, the knee
-//! ([`crate::output::curve::knee`]) ringed.
+//! ([`results::curve::knee`]) ringed.
 
 use std::fmt::Write as _;
 
-use crate::output::curve::{self, KNEE_ACHIEVED_SHARE, KNEE_P99_FACTOR};
-use crate::report::chart::{self, fmt_tick, marker, style};
-use crate::report::label;
+use crate::chart::{self, fmt_tick, marker, style};
+use crate::label;
+use results::curve::{self, KNEE_ACHIEVED_SHARE, KNEE_P99_FACTOR};
 use results::rows::CellRow;
 use results::rows::CurveRow;
 
@@ -126,7 +126,7 @@ fn chart(title: &str, percentile: usize, curves: &[(&Vec<CurveRow>, usize)]) -> 
                 svg,
                 "<g><title>{}: offered {} req/s, achieved {:.0} req/s, {name} {:.3} ms{}</title>{}",
                 label(&p.stack),
-                crate::plan::rate_key(p.offered_rps),
+                results::rows::rate_key(p.offered_rps),
                 p.achieved_rps,
                 value(p) / 1000.0,
                 if p.knee { " (knee)" } else { "" },
@@ -163,7 +163,7 @@ pub fn section(cells: &[CellRow]) -> String {
     if curves.is_empty() {
         return String::new();
     }
-    let shown: Vec<String> = crate::report::stack_order(&cells.iter().collect::<Vec<_>>());
+    let shown: Vec<String> = crate::stack_order(&cells.iter().collect::<Vec<_>>());
     // Panels: (variant, regime, level), in first-seen order.
     let mut panels: Vec<(String, String, u32)> = Vec::new();
     for c in &curves {
@@ -210,7 +210,7 @@ pub fn section(cells: &[CellRow]) -> String {
                     html,
                     "<tr><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.3}</td><td>{:.3}</td><td>{:.3}</td><td>{:.4}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                     label(&p.stack),
-                    crate::plan::rate_key(p.offered_rps),
+                    results::rows::rate_key(p.offered_rps),
                     p.achieved_rps,
                     p.latency_p50_us / 1000.0,
                     p.latency_p99_us / 1000.0,

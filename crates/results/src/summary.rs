@@ -10,7 +10,7 @@ use anyhow::Context;
 
 use stats::interval;
 
-use results::rows::{self, CellRow, Row, SummaryRow};
+use crate::rows::{self, CellRow, Row, SummaryRow};
 
 /// The figures aggregated, as `cells.csv` column names.
 pub const FIGURES: [&str; 8] = [
@@ -145,9 +145,9 @@ pub fn write(dir: &Path) -> anyhow::Result<()> {
     rows::write(&tmp, &summary)?;
     std::fs::rename(&tmp, dir.join("summary.csv")).context("cannot write summary.csv")?;
     // The latency–throughput curve of a rate sweep is a figure of the same cells too.
-    crate::output::curve::write(dir)?;
+    crate::curve::write(dir)?;
     // Memory per connection is a figure of the same cells, so it is refreshed with them.
-    results::memory::write(dir)
+    crate::memory::write(dir)
 }
 
 #[cfg(test)]
@@ -229,7 +229,7 @@ mod tests {
         write(dir.path()).unwrap();
         let text = std::fs::read_to_string(dir.path().join("memory.csv")).unwrap();
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines[0], results::rows::MemoryRow::COLUMNS.join(","));
+        assert_eq!(lines[0], crate::rows::MemoryRow::COLUMNS.join(","));
         // The client's RSS is flat (0 in these rows): a fit with no R², listed first.
         assert_eq!(lines.len(), 3, "{text}");
         assert!(lines[1].starts_with("default,h1,reuse,client,"), "{text}");

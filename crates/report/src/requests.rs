@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::report::label;
+use crate::label;
 use results::folder::REQUESTS_FILE;
 use results::labels::ms;
 use results::rows::{self, CellRow, RequestRow};
@@ -85,7 +85,7 @@ pub fn section(
         last.insert((r.cell_key.as_str(), r.request.as_str()), r);
     }
     // A rate sweep's points are its curve's, not one level's.
-    let swept = crate::output::curve::swept_keys(cells);
+    let swept = results::curve::swept_keys(cells);
     // (variant, stack, regime, level, entry order) → pooled figures; stacks and regimes
     // sort by name.
     type Key = (String, String, String, u32, usize, String);

@@ -9,7 +9,7 @@ use serde::Serialize;
 use stats::{mean, welch, Welch};
 
 use super::{Metric, Row, KEY, METRICS, MIN_REPETITIONS};
-use crate::report::Results;
+use crate::Results;
 use results::rows::Row as _;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -127,7 +127,7 @@ fn key_of(row: &Row) -> Vec<String> {
 /// Report order: variant, baseline before stress, stacks in registry order, reuse before
 /// new-conn, concurrency ascending.
 pub(super) fn natural_order(key: &[String]) -> impl Ord {
-    let stacks = crate::registry::names();
+    let stacks = crate::labels::names();
     let stack = stacks
         .iter()
         .position(|s| *s == key[2])
@@ -388,7 +388,7 @@ pub fn check_compatible(base: &Results, new: &Results) -> Result<Vec<String>, St
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::compare::render::terminal_table;
+    use crate::compare::render::terminal_table;
 
     fn close(a: f64, b: f64, tol: f64) -> bool {
         (a - b).abs() <= tol

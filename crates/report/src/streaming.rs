@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::report::label;
+use crate::label;
 use results::labels::ms;
 use results::rows::CellRow;
 
@@ -29,7 +29,7 @@ fn mean(v: &[f64]) -> Option<f64> {
 /// The section's HTML; empty when no stress cell has streaming calls.
 pub fn section(cells: &[CellRow]) -> String {
     // A rate sweep's points are its curve's, not one level's.
-    let swept = crate::output::curve::swept_keys(cells);
+    let swept = results::curve::swept_keys(cells);
     type Key = (String, String, String, u32);
     let mut pooled: BTreeMap<Key, Pooled> = BTreeMap::new();
     for r in cells
