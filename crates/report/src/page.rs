@@ -678,15 +678,67 @@ fn write_loaded(dir: &Path, results: &Results) -> anyhow::Result<PathBuf> {
         summary: &results.summary.rows,
         summary_has: &summary_has,
     };
-    let pct = |v: f64| format!("{v:.2}");
 
+    let (peaks, peak_notes) = peak_section(&stacks, &stress, &stats);
+    let baselines = baseline_section(&stacks, &baseline);
+    let stress_tables = stress_section(&stacks, &stress, &stats);
+    let (seen, failure_stages) = failure_section(results);
+    let charts = chart_section(&stacks, &stress, &stats);
+
+    let service = results::manifest::ServiceRecord::of(&results.manifest);
+    let memory = memory_section(results);
+    let mut notes = notes(results, &stress, &stats);
+    if let Err(why) = memory {
+        notes.push(why.to_string());
+    }
+    let mut env = minijinja::Environment::new();
+    // The stylesheet is its own template, shared with compare.html so both pages look alike.
+    env.add_template("report.css", include_str!("../templates/report.css"))?;
+    env.add_template("report.html", include_str!("../templates/report.html"))?;
+    let html = env
+        .get_template("report.html")?
+        .render(minijinja::context! {
+            manifest => &results.manifest,
+            peaks => peaks,
+            peak_notes => peak_notes,
+            baselines => baselines,
+            stress_tables => stress_tables,
+            failure_classes => seen.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
+            failure_stages => failure_stages,
+            charts => charts,
+            notes => notes,
+            thresholds => thresholds_section(dir)?,
+            service_header => service
+                .as_ref()
+                .map(|s| crate::service::header(s, &results.cells)),
+            insecure => service.as_ref().is_some_and(|s| s.insecure),
+            network_path => service
+                .as_ref()
+                .and_then(|s| crate::service::network_path_warning(s, &results.cells)),
+            memory => memory.as_deref().unwrap_or_default(),
+            streaming => crate::streaming::section(&results.cells),
+            requests => crate::requests::section(dir, &results.cells, &results.manifest)?,
+            curve => crate::chart_curve::section(&results.cells),
+        })?;
+    let path = dir.join("report.html");
+    std::fs::write(&path, html).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path)
+}
+
+/// A failure share as the tables show it, in percent with two decimals.
+fn pct(v: f64) -> String {
+    format!("{v:.2}")
+}
+
+/// The peak summary: each regime's top level, every stack's figures there, and its notes.
+fn peak_section(stacks: &[String], stress: &[&CellRow], stats: &Stats) -> (Vec<Peak>, Vec<String>) {
     // Repetitions and footnotes of the peak summary, for its notes.
     let mut peak_ns = Vec::new();
     let mut peak_no_steady = false;
-    let peaks: Vec<Peak> = regimes(&stress)
+    let peaks: Vec<Peak> = regimes(stress)
         .iter()
         .map(|regime| {
-            let top = levels(&stress, regime).last().copied().unwrap_or(0);
+            let top = levels(stress, regime).last().copied().unwrap_or(0);
             Peak {
                 regime: regime.clone(),
                 concurrency: top,
@@ -716,6 +768,11 @@ fn write_loaded(dir: &Path, results: &Results) -> anyhow::Result<PathBuf> {
         peak_notes.push(NO_STEADY_NOTE.into());
     }
 
+    (peaks, peak_notes)
+}
+
+/// The single-user baselines, one table per regime, the best value of each column marked.
+fn baseline_section(stacks: &[String], baseline: &[&CellRow]) -> Vec<BaselineTable> {
     const BASE_COLS: [(&str, bool); 8] = [
         ("latency_min_us", false),
         ("latency_mean_us", false),
@@ -726,7 +783,7 @@ fn write_loaded(dir: &Path, results: &Results) -> anyhow::Result<PathBuf> {
         ("sent", true),
         ("fail_pct", false),
     ];
-    let baselines: Vec<BaselineTable> = regimes(&baseline)
+    regimes(baseline)
         .iter()
         .map(|regime| {
             let rows: Vec<&CellRow> = stacks
@@ -785,15 +842,18 @@ fn write_loaded(dir: &Path, results: &Results) -> anyhow::Result<PathBuf> {
                     .collect(),
             }
         })
-        .collect();
+        .collect()
+}
 
-    let stress_tables: Vec<StressTable> = regimes(&stress)
+/// The stress tables, one per regime: every level's figures per stack, with their notes.
+fn stress_section(stacks: &[String], stress: &[&CellRow], stats: &Stats) -> Vec<StressTable> {
+    regimes(stress)
         .iter()
         .map(|regime| {
             let (mut ns, mut no_steady, mut rss_kernel, mut rss_sampled, mut no_cpu) =
                 (Vec::new(), false, false, false, false);
             let mut no_rss = false;
-            let levels = levels(&stress, regime)
+            let levels = levels(stress, regime)
                 .into_iter()
                 .map(|c| StressLevel {
                     concurrency: c,
@@ -867,8 +927,11 @@ fn write_loaded(dir: &Path, results: &Results) -> anyhow::Result<PathBuf> {
                 notes,
             }
         })
-        .collect();
+        .collect()
+}
 
+/// The failure classes that occurred, and a row per stage that failed requests.
+fn failure_section(results: &Results) -> (Vec<FailureClass>, Vec<FailureStage>) {
     // Only the classes that occurred anywhere get a column (all 13 are in cells.csv).
     let seen: Vec<FailureClass> = FailureClass::ALL
         .into_iter()
@@ -900,8 +963,13 @@ fn write_loaded(dir: &Path, results: &Results) -> anyhow::Result<PathBuf> {
         })
         .collect();
 
+    (seen, failure_stages)
+}
+
+/// The charts: per regime, slow latency, steady throughput and failure rate against users.
+fn chart_section(stacks: &[String], stress: &[&CellRow], stats: &Stats) -> Vec<Chart> {
     let mut charts = Vec::new();
-    for regime in regimes(&stress) {
+    for regime in regimes(stress) {
         for (column, title, unit, scale, axis) in [
             (
                 col::LATENCY_P95,
@@ -929,8 +997,8 @@ fn write_loaded(dir: &Path, results: &Results) -> anyhow::Result<PathBuf> {
                 .iter()
                 .map(|s| Series {
                     label: label(s),
-                    style: chart::palette_index(s, &stacks),
-                    points: levels(&stress, &regime)
+                    style: chart::palette_index(s, stacks),
+                    points: levels(stress, &regime)
                         .into_iter()
                         .filter_map(|c| {
                             let v = if column == col::THROUGHPUT_STEADY {
@@ -961,45 +1029,7 @@ fn write_loaded(dir: &Path, results: &Results) -> anyhow::Result<PathBuf> {
             });
         }
     }
-
-    let service = results::manifest::ServiceRecord::of(&results.manifest);
-    let memory = memory_section(results);
-    let mut notes = notes(results, &stress, &stats);
-    if let Err(why) = memory {
-        notes.push(why.to_string());
-    }
-    let mut env = minijinja::Environment::new();
-    // The stylesheet is its own template, shared with compare.html so both pages look alike.
-    env.add_template("report.css", include_str!("../templates/report.css"))?;
-    env.add_template("report.html", include_str!("../templates/report.html"))?;
-    let html = env
-        .get_template("report.html")?
-        .render(minijinja::context! {
-            manifest => &results.manifest,
-            peaks => peaks,
-            peak_notes => peak_notes,
-            baselines => baselines,
-            stress_tables => stress_tables,
-            failure_classes => seen.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
-            failure_stages => failure_stages,
-            charts => charts,
-            notes => notes,
-            thresholds => thresholds_section(dir)?,
-            service_header => service
-                .as_ref()
-                .map(|s| crate::service::header(s, &results.cells)),
-            insecure => service.as_ref().is_some_and(|s| s.insecure),
-            network_path => service
-                .as_ref()
-                .and_then(|s| crate::service::network_path_warning(s, &results.cells)),
-            memory => memory.as_deref().unwrap_or_default(),
-            streaming => crate::streaming::section(&results.cells),
-            requests => crate::requests::section(dir, &results.cells, &results.manifest)?,
-            curve => crate::chart_curve::section(&results.cells),
-        })?;
-    let path = dir.join("report.html");
-    std::fs::write(&path, html).with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(path)
+    charts
 }
 
 // The kernel's counters (`cells.csv`'s `net_*` columns) as the report words them.
