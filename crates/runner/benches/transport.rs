@@ -84,7 +84,7 @@ fn codecs(c: &mut Criterion) {
 }
 
 fn histogram(c: &mut Criterion) {
-    let mut m = runner::measure::stats::Measurements::default();
+    let mut m = load::measurements::Measurements::default();
     let reply = Reply {
         messages: 0,
         reopened: None,

@@ -5,10 +5,10 @@
 use bench_core::FailureClass;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::measure::stats::LatencySummary;
 use crate::output::CellResult;
 use crate::plan::Cell;
 use crate::settings::Experiment;
+use load::measurements::LatencySummary;
 
 /// The progress bar of cell number `index` (from 0) of `total`: seconds for a time-bound cell
 /// (baseline, soak), requests for a budgeted one.

@@ -428,7 +428,7 @@ async fn the_server_job_needs_the_token_and_returns_the_servers_readings() {
     assert!(samples.len() >= 5, "{}", samples.len());
     assert!(samples
         .iter()
-        .all(|s| s.role == runner::measure::sampler::Role::Server));
+        .all(|s| s.role == load::sampler::Role::Server));
     assert_eq!(server.exited(), None);
     let listening = server.addr;
     assert_eq!(server.stop().await, None);

@@ -15,8 +15,8 @@ use common::*;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
+use load::measurements::LatencySummary;
 use results::hlog;
-use runner::measure::stats::LatencySummary;
 
 const SMOKE: [&str; 10] = [
     "--stacks",
@@ -88,7 +88,7 @@ fn int(v: &serde_json::Value) -> u64 {
 }
 
 fn quantile_list() -> Vec<f64> {
-    let mut qs: Vec<f64> = runner::output::CDF_QUANTILES.to_vec();
+    let mut qs: Vec<f64> = results::rows::CDF_QUANTILES.to_vec();
     qs.extend(REPORTED.iter().map(|(q, _)| *q));
     qs
 }
@@ -336,7 +336,7 @@ fn merge_of_two_runs_adds_histograms_exactly_and_sums_the_counts() {
             .iter()
             .filter(|r| &r["cell_key"] == key)
             .collect();
-        assert_eq!(points.len(), runner::output::CDF_QUANTILES.len());
+        assert_eq!(points.len(), results::rows::CDF_QUANTILES.len());
         for p in points {
             let q: f64 = p["quantile"].parse().unwrap();
             assert_eq!(

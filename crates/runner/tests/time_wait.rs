@@ -10,7 +10,7 @@ use std::net::{TcpListener, TcpStream};
 use std::process::Command;
 
 use common::*;
-use runner::measure::timewait;
+use load::timewait;
 
 /// A fresh network namespace, removed on drop.
 struct Namespace(String);

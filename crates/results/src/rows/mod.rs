@@ -12,7 +12,7 @@ pub use cell::{
     MIN_STEADY_FRACTION_OF_ELAPSED, MIN_STEADY_OK_PER_WORKER, RENAMED_COLUMNS,
 };
 pub use derived::{CompareRow, CurveRow, MemoryRow, SummaryRow, ThresholdRow};
-pub use samples::{AgentRow, FailureRow, LatencyRow, RequestRow, ResourceRow};
+pub use samples::{AgentRow, FailureRow, LatencyRow, RequestRow, ResourceRow, CDF_QUANTILES};
 
 use std::path::Path;
 

@@ -107,3 +107,9 @@ row_type! {
         pub latency_mean_us: Option<f64>,
     }
 }
+
+/// Quantiles written to `latency.csv` for every cell: enough for a CDF, dense in the tail.
+pub const CDF_QUANTILES: [f64; 30] = [
+    0.0, 0.01, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75,
+    0.8, 0.85, 0.9, 0.925, 0.95, 0.975, 0.99, 0.995, 0.999, 0.9995, 0.9999, 0.99999, 1.0,
+];

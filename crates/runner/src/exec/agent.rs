@@ -22,7 +22,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 use crate::exec::load_child::{LoadJob, LoadProcess, Message};
 use crate::exec::serve::{ServeOptions, ServerProcess};
-use crate::measure::sampler::{ResourceSummary, Sample, Sampler};
+use load::sampler::{ResourceSummary, Sample, Sampler};
 
 /// The control channel's ALPN: a runner and an agent of different protocol versions refuse
 /// each other in the handshake.

@@ -15,9 +15,9 @@ use async_trait::async_trait;
 use crate::exec::agent::{Agents, RemoteLoad, RemoteServer};
 use crate::exec::load_child::{LoadJob, LoadProcess, Message};
 use crate::exec::serve::{ServeOptions, ServerHandle};
-use crate::measure::sampler::{ResourceSummary, Sample};
 use crate::output::CellResult;
 use crate::plan::Cell;
+use load::sampler::{ResourceSummary, Sample};
 
 /// Where a run's cells execute: made once per run ([`crate::exec::run::executor_for_run`]), dropped (and everything it
 /// created removed) when the run ends.

@@ -22,10 +22,10 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
-use crate::exec::load::{self, LoadSpec, Progress};
-use crate::measure::stats::Measurements;
-use crate::measure::stats::SteadyWindow;
 use crate::registry;
+use load::engine::{self, LoadSpec, Progress};
+use load::measurements::Measurements;
+use load::measurements::SteadyWindow;
 
 /// Longest wait for the warm-up's connections to finish closing: quinn's closing period is
 /// three probe timeouts, well under a second on loopback.
@@ -191,12 +191,12 @@ pub fn child_main(certs_dir: &Path) -> anyhow::Result<()> {
         // Reuse: the connections are opened before any phase and kept across both, so that
         // the measured phase starts on open connections; their setup is reported with the
         // measured phase's connections (connect_*, handshake_* columns), not in its latency.
-        let pool = load::Pool::for_spec(&job.measured);
+        let pool = engine::Pool::for_spec(&job.measured);
         let setup = pool.open_all(client.clone(), &job.measured).await;
         let (warmup, warmup_hopeless) = match job.warmup {
             Some(spec) => {
                 let progress = Arc::new(Progress::for_spec(&spec));
-                let result = load::run(client.clone(), spec, pool.clone(), progress).await;
+                let result = engine::run(client.clone(), spec, pool.clone(), progress).await;
                 (result.measurements, result.hopeless)
             }
             None => (Measurements::default(), None),
@@ -246,7 +246,7 @@ pub fn child_main(certs_dir: &Path) -> anyhow::Result<()> {
             })
             .collect();
         let started = std::time::SystemTime::now();
-        let mut result = load::run(client, job.measured, pool.clone(), progress).await;
+        let mut result = engine::run(client, job.measured, pool.clone(), progress).await;
         ticker.abort();
         for poller in pollers {
             poller.abort();

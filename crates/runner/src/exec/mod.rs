@@ -1,11 +1,10 @@
 //! How cells run: the cell loop, the server child (`runner serve`), the load-generator child
-//! (`runner load`) and the load engine inside it, and the executors that place them.
+//! (`runner load`, which runs crate `load`'s engine), and the executors that place them.
 
 pub mod agent;
 pub mod executor;
 pub mod hosts;
 pub mod kubernetes;
-pub mod load;
 pub mod load_child;
 pub mod local;
 pub mod parent;

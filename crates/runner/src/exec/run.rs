@@ -13,16 +13,16 @@ use bench_core::tls::{ensure_certs, SERVER_NAME};
 use indicatif::ProgressBar;
 
 use crate::exec::executor::{CellServer, CellSite, Executor};
-use crate::exec::load::LoadSpec;
 use crate::exec::load_child::{Finished, LoadJob, Message};
 use crate::exec::serve::{ServeOptions, ServerHandle};
 use crate::measure::proxies::ProxySampler;
-use crate::measure::sampler::{ResourceSummary, Sample, Sampler};
-use crate::measure::stats::Measurements;
 use crate::output::{self, CellResult, Manifest, ResultsWriter};
 use crate::plan::{plan, Cell};
 use crate::registry;
 use crate::settings::Experiment;
+use load::engine::LoadSpec;
+use load::measurements::Measurements;
+use load::sampler::{ResourceSummary, Sample, Sampler};
 
 /// Settings of the run that are not part of the experiment.
 pub struct RunContext {
@@ -80,7 +80,7 @@ const STALL_PROBE: Duration = Duration::from_secs(1);
 /// generators inherit: CPU 1 when pinned).
 async fn stall_probe(pinned: bool) -> results::manifest::StallProbe {
     let cpu = pinned.then_some(1);
-    tokio::task::spawn_blocking(move || crate::measure::stalls::probe(STALL_PROBE, cpu))
+    tokio::task::spawn_blocking(move || load::stalls::probe(STALL_PROBE, cpu))
         .await
         .expect("the stall probe does not panic")
 }

@@ -3,12 +3,12 @@
 //! workers, each shard continues the cell's request sequence, and the histograms are added
 //! (HdrHistogram `add`: the merged percentiles are those of one histogram of every request).
 
-use crate::exec::load::LoadSpec;
 use crate::exec::load_child::{Finished, LoadJob};
-use crate::measure::sampler::ResourceSummary;
-pub use crate::measure::stats::AgentOutcome;
-use crate::measure::stats::LatencySummary;
-use crate::measure::stats::SteadyWindow;
+use load::engine::LoadSpec;
+pub use load::measurements::AgentOutcome;
+use load::measurements::LatencySummary;
+use load::measurements::SteadyWindow;
+use load::sampler::ResourceSummary;
 
 /// `total` split into `parts` as evenly as integers allow, the larger parts first.
 fn split(total: u64, parts: u64) -> Vec<u64> {

@@ -7,7 +7,7 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::measure::sampler::{read_proc, reset_hwm, Role, Sample};
+use load::sampler::{read_proc, reset_hwm, Role, Sample};
 
 /// One running proxy process group to sample.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

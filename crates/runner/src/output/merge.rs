@@ -14,9 +14,9 @@ use anyhow::Context;
 use bench_core::{FailureClass, WireBytes};
 
 use crate::exit::Status;
-use crate::measure::sampler::ResourceSummary;
-use crate::measure::stats::{CodeCount, Measurements};
-use crate::measure::timewait::TimeWaitCounts;
+use load::measurements::{CodeCount, Measurements};
+use load::sampler::ResourceSummary;
+use load::timewait::TimeWaitCounts;
 use results::hlog;
 
 use crate::output::{CellResult, Manifest, ResultsWriter};

@@ -25,10 +25,10 @@ use results::rows::{
     self, AgentRow, CellRow, FailureRow, LatencyRow, RequestRow, ResourceRow, Row,
 };
 
-use crate::measure::sampler::{ResourceSummary, Sample};
-use crate::measure::stats::Measurements;
 use crate::plan::Cell;
 use crate::settings::Experiment;
+use load::measurements::Measurements;
+use load::sampler::{ResourceSummary, Sample};
 
 /// Everything measured for one cell.
 pub struct CellResult {
@@ -50,7 +50,7 @@ pub struct CellResult {
     /// in runs from before `budget_repeats`, past its budget by time.
     pub extended: bool,
     /// The window in which every worker was active (no ramp-up, no drain).
-    pub steady: Option<crate::measure::stats::SteadyWindow>,
+    pub steady: Option<load::measurements::SteadyWindow>,
     pub warmup: Measurements,
     pub server: ResourceSummary,
     pub client: ResourceSummary,
@@ -66,7 +66,7 @@ pub struct CellResult {
     /// Load average and steal time around the cell (`None` when the cell did not run).
     pub environment: Option<crate::measure::environment::CellEnvironment>,
     /// With agents: what each measured (their histograms are already merged above).
-    pub per_agent: Vec<crate::measure::stats::AgentOutcome>,
+    pub per_agent: Vec<load::measurements::AgentOutcome>,
     /// On an edge or sidecar path: what its proxies used and what they were.
     pub proxies: Option<crate::measure::proxies::ProxyReadings>,
 }
@@ -192,12 +192,6 @@ pub struct ResultsWriter {
     /// `requests.csv`, opened at the first cell with a request mix.
     requests: Option<CsvFile>,
 }
-
-/// Quantiles written to `latency.csv` for every cell: enough for a CDF, dense in the tail.
-pub const CDF_QUANTILES: [f64; 30] = [
-    0.0, 0.01, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75,
-    0.8, 0.85, 0.9, 0.925, 0.95, 0.975, 0.99, 0.995, 0.999, 0.9995, 0.9999, 0.99999, 1.0,
-];
 
 impl ResultsWriter {
     /// Opens the CSVs in `dir`, a directory the run created ([`create_run_dir`]) or, for a
@@ -378,7 +372,7 @@ impl ResultsWriter {
         }
         self.failures.append(&failures)?;
         let quantiles = |h: &hdrhistogram::Histogram<u64>, request: &str, metric: &str| {
-            CDF_QUANTILES
+            results::rows::CDF_QUANTILES
                 .iter()
                 .filter(|_| !h.is_empty())
                 .map(|q| LatencyRow {

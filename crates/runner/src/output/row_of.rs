@@ -5,9 +5,9 @@
 use bench_core::FailureClass;
 use results::rows::{steady_window_valid_for, CellRow, RequestRow};
 
-use crate::measure::stats::{LatencySummary, RequestMeasurements};
 use crate::output::CellResult;
 use crate::plan::Cell;
+use load::measurements::{LatencySummary, RequestMeasurements};
 
 /// The columns a cell's plan fixes: coordinates and settings. The one place a row reads
 /// a [`Cell`] or its experiment, so a change of the settings model is adapted here.

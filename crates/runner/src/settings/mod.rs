@@ -2,11 +2,6 @@
 //! order (defaults < experiment file < variant < flags, [`resolve`]), validated on the merged
 //! result before any socket or file is opened ([`validate`]).
 
-use std::fmt;
-use std::str::FromStr;
-
-use serde::{Deserialize, Serialize};
-
 pub mod file;
 mod knobs;
 pub mod mesh;
@@ -26,43 +21,8 @@ pub use types::{
     MAX_NAME_BYTES,
 };
 
-/// When a worker opens connections.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Regime {
-    /// One connection per worker (or `connections` shared ones), reused for every request.
-    Reuse,
-    /// A new connection with a full handshake for every request, closed after it.
-    NewConn,
-}
-
-impl Regime {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Regime::Reuse => "reuse",
-            Regime::NewConn => "new-conn",
-        }
-    }
-}
-
-impl fmt::Display for Regime {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Regime {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "reuse" => Ok(Regime::Reuse),
-            "new-conn" => Ok(Regime::NewConn),
-            other => Err(format!(
-                "unknown regime '{other}', expected reuse or new-conn"
-            )),
-        }
-    }
-}
+/// When a worker opens connections (the load engine's).
+pub use load::Regime;
 
 /// The regimes of a run, in order. An alias so that the command line parses
 /// `--regime both` into one value rather than a list of flags.

@@ -70,29 +70,7 @@ pub const MAX_NAME_BYTES: usize = 200;
 /// The most agent pods per cell `k8s_agents` accepts.
 pub const MAX_K8S_AGENTS: u32 = 100;
 
-/// How an open-loop worker waits until a request is due. tokio's timer wheel has 1 ms
-/// slots and fires on the first tick after the deadline, so a plain timer sends ≈ 0.5–1 ms
-/// late, and that lateness would count as the server's latency.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum Pacing {
-    /// Sleep on the timer until 2 ms (`SPIN_BEFORE_DUE`) before the due time, then yield in a loop
-    /// (other workers keep running) until it: microsecond precision for the CPU of one
-    /// polling worker at a time, which shows in the client's CPU.
-    #[default]
-    Spin,
-    /// The timer alone (1 ms granularity): kept to show what precise pacing removes.
-    Timer,
-}
-
-impl Pacing {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Pacing::Spin => "spin",
-            Pacing::Timer => "timer",
-        }
-    }
-}
+pub use load::Pacing;
 
 /// One `[[thresholds]]` table as written: optional selectors (absent = every cell), an
 /// optional name, and any number of `column = { min = …, max = … }` bounds.

@@ -22,10 +22,10 @@ use async_trait::async_trait;
 use crate::exec::executor::{CellServer, ServerReadings};
 use crate::exit::Status;
 use crate::measure::proxies::{ProxyGroup, ProxyRecord};
-use crate::measure::sampler::Role;
 use crate::plan::Cell;
 use crate::settings::ProxyKind;
 pub use config::{Hop, ListenTls, UpstreamTls};
+use load::sampler::Role;
 
 /// How long a proxy may take to listen.
 const READY_WITHIN: Duration = Duration::from_secs(15);

@@ -430,7 +430,7 @@ pub struct AgentOutcome {
     pub failed: u64,
     pub latency: LatencySummary,
     pub elapsed_s: f64,
-    pub client: crate::measure::sampler::ResourceSummary,
+    pub client: crate::sampler::ResourceSummary,
     /// With the hosts executor: bytes its host's interface received and sent in the cell.
     pub link: Option<(u64, u64)>,
     /// Its own histograms and counts (written as its `.hlog`; the cell's are their sum).
@@ -616,7 +616,7 @@ mod tests {
         .collect();
         Figures {
             histograms,
-            cdf: crate::output::CDF_QUANTILES
+            cdf: results::rows::CDF_QUANTILES
                 .iter()
                 .map(|q| m.latency.value_at_quantile(*q))
                 .collect(),

@@ -12,7 +12,7 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::measure::timewait::{self, TimeWaitCounts};
+use crate::timewait::{self, TimeWaitCounts};
 
 /// Fewer sampling intervals than this in a phase make a mean of samples meaningless: such a
 /// phase is flagged `short_phase` and its RSS mean left empty.
@@ -88,16 +88,16 @@ pub struct Sampler {
 
 /// What one reading of `/proc` gives for a process.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Reading {
-    pub(crate) rss_bytes: u64,
-    pub(crate) hwm_bytes: u64,
-    pub(crate) cpu_ns: u64,
+pub struct Reading {
+    pub rss_bytes: u64,
+    pub hwm_bytes: u64,
+    pub cpu_ns: u64,
     /// CPU time came from schedstat (ns) rather than `stat` (clock ticks).
     cpu_precise: bool,
 }
 
 /// Reads RSS, VmHWM and CPU time of `pid`; `None` once it has exited.
-pub(crate) fn read_proc(pid: u32) -> Option<Reading> {
+pub fn read_proc(pid: u32) -> Option<Reading> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let kb = |key: &str| {
         status
@@ -161,7 +161,7 @@ fn stat_ticks_ns(pid: u32) -> Option<u64> {
 }
 
 /// Resets the process's RSS high-water mark to its current RSS (Linux ≥ 4.0).
-pub(crate) fn reset_hwm(pid: u32) -> bool {
+pub fn reset_hwm(pid: u32) -> bool {
     std::fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok()
 }
 

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use bench_core::{Call, Client, Connection, Failure, FailureClass, WireBytes};
 use tokio::sync::Mutex;
 
-use crate::measure::stats::{Measurements, MessageGaps, SteadyWindow};
-use crate::settings::Regime;
+use crate::measurements::{Measurements, MessageGaps, SteadyWindow};
+use crate::Regime;
 
 /// How one load phase runs.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -55,7 +55,7 @@ pub struct LoadSpec {
     pub stop_after_identical_failures: u64,
 }
 
-pub use crate::settings::Pacing;
+pub use crate::Pacing;
 
 /// How long before its due time a pacing worker stops sleeping and starts polling: two of
 /// tokio's 1 ms timer slots, so the timer's wake-up is never after the due time.
@@ -77,7 +77,7 @@ pub struct Progress {
 
 /// The first `limit` requests a phase issued: when every one of them failed in one class with
 /// one message (a refused port, an untrusted certificate), the phase has nothing to measure and
-/// stops ([`crate::settings::Experiment::stop_after_identical_failures`]). Issue order, not
+/// stops ([`the runner's `stop_after_identical_failures``]). Issue order, not
 /// completion order: fast failures beside slower successes (a few file descriptors for many
 /// workers) are not "everything fails". A success or a different failure among them settles
 /// it for the phase; afterwards it costs one atomic load.
