@@ -13,24 +13,46 @@ use crate::settings;
 use crate::{cli, output, plan, registry};
 
 pub fn main() -> ExitCode {
-    let cli = cli::parse();
+    match dispatch(cli::parse()) {
+        Ok(code) => code,
+        Err(stopped) => {
+            error_line(&stopped);
+            stopped.status.into()
+        }
+    }
+}
+
+/// The one way a command's error reaches the terminal: `error: ` and one line. A command that
+/// stops prints it once, from [`main`]; a run that goes on past a failure (a file it could not
+/// write, a probe `--keep-going` measures anyway) prints it where it goes on.
+fn error_line(e: &dyn std::fmt::Display) {
+    eprintln!("error: {e}");
+}
+
+/// Bad input, as [`Stopped`].
+fn invalid(e: impl std::fmt::Display) -> Stopped {
+    Stopped::invalid(e.to_string())
+}
+
+/// A failure after the input was accepted (an error's whole chain), as [`Stopped`].
+fn failed(e: impl std::fmt::Display) -> Stopped {
+    Stopped::failed(format!("{e:#}"))
+}
+
+/// What the command line asks, done: the exit code, or why it stopped ([`main`] prints it).
+fn dispatch(cli: cli::Cli) -> Result<ExitCode, Stopped> {
+    let done = Status::Success.into();
     match cli.command {
         Some(Command::Serve(opts)) => {
             let Some(stack) = registry::find(&opts.stack) else {
-                eprintln!(
-                    "error: unknown stack '{}', expected one of {}",
+                return Err(invalid(format!(
+                    "unknown stack '{}', expected one of {}",
                     opts.stack,
                     registry::names().join(", ")
-                );
-                return Status::Invalid.into();
+                )));
             };
-            match serve::serve_blocking(stack, opts) {
-                Ok(()) => Status::Success.into(),
-                Err(e) => {
-                    eprintln!("error: {e:#}");
-                    Status::Failed.into()
-                }
-            }
+            serve::serve_blocking(stack, opts).map_err(failed)?;
+            Ok(done)
         }
         Some(Command::Agent {
             listen,
@@ -39,82 +61,64 @@ pub fn main() -> ExitCode {
             key,
             token_file,
         }) => {
-            let token = match crate::exec::agent::read_token(token_file.as_deref()) {
-                Ok(t) => t,
-                Err(e) => {
-                    eprintln!("error: {e:#}");
-                    return Status::Invalid.into();
-                }
-            };
+            let token = crate::exec::agent::read_token(token_file.as_deref())
+                .map_err(|e| invalid(format!("{e:#}")))?;
             let options = crate::exec::agent::AgentOptions {
                 listen,
                 certs: certs.unwrap_or_else(default_certs_dir),
                 identity: cert.zip(key),
                 token,
             };
-            match crate::exec::agent::serve_blocking(options) {
-                Ok(()) => Status::Success.into(),
-                Err(e) => {
-                    eprintln!("error: agent: {e:#}");
-                    Status::Failed.into()
-                }
-            }
+            crate::exec::agent::serve_blocking(options)
+                .map_err(|e| failed(format!("agent: {e:#}")))?;
+            Ok(done)
         }
-        Some(Command::Load { certs, .. }) => match crate::exec::load_child::child_main(&certs) {
-            Ok(()) => Status::Success.into(),
-            Err(e) => {
-                eprintln!("error: load generator: {e:#}");
-                Status::Failed.into()
-            }
-        },
+        Some(Command::Load { certs, .. }) => {
+            crate::exec::load_child::child_main(&certs)
+                .map_err(|e| failed(format!("load generator: {e:#}")))?;
+            Ok(done)
+        }
         Some(Command::ProxyGuard { dir, command }) => {
-            crate::exec::proxy::guard_main(&dir, &command).into()
+            Ok(crate::exec::proxy::guard_main(&dir, &command).into())
         }
-        Some(Command::Stacks { .. }) => match serde_json::to_string(&output::registered_stacks()) {
-            Ok(json) => {
-                println!("{json}");
-                Status::Success.into()
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
-                Status::Failed.into()
-            }
-        },
+        Some(Command::Stacks { .. }) => {
+            let json = serde_json::to_string(&output::registered_stacks()).map_err(failed)?;
+            println!("{json}");
+            Ok(done)
+        }
         Some(Command::Completions { shell }) => {
             let mut cmd = cli::command();
             clap_complete::generate(shell, &mut cmd, "runner", &mut std::io::stdout());
-            Status::Success.into()
+            Ok(done)
         }
         Some(Command::Man) => {
             let cmd = cli::command();
             match clap_mangen::Man::new(cmd).render(&mut std::io::stdout()) {
                 // `runner man | head` closes the pipe early: not an error.
-                Ok(()) => Status::Success.into(),
-                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Status::Success.into(),
-                Err(e) => {
-                    eprintln!("error: cannot write the man page: {e}");
-                    Status::Failed.into()
-                }
+                Ok(()) => Ok(done),
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(done),
+                Err(e) => Err(failed(format!("cannot write the man page: {e}"))),
             }
         }
-        Some(Command::Report { dir }) => match report::write(&dir) {
-            Ok(path) => {
-                println!("report: {}", path.display());
-                Status::Success.into()
-            }
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                Status::Invalid.into()
-            }
-        },
+        Some(Command::Report { dir }) => {
+            let path = report::write(&dir).map_err(|e| invalid(format!("{e:#}")))?;
+            println!("report: {}", path.display());
+            Ok(done)
+        }
         Some(Command::Compare {
             base,
             new,
             out,
             fail_on_regression,
             format,
-        }) => report::compare::command(&base, &new, out.as_deref(), fail_on_regression, format),
-        Some(Command::Merge { dirs, out }) => output::merge::command(&dirs, &out),
+        }) => Ok(report::compare::command(
+            &base,
+            &new,
+            out.as_deref(),
+            fail_on_regression,
+            format,
+        )),
+        Some(Command::Merge { dirs, out }) => Ok(output::merge::command(&dirs, &out)),
         Some(Command::K8s {
             command: cli::K8sCommand::Render { experiment, out },
         }) => {
@@ -122,16 +126,9 @@ pub fn main() -> ExitCode {
                 experiment: Some(experiment),
                 ..cli.run
             };
-            match validated(&args)
-                .map_err(Stopped::invalid)
-                .and_then(|exp| k8s_render(&exp, out.as_deref()))
-            {
-                Ok(()) => Status::Success.into(),
-                Err(stopped) => {
-                    eprintln!("error: {stopped}");
-                    stopped.status.into()
-                }
-            }
+            let exp = validated(&args).map_err(invalid)?;
+            k8s_render(&exp, out.as_deref())?;
+            Ok(done)
         }
         Some(Command::Capacity { search, run }) => capacity(&search, &run.or(cli.run)),
         Some(Command::Check { file, probe, run }) => {
@@ -139,138 +136,82 @@ pub fn main() -> ExitCode {
                 experiment: Some(file.clone()),
                 ..run.or(cli.run)
             };
-            match validated(&args).and_then(|mut exp| {
-                let service = service_targets(&mut exp, None, false)?;
-                Ok((exp, service))
-            }) {
-                Ok((exp, service)) => {
-                    if let Some(service) = &service {
-                        print!("{}", service.describe(&exp));
-                        let (lines, all) = service.try_connections(&exp);
-                        for line in &lines {
-                            println!("{line}");
-                        }
-                        if !all {
-                            eprintln!(
-                                "error: {}: some stacks cannot reach your service (FAILED above): fix what the line says, or leave those stacks out of `stacks` (the protocols the service speaks are the ones that connected)",
-                                file.display()
-                            );
-                            return Status::Invalid.into();
-                        }
-                        if probe && !probe_requests(service, &exp) {
-                            return Status::Invalid.into();
-                        }
-                    }
-                    let cells = plan::plan(&exp);
-                    println!(
-                        "{}: ok ({} cells; {})",
-                        file.display(),
-                        cells.len(),
-                        describe_estimate(&plan::estimate(&cells))
-                    );
-                    Status::Success.into()
+            let mut exp = validated(&args).map_err(invalid)?;
+            let service = service_targets(&mut exp, None, false).map_err(invalid)?;
+            if let Some(service) = &service {
+                print!("{}", service.describe(&exp));
+                let (lines, all) = service.try_connections(&exp);
+                for line in &lines {
+                    println!("{line}");
                 }
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    Status::Invalid.into()
+                if !all {
+                    return Err(invalid(format!(
+                        "{}: some stacks cannot reach your service (FAILED above): fix what the line says, or leave those stacks out of `stacks` (the protocols the service speaks are the ones that connected)",
+                        file.display()
+                    )));
+                }
+                if probe {
+                    probe_requests(service, &exp)?;
                 }
             }
+            let cells = plan::plan(&exp);
+            println!(
+                "{}: ok ({} cells; {})",
+                file.display(),
+                cells.len(),
+                describe_estimate(&plan::estimate(&cells))
+            );
+            Ok(done)
         }
         None if cli.run.resume.is_some() => {
             let dir = cli.run.resume.clone().expect("checked");
-            let mut exp = match resumed(&cli.run, &dir) {
-                Ok(e) => e,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return Status::Invalid.into();
-                }
-            };
-            let service = match service_targets(&mut exp, Some(true), false) {
-                Ok(s) => s,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return Status::Invalid.into();
-                }
-            };
-            let agents = match agents_for(&exp, &cli.run) {
-                Ok(a) => a,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return Status::Invalid.into();
-                }
-            };
-            match run_sweep(exp, service, agents, &cli.run, Some(dir)) {
-                Ok(code) => code,
-                Err(e) => {
-                    eprintln!("error: {e:#}");
-                    Status::Failed.into()
-                }
-            }
+            let mut exp = resumed(&cli.run, &dir).map_err(invalid)?;
+            let service = service_targets(&mut exp, Some(true), false).map_err(invalid)?;
+            let agents = agents_for(&exp, &cli.run).map_err(invalid)?;
+            run_sweep(exp, service, agents, &cli.run, Some(dir))
         }
         None => {
-            let exp = match validated(&cli.run).and_then(|e| ready_certs(&cli.run).map(|()| e)) {
-                Ok(e) => e,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return Status::Invalid.into();
-                }
-            };
+            let mut exp = validated(&cli.run)
+                .and_then(|e| ready_certs(&cli.run).map(|()| e))
+                .map_err(invalid)?;
             if cli.run.is_first_look() {
                 println!("{}", cli::first_look_banner());
             }
-            let mut exp = exp;
             let skip_unreached = cli.run.is_first_look() && !cli.run.keep_going;
-            let service = match service_targets(&mut exp, Some(cli.run.yes), skip_unreached) {
-                Ok(s) => s,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return Status::Invalid.into();
-                }
-            };
+            let service =
+                service_targets(&mut exp, Some(cli.run.yes), skip_unreached).map_err(invalid)?;
             if let Some(service) = &service {
                 // --keep-going measures failing requests: the probe then only informs.
-                if !cli.run.no_probe && !probe_requests(service, &exp) && !cli.run.keep_going {
-                    return Status::Invalid.into();
+                if !cli.run.no_probe {
+                    match probe_requests(service, &exp) {
+                        Err(stopped) if cli.run.keep_going => error_line(&stopped),
+                        other => other?,
+                    }
                 }
             }
-            let agents = match agents_for(&exp, &cli.run) {
-                Ok(a) => a,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return Status::Invalid.into();
-                }
-            };
-            match run_sweep(exp, service, agents, &cli.run, None) {
-                Ok(code) => code,
-                Err(e) => {
-                    eprintln!("error: {e:#}");
-                    Status::Failed.into()
-                }
-            }
+            let agents = agents_for(&exp, &cli.run).map_err(invalid)?;
+            run_sweep(exp, service, agents, &cli.run, None)
         }
     }
 }
 
 /// Sends the probe's real requests ([`crate::exec::target::ServiceTargets::request_probe`])
-/// and prints their lines; whether all passed (if not, one error line says what to do).
+/// and prints their lines; bad input when one failed (the error says what to do).
 fn probe_requests(
     service: &crate::exec::target::ServiceTargets,
     exp: &settings::Experiment,
-) -> bool {
-    match service.request_probe(exp) {
-        Ok(lines) => {
-            for line in lines {
-                println!("{line}");
-            }
-            true
-        }
-        Err(lines) => {
-            for line in lines {
-                println!("{line}");
-            }
-            eprintln!("error: a probe's request failed (above): every such request of the run would fail alike; fix the target, or measure the failures anyway with --no-probe");
-            false
-        }
+) -> Result<(), Stopped> {
+    let (passed, lines) = match service.request_probe(exp) {
+        Ok(lines) => (true, lines),
+        Err(lines) => (false, lines),
+    };
+    for line in lines {
+        println!("{line}");
+    }
+    if passed {
+        Ok(())
+    } else {
+        Err(invalid("a probe's request failed (above): every such request of the run would fail alike; fix the target, or measure the failures anyway with --no-probe"))
     }
 }
 
@@ -618,14 +559,14 @@ fn run_sweep(
     agents: Option<crate::exec::agent::Agents>,
     args: &cli::RunArgs,
     resume: Option<std::path::PathBuf>,
-) -> anyhow::Result<ExitCode> {
-    run_cells(exp, service, agents, args, resume, None)
+) -> Result<ExitCode, Stopped> {
+    measure(exp, service, agents, args, resume, None)
 }
 
 /// `runner capacity`: its flags checked, the experiment validated (open-loop probes are
 /// request-budgeted: no rate, rates or duration), targets resolved and the budget confirmed
 /// before anything is sent, then the searches as the run's cells.
-fn capacity(search: &cli::CapacityArgs, args: &cli::RunArgs) -> ExitCode {
+fn capacity(search: &cli::CapacityArgs, args: &cli::RunArgs) -> Result<ExitCode, Stopped> {
     // Not a first look's short timed sweep (probes are sized by the probe rule), and without a
     // file or --concurrency one level, CAPACITY_CONCURRENCY, rather than the study's five.
     let mut args = cli::RunArgs {
@@ -669,13 +610,7 @@ fn capacity(search: &cli::CapacityArgs, args: &cli::RunArgs) -> ExitCode {
         let agents = agents_for(&exp, args)?;
         Ok((settings, exp, service, agents))
     })();
-    let (settings, exp, service, agents) = match prepared {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Status::Invalid.into();
-        }
-    };
+    let (settings, exp, service, agents) = prepared.map_err(invalid)?;
     let client_cores = match exp.client_threads {
         0 => pin::usable_cores(),
         n => n as usize,
@@ -686,13 +621,7 @@ fn capacity(search: &cli::CapacityArgs, args: &cli::RunArgs) -> ExitCode {
         search.slo(),
         client_cores,
     )));
-    match run_cells(exp, service, agents, args, None, Some(searches)) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            Status::Failed.into()
-        }
-    }
+    measure(exp, service, agents, args, None, Some(searches))
 }
 
 /// `runner capacity`'s workers when neither a file nor --concurrency gives them.
@@ -726,22 +655,22 @@ fn capacity_lines(record: &crate::output::capacity::Record) -> String {
     lines.join("\n")
 }
 
-fn run_cells(
+fn measure(
     exp: settings::Experiment,
     service: Option<crate::exec::target::ServiceTargets>,
     agents: Option<crate::exec::agent::Agents>,
     args: &cli::RunArgs,
     resume: Option<std::path::PathBuf>,
     capacity: Option<std::sync::Arc<std::sync::Mutex<crate::capacity::Capacity>>>,
-) -> anyhow::Result<ExitCode> {
+) -> Result<ExitCode, Stopped> {
     if let Some(n) = exp.client_nofile {
-        pin::set_nofile_soft_limit(n)?;
+        pin::set_nofile_soft_limit(n).map_err(failed)?;
     }
     let (pinning, server_cpu) = if exp.pin {
         if pin::usable_cores() < 2 {
-            anyhow::bail!("--pin needs at least two usable cores");
+            return Err(Stopped::failed("--pin needs at least two usable cores"));
         }
-        pin::pin_current_thread(1)?;
+        pin::pin_current_thread(1).map_err(failed)?;
         ("server cpu 0, runner cpu 1".to_string(), Some(0))
     } else {
         ("none".to_string(), None)
@@ -754,7 +683,8 @@ fn run_cells(
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
-        .build()?;
+        .build()
+        .map_err(failed)?;
     let ctx = run::RunContext {
         agents: agents.map(std::sync::Arc::new),
         executor: None,
@@ -777,9 +707,11 @@ fn run_cells(
     let source = capacity
         .clone()
         .map(|c| Box::new(crate::capacity::Source(c)) as Box<dyn crate::exec::run::CellSource>);
-    let outcome = runtime.block_on(run::run_cells(exp, ctx, resume, source))?;
+    let outcome = runtime
+        .block_on(run::run_cells(exp, ctx, resume, source))
+        .map_err(failed)?;
     // Over every row of cells.csv (a resumed run's earlier cells too), written before the exit.
-    let checked = thresholds::write(&outcome.dir, &limits)?;
+    let checked = thresholds::write(&outcome.dir, &limits).map_err(failed)?;
     println!("\n{}", crate::console::summary_table(&outcome.results));
     let block = thresholds::summary_block(&checked);
     if !block.is_empty() {
@@ -797,7 +729,8 @@ fn run_cells(
     // The same rows and outcomes, for a pipeline; a run that cannot write it keeps its results.
     match output::summary_json::write(&outcome.dir, &checked, record) {
         Ok(path) => println!("summary: {}", path.display()),
-        Err(e) => eprintln!("error: {e:#}"),
+        // The run's results stand without it: said, and the status is the run's.
+        Err(e) => error_line(&format!("{e:#}")),
     }
     if exp_insecure {
         eprintln!("warning: insecure run: a target's certificate was not verified (insecure = true); `study paper` refuses it");
@@ -811,18 +744,19 @@ fn run_cells(
         }
     }
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
-    if let Some(why) = &outcome.stopped {
-        eprintln!("error: {why}");
+    let status = if outcome.interrupted && outcome.stopped.is_some() {
         // A stop at the last planned cell leaves nothing to resume: the run is complete.
-        if outcome.interrupted {
-            return Ok(Status::NothingMeasurable.into());
-        }
-    }
-    Ok(if outcome.interrupted {
-        Status::Interrupted.into()
+        Status::NothingMeasurable
+    } else if outcome.interrupted {
+        Status::Interrupted
     } else if checked.iter().any(|o| !o.pass) && !args.no_thresholds_exit {
-        Status::ThresholdFailed.into()
+        Status::ThresholdFailed
     } else {
-        Status::Success.into()
-    })
+        Status::Success
+    };
+    match outcome.stopped {
+        // Why the run stopped early, with the status its rows earned.
+        Some(message) => Err(Stopped { status, message }),
+        None => Ok(status.into()),
+    }
 }
