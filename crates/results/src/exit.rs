@@ -79,6 +79,41 @@ impl From<Status> for ExitCode {
     }
 }
 
+/// Why a command stopped: the one line it prints and the status it ends with, so that bad
+/// input (2) and a failure after the input was accepted (1) stay apart. The runner's commands
+/// return it, and its `main` prints it once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stopped {
+    pub status: Status,
+    pub message: String,
+}
+
+impl std::fmt::Display for Stopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Stopped {}
+
+impl Stopped {
+    /// Bad input: nothing was run or written.
+    pub fn invalid(message: impl Into<String>) -> Stopped {
+        Stopped {
+            status: Status::Invalid,
+            message: message.into(),
+        }
+    }
+
+    /// The input was accepted, then something failed.
+    pub fn failed(message: impl Into<String>) -> Stopped {
+        Stopped {
+            status: Status::Failed,
+            message: message.into(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use crate::exit::{Status, Stopped};
+use results::exit::{Status, Stopped};
 
 use crate::cli::Command;
 use crate::exec::serve::default_certs_dir;
@@ -111,14 +111,8 @@ fn dispatch(cli: cli::Cli) -> Result<ExitCode, Stopped> {
             out,
             fail_on_regression,
             format,
-        }) => Ok(report::compare::command(
-            &base,
-            &new,
-            out.as_deref(),
-            fail_on_regression,
-            format,
-        )),
-        Some(Command::Merge { dirs, out }) => Ok(output::merge::command(&dirs, &out)),
+        }) => report::compare::command(&base, &new, out.as_deref(), fail_on_regression, format),
+        Some(Command::Merge { dirs, out }) => output::merge::command(&dirs, &out),
         Some(Command::K8s {
             command: cli::K8sCommand::Render { experiment, out },
         }) => {

@@ -789,7 +789,7 @@ pub fn first_look_banner() -> String {
 /// help, so that the default is stated once, where it is defined.
 pub fn command() -> clap::Command {
     let cmd = with_defaults(<Cli as clap::CommandFactory>::command())
-        .after_help(format!("Exit status:\n{}", crate::exit::Status::table()));
+        .after_help(format!("Exit status:\n{}", results::exit::Status::table()));
     cmd.mut_subcommand("check", with_defaults)
         .mut_subcommand("capacity", with_defaults)
 }

@@ -10,7 +10,6 @@ pub mod capacity;
 pub mod cli;
 pub mod console;
 pub mod exec;
-pub mod exit;
 pub mod measure;
 pub mod netem;
 pub mod output;

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
-use results::exit::Status;
+use results::exit::{Status, Stopped};
 use results::labels::Stacks;
 use results::rows::CellRow;
 
@@ -219,34 +219,32 @@ pub enum Format {
     Markdown,
 }
 
-/// `runner compare`: exit 0, 1 with `--fail-on-regression` exceeded, 2 when refused.
+/// `runner compare`: exit 0, 1 with `--fail-on-regression` exceeded, 2 when refused (the
+/// error is the caller's to print).
 pub fn command(
     base: &Path,
     new: &Path,
     out: Option<&Path>,
     fail_pct: Option<f64>,
     format: Format,
-) -> ExitCode {
+) -> Result<ExitCode, Stopped> {
     if let Some(p) = fail_pct {
         if !(p.is_finite() && p >= 0.0) {
-            eprintln!("error: --fail-on-regression: {p} is not a percentage ≥ 0");
-            return Status::Invalid.into();
+            return Err(Stopped::invalid(format!(
+                "--fail-on-regression: {p} is not a percentage ≥ 0"
+            )));
         }
     }
-    let outcome = match run(base, new, out) {
-        Ok(o) => o,
-        Err((refused, e)) => {
-            eprintln!("error: {e}");
-            return if refused {
-                Status::Invalid.into()
-            } else {
-                Status::Failed.into()
-            };
+    let outcome = run(base, new, out).map_err(|(refused, e)| {
+        if refused {
+            Stopped::invalid(e)
+        } else {
+            Stopped::failed(e)
         }
-    };
-    crate::labels::with(outcome.stacks.clone(), || {
+    })?;
+    Ok(crate::labels::with(outcome.stacks.clone(), || {
         print(&outcome, (base, new), fail_pct, format)
-    })
+    }))
 }
 
 /// What `runner compare` prints of a written comparison, and its status.

@@ -529,7 +529,16 @@ async fn run_cell(
     let server_exit = server.exited();
     let proxy_records = server.proxy_records();
     server.stop().await;
-    let (finished, samples, server_res, client_res, net, per_agent, proxy_usage) = match outcome? {
+    let Supervised {
+        finished,
+        samples,
+        server: server_res,
+        client: client_res,
+        net,
+        per_agent,
+        proxy_client,
+        proxy_server,
+    } = match outcome? {
         Ok(done) => done,
         Err(e) => return Some(failed_cell(cell, format!("{e:#}"))),
     };
@@ -560,37 +569,35 @@ async fn run_cell(
                 ..Default::default()
             }),
             per_agent,
-            proxies: (!proxy_records.is_empty()).then(|| {
-                let (client, server) = proxy_usage;
+            proxies: (!proxy_records.is_empty()).then_some(
                 crate::measure::proxies::ProxyReadings {
-                    client,
-                    server,
+                    client: proxy_client,
+                    server: proxy_server,
                     records: proxy_records,
-                }
-            }),
+                },
+            ),
         },
         samples,
     ))
 }
 
-/// The phase's figures, samples, server and client resources, the kernel counters over the
-/// phase (read on this runtime's thread, so in the cell's namespace when it has one), and
-/// each agent's outcome (empty when no agent ran the load).
-type Supervised = (
-    Finished,
-    Vec<Sample>,
-    ResourceSummary,
-    ResourceSummary,
-    Option<crate::measure::netcounters::CellCounters>,
-    Vec<crate::exec::shard::AgentOutcome>,
-    ProxyUsages,
-);
-
-/// The client- and server-side proxies' usage over the phase (`None`: none in that role).
-type ProxyUsages = (
-    Option<crate::measure::proxies::ProxyUsage>,
-    Option<crate::measure::proxies::ProxyUsage>,
-);
+/// What a supervised measured phase gave.
+struct Supervised {
+    /// The phase's figures, added up over the load generators.
+    finished: Finished,
+    /// The resource samples of the phase.
+    samples: Vec<Sample>,
+    server: ResourceSummary,
+    client: ResourceSummary,
+    /// The kernel counters over the phase (read on this runtime's thread, so in the cell's
+    /// namespace when it has one).
+    net: Option<crate::measure::netcounters::CellCounters>,
+    /// Each agent's outcome (empty when no agent ran the load).
+    per_agent: Vec<crate::exec::shard::AgentOutcome>,
+    /// The client- and server-side proxies' usage over the phase (`None`: none in that role).
+    proxy_client: Option<crate::measure::proxies::ProxyUsage>,
+    proxy_server: Option<crate::measure::proxies::ProxyUsage>,
+}
 
 /// Runs the cell's load generators while updating the bar (in seconds when `timed`, else in
 /// requests), sampling the server and a local generator during the measured phase. Every
@@ -793,7 +800,7 @@ async fn supervised(
         Some(s) => s.finish(phase),
         None => Default::default(),
     };
-    let proxy_usage = match proxy_sampler {
+    let (proxy_client, proxy_server) = match proxy_sampler {
         Some(p) => {
             let (proxy_samples, client, server) = p.finish();
             samples.extend(proxy_samples);
@@ -838,15 +845,16 @@ async fn supervised(
     } else {
         Vec::new()
     };
-    Some(Ok((
+    Some(Ok(Supervised {
         finished,
         samples,
-        server_res,
+        server: server_res,
         client,
         net,
         per_agent,
-        proxy_usage,
-    )))
+        proxy_client,
+        proxy_server,
+    }))
 }
 
 /// What the supervisor tells a load generator's task.

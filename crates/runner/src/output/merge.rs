@@ -13,10 +13,10 @@ use std::process::ExitCode;
 use anyhow::Context;
 use bench_core::{FailureClass, WireBytes};
 
-use crate::exit::Status;
 use load::measurements::{CodeCount, Measurements};
 use load::sampler::ResourceSummary;
 use load::timewait::TimeWaitCounts;
+use results::exit::{Status, Stopped};
 use results::hlog;
 
 use crate::output::{CellResult, Manifest, ResultsWriter};
@@ -578,29 +578,21 @@ fn time_wait(row: &CellRow) -> Option<TimeWaitCounts> {
 }
 
 /// `runner merge`: exit 0, 2 when refused, 1 when writing failed.
-pub fn command(inputs: &[PathBuf], out: &Path) -> ExitCode {
-    match merge(inputs, out) {
-        Ok(merged) => {
-            for w in &merged.warnings {
-                eprintln!("warning: {w}");
-            }
-            println!(
-                "merged {} cells of {} results directories: {}",
-                merged.cells,
-                inputs.len(),
-                merged.out.display()
-            );
-            Status::Success.into()
-        }
-        Err(MergeError::Refused(e)) => {
-            eprintln!("error: {}", one_line(&e));
-            Status::Invalid.into()
-        }
-        Err(MergeError::Failed(e)) => {
-            eprintln!("error: {}", one_line(&format!("{e:#}")));
-            Status::Failed.into()
-        }
+pub fn command(inputs: &[PathBuf], out: &Path) -> Result<ExitCode, Stopped> {
+    let merged = merge(inputs, out).map_err(|e| match e {
+        MergeError::Refused(e) => Stopped::invalid(one_line(&e)),
+        MergeError::Failed(e) => Stopped::failed(one_line(&format!("{e:#}"))),
+    })?;
+    for w in &merged.warnings {
+        eprintln!("warning: {w}");
     }
+    println!(
+        "merged {} cells of {} results directories: {}",
+        merged.cells,
+        inputs.len(),
+        merged.out.display()
+    );
+    Ok(Status::Success.into())
 }
 
 fn one_line(text: &str) -> String {

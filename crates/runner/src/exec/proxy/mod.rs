@@ -20,12 +20,12 @@ use anyhow::{anyhow, bail, Context};
 use async_trait::async_trait;
 
 use crate::exec::executor::{CellServer, ServerReadings};
-use crate::exit::Status;
 use crate::measure::proxies::{ProxyGroup, ProxyRecord};
 use crate::plan::Cell;
 use crate::settings::ProxyKind;
 pub use config::{Hop, ListenTls, UpstreamTls};
 use load::sampler::Role;
+use results::exit::Status;
 
 /// How long a proxy may take to listen.
 const READY_WITHIN: Duration = Duration::from_secs(15);
