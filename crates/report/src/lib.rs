@@ -15,6 +15,5 @@ pub mod service;
 pub mod streaming;
 
 pub use labels::{label, stack_order};
-pub use page::write;
 pub use results::labels::{levels, mean_of, ms, regimes};
 pub use results::Results;

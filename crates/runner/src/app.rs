@@ -101,7 +101,7 @@ fn dispatch(cli: cli::Cli) -> Result<ExitCode, Stopped> {
             }
         }
         Some(Command::Report { dir }) => {
-            let path = report::write(&dir).map_err(|e| invalid(format!("{e:#}")))?;
+            let path = report::page::write(&dir).map_err(|e| invalid(format!("{e:#}")))?;
             println!("report: {}", path.display());
             Ok(done)
         }

@@ -140,7 +140,7 @@ pub fn serve_blocking(stack: &'static dyn Stack, opts: ServeOptions) -> anyhow::
     crate::exec::pin::raise_nofile_soft_limit()?;
     // The hosts executor's servers listen inside the suite's own namespaces (198.18.0.0/15):
     // only an address outside them reaches a network the suite did not make.
-    if !crate::exec::proxy::allowed(opts.listen.ip()) {
+    if !crate::netem::netns::suite_address(opts.listen.ip()) {
         eprintln!(
             "warning: serving on {}, which is neither loopback nor inside the suite's namespaces (198.18.0.0/15)",
             opts.listen

@@ -251,6 +251,18 @@ pub fn remove_stale() {
     }
 }
 
+/// Loopback, or the suite's namespaces' 198.18.0.0/15: where a proxy may listen and connect,
+/// and where a server may listen without a warning.
+pub fn suite_address(ip: std::net::IpAddr) -> bool {
+    match ip {
+        std::net::IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            v4.is_loopback() || (a == 198 && (b == 18 || b == 19))
+        }
+        std::net::IpAddr::V6(v6) => v6.is_loopback(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,5 +282,29 @@ mod tests {
             netem_qdisc_args("ns", "lo", &netem).join(" "),
             "-n ns qdisc add dev lo root netem limit 65536 delay 10000us 500us loss 1% rate 100mbit"
         );
+    }
+
+    /// Proxies stay on loopback and the suite's benchmarking range; anything else is refused.
+    #[test]
+    fn only_loopback_and_the_benchmarking_range_are_suite_address() {
+        for ok in [
+            "127.0.0.1",
+            "127.0.0.9",
+            "198.18.0.1",
+            "198.19.255.254",
+            "::1",
+        ] {
+            assert!(suite_address(ok.parse().unwrap()), "{ok}");
+        }
+        for no in [
+            "0.0.0.0",
+            "10.0.0.1",
+            "198.20.0.1",
+            "198.17.0.1",
+            "8.8.8.8",
+            "::",
+        ] {
+            assert!(!suite_address(no.parse().unwrap()), "{no}");
+        }
     }
 }
