@@ -24,8 +24,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 
-use results::rows::CellRow;
-
 mod breakdown;
 mod claims;
 pub mod engine;
@@ -48,9 +46,6 @@ pub mod timing;
 use provenance::{provenance_problems, Provenance};
 use run::Run;
 use threats::threats;
-
-/// A `cells.csv` row of a run (the claim checks and tables read these).
-type Row = CellRow;
 
 /// The tracked paths whose difference between the data commit and HEAD is a difference in
 /// the code that measured (or computes) the results.

@@ -14,7 +14,7 @@ use results::rows::Row as _;
 use crate::engine::{Cell, Data, Observed, PercentileSession};
 use crate::plan::{Plan, Quantity, QuantityKind};
 use crate::run::Run;
-use crate::Row;
+use results::rows::CellRow as Row;
 
 /// The claim runs of every session, by experiment name, in session order.
 pub(crate) struct ClaimData<'a> {

@@ -11,7 +11,7 @@ use results::Results;
 use stats::{interval, Interval};
 
 use crate::stacks::order as stack_order;
-use crate::Row;
+use results::rows::CellRow as Row;
 
 /// Steady-state throughput (all workers active); preferred wherever the study's "throughput"
 /// is compared, because `ok / elapsed` also counts ramp-up and drain.

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::provenance::Provenance;
 use crate::run::{fval, Run, ELAPSED_RPS, STEADY_RPS};
-use crate::Row;
+use results::rows::CellRow as Row;
 
 /// The sessions next to a reference run, in index order.
 pub(crate) struct Sessions {

@@ -14,7 +14,7 @@ use crate::run::{fval, Run};
 use crate::sessions::repetition_rate;
 use crate::templates;
 use crate::text::{fallback_note, show, show_rps, show_tput, throughput_note};
-use crate::Row;
+use results::rows::CellRow as Row;
 
 /// One regime's table of the reference sweep; with two or more sessions' references, also
 /// throughput and p99 with their intervals over the session means.

@@ -11,7 +11,7 @@ use crate::provenance::Provenance;
 use crate::run::{fval, Run, ELAPSED_RPS, STEADY_RPS};
 use stats::cv;
 
-use crate::Row;
+use results::rows::CellRow as Row;
 
 /// Min and max of server + client CPU % over stress cells that have both figures, and how
 /// many cells had none (short cells may leave CPU empty as unreliable).
