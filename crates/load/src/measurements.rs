@@ -236,14 +236,14 @@ impl Default for Measurements {
 impl Measurements {
     /// The histograms by `.hlog` tag ([`hlog::TAGS`]), as a log is written from them.
     pub fn tagged(&self) -> hlog::Tagged<'_> {
-        [
-            ("latency", &self.latency),
-            ("ttfb", &self.ttfb),
-            ("connect", &self.connect),
-            ("handshake", &self.handshake),
-            ("pacing_lag", &self.pacing_lag),
-            ("message_gap", &self.message_gap),
-        ]
+        hlog::tagged([
+            &self.latency,
+            &self.ttfb,
+            &self.connect,
+            &self.handshake,
+            &self.pacing_lag,
+            &self.message_gap,
+        ])
     }
 
     /// Puts a log's histograms in place of these.
