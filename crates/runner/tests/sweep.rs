@@ -230,6 +230,8 @@ fn kill_during_first_cell(
         .args(["--stacks", stacks, "--regime", regime, "--concurrency", "4"])
         .args(["--requests", requests, "--max-cell-seconds", "4"])
         .args(["--warmup-fraction", "0", "--baseline-seconds", "0"])
+        // The stack named first must be the cell killed: the planned order, not a shuffle.
+        .args(["--cell-order", "fixed"])
         .arg("--out")
         .arg(out.path())
         .arg("--certs")
