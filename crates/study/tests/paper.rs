@@ -935,7 +935,7 @@ fn committed_claim_cells_under_the_plan_are_exactly_its_budget() {
         };
         if !timing.data_contains_plan {
             assert!(
-                paper.contains("These data were not measured under this plan"),
+                paper.contains("were measured before this plan was committed"),
                 "{stem}: measured before the plan, and the paper does not say so"
             );
             continue;
