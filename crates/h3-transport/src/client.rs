@@ -96,6 +96,18 @@ impl Closing {
     }
 }
 
+/// A snapshot of [`H3Transport`]'s closing periods (counts since the transport was made,
+/// except `holding`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClosingCounts {
+    /// Endpoints whose closing period has not ended yet (on the socket alone or in quinn).
+    pub holding: u64,
+    /// Closings that released quinn's state once the CONNECTION_CLOSE was out.
+    pub released: u64,
+    /// Closings left to quinn (the server closed first, or the close was not seen going out).
+    pub by_quinn: u64,
+}
+
 /// Longest wait for quinn to send a closing connection's CONNECTION_CLOSE before the closing
 /// period is left to quinn; normally the next turn of its driver, well under a millisecond.
 const CLOSE_SENT_BOUND: Duration = Duration::from_secs(2);
@@ -335,6 +347,17 @@ impl H3Transport {
             limits: self.limits,
         };
         Ok((conn, timing))
+    }
+
+    /// Where the closed connections' closing periods are (per-connection endpoints only; a
+    /// shared endpoint's closings are inside quinn and not counted here).
+    pub fn closing_counts(&self) -> ClosingCounts {
+        let c = &self.closing;
+        ClosingCounts {
+            holding: c.endpoints.load(Ordering::SeqCst) as u64,
+            released: c.released.load(Ordering::SeqCst),
+            by_quinn: c.by_quinn.load(Ordering::SeqCst),
+        }
     }
 
     /// Waits (at most `bound`) until every closed connection's closing period has ended.
