@@ -131,16 +131,15 @@ impl CloseWatch {
         tokio::time::timeout(bound, wait).await.ok()
     }
 
-    /// Stops quinn's driver tasks of this endpoint and waits until they are gone, so that
-    /// their state is dropped once the last handles to the endpoint and connection are.
-    pub(crate) async fn stop_drivers(&self) {
+    /// Aborts quinn's driver tasks of this endpoint: from here on they are never polled again,
+    /// and the runtime drops them (and their hold on the endpoint's and connection's state)
+    /// the next time it gets to them. Awaiting the handles returned says when that is done.
+    pub(crate) fn abort_drivers(&self) -> Vec<tokio::task::JoinHandle<()>> {
         let drivers = std::mem::take(&mut *self.drivers.lock().expect("drivers"));
         for driver in &drivers {
             driver.abort();
         }
-        for driver in drivers {
-            let _ = driver.await;
-        }
+        drivers
     }
 }
 

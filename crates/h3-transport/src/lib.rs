@@ -11,7 +11,7 @@ pub mod server;
 pub mod tuning;
 mod udp;
 
-pub use client::{Answer, H3Connection, H3Transport, Outgoing};
+pub use client::{Answer, ClosingCounts, H3Connection, H3Transport, Outgoing};
 
 /// The quinn knobs for the manifest, the same for every stack over HTTP/3.
 pub fn quic_settings() -> String {
