@@ -192,3 +192,39 @@ fn sessions_of_an_earlier_commit_with_the_same_code_are_continued_there() {
     assert!(text.contains("would refuse"), "{text}");
     assert!(text.contains("session 1 → results/sessions/s1:"), "{text}");
 }
+
+/// `--quick` plans one reduced session from the plan's `[budgets.quick]`: every claim at those
+/// budgets into results/quick/, a one-repetition reference, and a paper marked quick; the
+/// soak runs one minute.
+#[test]
+fn quick_plans_every_claim_at_the_plans_quick_budgets() {
+    let output = script(&["--quick", "--dry-run", "--allow-dirty"]);
+    let text = output_text(&output);
+    assert!(output.status.success(), "{text}");
+    let plan: toml::Table =
+        std::fs::read_to_string(workspace().join("experiments/study/plan.toml"))
+            .unwrap()
+            .parse()
+            .unwrap();
+    let quick = &plan["budgets"]["quick"];
+    let (n, r) = (
+        quick["new-conn"].as_integer().unwrap(),
+        quick["reuse"].as_integer().unwrap(),
+    );
+    let claims = std::fs::read_dir(workspace().join("experiments/claims"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension() == Some("toml".as_ref()))
+        .count();
+    let budgets = format!("--requests-new-conn {n} --requests-reuse {r}");
+    assert_eq!(
+        text.matches(&format!("--no-thresholds-exit {budgets}"))
+            .count(),
+        claims,
+        "{text}"
+    );
+    assert!(text.contains("--repetitions 1"), "{text}");
+    assert!(text.contains("--duration 60"), "{text}");
+    assert!(text.contains("study paper --quick"), "{text}");
+    assert!(text.contains("expected duration: about"), "{text}");
+    assert!(!text.contains("results/sessions/s"), "{text}");
+}
