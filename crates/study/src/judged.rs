@@ -127,6 +127,9 @@ fn anchor(rule: &str) -> String {
 
 const LIMITS_ANCHOR: &str = "what-ran-out";
 
+/// The regime whose connections ports, TIME_WAIT and descriptors are about.
+const NEW_CONN: &str = "new-conn";
+
 fn can_refute(plan: &Plan, condition: &str) -> bool {
     plan.conditions
         .iter()
@@ -162,7 +165,7 @@ fn row_refutes(plan: &Plan, data: &ClaimData, v: &Verdict) -> Result<(), String>
     let rows: Vec<_> = runs
         .iter()
         .flat_map(|r| r.rows(Some(variant)))
-        .filter(|r| r.regime == "new-conn" && r.concurrency as u64 == v.workers)
+        .filter(|r| r.regime == NEW_CONN && r.concurrency as u64 == v.workers)
         .collect();
     if rows.is_empty() {
         return Ok(());
@@ -462,7 +465,7 @@ fn port_budget(data: &ClaimData, condition: &str) -> Option<PortBudget> {
     let rows: Vec<_> = runs
         .iter()
         .flat_map(|r| r.rows(Some(variant)))
-        .filter(|r| r.regime == "new-conn")
+        .filter(|r| r.regime == NEW_CONN)
         .collect();
     let first = rows.first()?;
     let ports = first
@@ -900,7 +903,7 @@ pub(crate) fn limits_section(out: &mut String, plan: &Plan, data: &ClaimData) {
         let rows: Vec<_> = runs
             .iter()
             .flat_map(|r| r.rows(Some(variant)))
-            .filter(|r| r.regime == "new-conn")
+            .filter(|r| r.regime == NEW_CONN)
             .collect();
         if rows.is_empty() {
             continue;
