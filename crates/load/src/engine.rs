@@ -11,6 +11,8 @@ use tokio::sync::Mutex;
 use crate::measurements::{Measurements, MessageGaps, SteadyWindow};
 use crate::Regime;
 
+mod observe;
+
 /// How one load phase runs.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct LoadSpec {
@@ -73,6 +75,8 @@ pub struct Progress {
     pub stop: AtomicBool,
     /// Watches the phase's first outcomes for a phase where nothing can succeed.
     pub streak: FailureStreak,
+    /// The running phase, for [`Progress::live_snapshot`].
+    live: observe::Attached,
 }
 
 /// The first `limit` requests a phase issued: when every one of them failed in one class with
@@ -480,6 +484,12 @@ pub async fn run(
         .num_workers()
         .max(1);
     let shards: Arc<Vec<Shard>> = Arc::new((0..shard_count).map(|_| Shard::default()).collect());
+    progress.live.attach(observe::Parts {
+        shards: shards.clone(),
+        budget: budget.clone(),
+        pool: pool.clone(),
+        pooled: matches!(spec.regime, Regime::Reuse),
+    });
     let mut workers = Vec::with_capacity(spec.concurrency as usize);
     for w in 0..spec.concurrency as usize {
         let client = client.clone();
@@ -505,6 +515,7 @@ pub async fn run(
     for w in workers {
         let _ = w.await;
     }
+    progress.live.detach();
     let elapsed = started.elapsed();
     let mut measurements = Measurements::default();
     for shard in shards.iter() {

@@ -81,6 +81,31 @@ pub struct ResourceSummary {
     pub tcp_time_wait: Option<TimeWaitCounts>,
 }
 
+/// The latest sample of each role, for a live view (the runner's metrics endpoint): the
+/// sampler keeps it up to date as it reads, and a reader takes a copy when it wants one.
+#[derive(Debug, Clone, Default)]
+pub struct Latest(std::sync::Arc<std::sync::Mutex<Vec<Sample>>>);
+
+impl Latest {
+    fn put(&self, sample: Sample) {
+        let mut latest = self.0.lock().expect("latest samples");
+        match latest.iter_mut().find(|s| s.role == sample.role) {
+            Some(s) => *s = sample,
+            None => latest.push(sample),
+        }
+    }
+
+    /// The latest sample of each role read so far.
+    pub fn get(&self) -> Vec<Sample> {
+        self.0.lock().expect("latest samples").clone()
+    }
+
+    /// Forgets every sample (the processes they describe are gone).
+    pub fn clear(&self) {
+        self.0.lock().expect("latest samples").clear();
+    }
+}
+
 pub struct Sampler {
     stop: mpsc::Sender<Duration>,
     thread: JoinHandle<(Vec<Sample>, [ResourceSummary; 2])>,
@@ -183,6 +208,16 @@ impl Sampler {
     /// Resets both processes' RSS high-water marks and takes the first reading; returns once
     /// it is taken, so that what follows is inside the sampled window.
     pub fn start(server_pid: Option<u32>, client_pid: Option<u32>, interval: Duration) -> Self {
+        Self::start_with(server_pid, client_pid, interval, None)
+    }
+
+    /// [`Sampler::start`], also keeping `latest` up to date with each reading when given.
+    pub fn start_with(
+        server_pid: Option<u32>,
+        client_pid: Option<u32>,
+        interval: Duration,
+        latest: Option<Latest>,
+    ) -> Self {
         let (stop, stopped) = mpsc::channel::<Duration>();
         let (first_taken, first) = mpsc::channel();
         let thread = std::thread::spawn(move || {
@@ -196,6 +231,9 @@ impl Sampler {
                 let t = started.elapsed();
                 for track in tracks.iter_mut() {
                     if let Some(s) = track.observe(t) {
+                        if let Some(latest) = &latest {
+                            latest.put(s);
+                        }
                         samples.push(s);
                     }
                 }
