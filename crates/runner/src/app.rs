@@ -679,6 +679,19 @@ fn measure(
         .enable_all()
         .build()
         .map_err(failed)?;
+    // Listening before anything is created: a port in use stops the run with nothing made.
+    let metrics = match &exp.metrics_listen {
+        Some(listen) => {
+            let addr = listen.value().0;
+            let endpoint = runtime
+                .block_on(live_metrics::Endpoint::bind(addr))
+                .map_err(|e| Stopped::failed(format!("metrics_listen {addr}: {e}")))?;
+            eprintln!("metrics: http://{}/metrics", endpoint.addr());
+            Some(endpoint)
+        }
+        None => None,
+    };
+    let metrics_linger = std::time::Duration::from_secs(exp.metrics_linger_seconds);
     let ctx = run::RunContext {
         agents: agents.map(std::sync::Arc::new),
         executor: None,
@@ -694,6 +707,7 @@ fn measure(
             &exp.targets.secret_headers,
             exp.targets.record_bodies,
         ),
+        live: metrics.as_ref().map(|m| m.board().clone()),
     };
     bench_core::tls::install_crypto_provider();
     let limits = exp.thresholds.clone();
@@ -735,6 +749,15 @@ fn measure(
     if outcome.stopped.is_none() {
         if let Some(hint) = crate::console::ci_hint(&outcome.results, !limits.is_empty()) {
             eprintln!("{hint}");
+        }
+    }
+    // A scrape after the last cell reads its final figures (not after an interrupt).
+    if let Some(endpoint) = metrics.filter(|_| !outcome.interrupted || outcome.stopped.is_some()) {
+        if !runtime.block_on(endpoint.linger(metrics_linger)) && !metrics_linger.is_zero() {
+            eprintln!(
+                "metrics: no scrape read the final figures within {} s (metrics_linger_seconds)",
+                metrics_linger.as_secs()
+            );
         }
     }
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));

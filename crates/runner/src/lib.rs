@@ -10,6 +10,7 @@ pub mod capacity;
 pub mod cli;
 pub mod console;
 pub mod exec;
+pub mod live;
 pub mod measure;
 pub mod netem;
 pub mod output;

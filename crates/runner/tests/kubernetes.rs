@@ -842,6 +842,7 @@ k8s_agents = 2
             executor, link,
         ))),
         argv: Vec::new(),
+        live: None,
     };
     let outcome = tokio::time::timeout(
         std::time::Duration::from_secs(120),

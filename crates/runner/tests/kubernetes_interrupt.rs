@@ -112,6 +112,7 @@ k8s_agents = 1
             executor, link,
         ))),
         argv: Vec::new(),
+        live: None,
     };
     let outcome = tokio::time::timeout(
         std::time::Duration::from_secs(60),

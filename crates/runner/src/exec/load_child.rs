@@ -5,8 +5,9 @@
 //!
 //! The runner writes one [`LoadJob`] line to the child's stdin; the child answers with
 //! [`Message`] lines on stdout: `measuring` when the warm-up is over, upon which the runner
-//! starts sampling and writes a `go` line, `progress` every 200 ms, and `finished` with both
-//! phases' measurements.
+//! starts sampling and writes a `go` line, `progress` every 200 ms (with the measured phase's
+//! figures so far when the run serves live metrics), and `finished` with both phases'
+//! measurements.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -52,6 +53,10 @@ pub struct LoadJob {
     /// `None` = our server's item workload.
     #[serde(default)]
     pub service: Option<bench_core::user_service::Targets>,
+    /// Send the measured phase's figures so far with each progress line (the run serves
+    /// live metrics, [`crate::live`]).
+    #[serde(default)]
+    pub live: bool,
     /// Warm-up phase (not measured), run first when `Some`.
     pub warmup: Option<LoadSpec>,
     pub measured: LoadSpec,
@@ -87,6 +92,9 @@ pub enum Message {
     Progress {
         done: u64,
         failed: u64,
+        /// The phase's figures so far, when the job asks for them ([`LoadJob::live`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        live: Option<Box<load::live::LiveSnapshot>>,
     },
     Finished {
         warmup: Box<Measurements>,
@@ -218,6 +226,7 @@ pub fn child_main(certs_dir: &Path) -> anyhow::Result<()> {
         }
         let ticker = {
             let progress = progress.clone();
+            let live = job.live;
             tokio::spawn(async move {
                 let mut tick = tokio::time::interval(Duration::from_millis(200));
                 loop {
@@ -225,6 +234,10 @@ pub fn child_main(certs_dir: &Path) -> anyhow::Result<()> {
                     let _ = send(&Message::Progress {
                         done: progress.done.load(Ordering::Relaxed),
                         failed: progress.failed.load(Ordering::Relaxed),
+                        live: live
+                            .then(|| progress.live_snapshot())
+                            .flatten()
+                            .map(Box::new),
                     });
                 }
             })

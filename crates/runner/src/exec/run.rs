@@ -45,6 +45,8 @@ pub struct RunContext {
     /// The command line as the manifest records it: secrets already redacted
     /// ([`crate::cli::argv_for_record`]).
     pub argv: Vec<String>,
+    /// The live metrics endpoint's board, when the run serves one ([`crate::live`]).
+    pub live: Option<Arc<live_metrics::Board>>,
 }
 
 /// What a finished (or interrupted) run left behind.
@@ -295,6 +297,9 @@ pub async fn run_cells(
         let expected = source.expected().max(i + 1);
         let bar = crate::console::cell_bar(cell, i, expected);
         let snapshot = crate::measure::environment::CellSnapshot::take();
+        if let Some(live) = &ctx.live {
+            live.begin_cell(crate::live::labels(cell));
+        }
         let outcome = run_isolated(cell, &ctx, &*executor, &bar, &stop, i).await;
         let cell_environment = snapshot.finish();
         let (mut result, samples) = match outcome {
@@ -328,6 +333,9 @@ pub async fn run_cells(
             eprintln!("[{}/{}] {line}{marks}", i + 1, expected);
         }
         writer.write_cell(&result, &samples)?;
+        if let Some(live) = &ctx.live {
+            live.end_cell(crate::live::last(&result));
+        }
         if let Some(e) = result.environment.and_then(|e| e.emulation) {
             manifest.emulator = Some(e.kind.as_str().to_string());
         }
@@ -513,6 +521,7 @@ async fn run_cell(
         tuning: exp.tuning(),
         client_threads,
         busy_poll: exp.busy_poll,
+        live: ctx.live.is_some(),
         warmup: (cell.warmup_requests() > 0).then(|| LoadSpec {
             requests: cell.warmup_requests(),
             first_id: 0,
@@ -525,7 +534,8 @@ async fn run_cell(
     };
     let interval = Duration::from_millis(exp.sample_interval_ms);
     let timed = cell.duration_s().is_some();
-    let outcome = supervised(&job, site, &mut *server, interval, bar, timed, stop).await;
+    let live = ctx.live.as_deref();
+    let outcome = supervised(&job, site, &mut *server, interval, bar, timed, stop, live).await;
     let server_exit = server.exited();
     let proxy_records = server.proxy_records();
     server.stop().await;
@@ -604,6 +614,7 @@ struct Supervised {
 /// generator's warm-up ends before any measures (the runner is the barrier: `go` to all at
 /// once); a generator that fails fails the cell and the others are stopped. `None` when the
 /// run was interrupted (the children are then ended and the cell not written).
+#[allow(clippy::too_many_arguments)] // The cell's parts, each from its own owner.
 async fn supervised(
     job: &LoadJob,
     site: &dyn CellSite,
@@ -612,6 +623,7 @@ async fn supervised(
     bar: &ProgressBar,
     timed: bool,
     stop: &Arc<AtomicBool>,
+    live: Option<&live_metrics::Board>,
 ) -> Option<anyhow::Result<Supervised>> {
     let gens = match site.start_loadgens(job).await {
         Ok(g) => g,
@@ -715,7 +727,8 @@ async fn supervised(
                 if measuring.iter().all(|m| *m) {
                     // A local generator is sampled here; agents sample their own.
                     let local = pids.iter().flatten().next().copied();
-                    sampler = Some(Sampler::start(server_pid, local, interval));
+                    let readings = live.map(|l| l.readings());
+                    sampler = Some(Sampler::start_with(server_pid, local, interval, readings));
                     let groups = server.proxies();
                     if !groups.is_empty() {
                         proxy_sampler = Some(ProxySampler::start(groups, interval));
@@ -732,7 +745,14 @@ async fn supervised(
                     }
                 }
             }
-            Ok(Message::Progress { done, failed }) => {
+            Ok(Message::Progress {
+                done,
+                failed,
+                live: figures,
+            }) => {
+                if let (Some(board), Some(figures)) = (live, figures) {
+                    board.progress(i, n, *figures);
+                }
                 progress[i] = (done, failed);
                 let done: u64 = progress.iter().map(|p| p.0).sum();
                 let failed: u64 = progress.iter().map(|p| p.1).sum();

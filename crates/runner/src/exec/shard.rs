@@ -192,6 +192,7 @@ mod tests {
             client_threads: 1,
             busy_poll: false,
             service: None,
+            live: false,
             warmup: Some(spec(concurrency, requests / 10)),
             measured: spec(concurrency, requests),
         }

@@ -301,6 +301,19 @@ knobs! {
     /// Results root; each run writes a new directory below it.
     #[arg(long)]
     out: run<PathBuf> = PathBuf::from("results");
+    /// Serve live metrics for Prometheus at http://ADDR/metrics while the run goes: a port
+    /// (on 127.0.0.1) or IP:PORT; an address other than loopback also needs
+    /// metrics_listen_public (default: none, no endpoint).
+    #[arg(long, value_name = "[IP:]PORT")]
+    metrics_listen: run_opt<super::Parsed<live_metrics::ListenAddr>> = None;
+    /// Let metrics_listen be an address other than loopback: whoever reaches it reads the
+    /// run's cells and figures (the endpoint has no authentication).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
+    metrics_listen_public: run<bool> = false;
+    /// After the last cell, the metrics endpoint stays up until it has been scraped once more
+    /// (the final figures), at most this many seconds (0 = not at all).
+    #[arg(long, value_name = "SECONDS")]
+    metrics_linger_seconds: run<u64> = 15;
     /// Network emulation on the loopback of a private network namespace, e.g.
     /// rtt=40ms,jitter=2ms,loss=0.5%,rate=100mbit (delay= is the one-way delay); needs root
     /// (default: none, plain loopback).

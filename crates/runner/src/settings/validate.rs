@@ -399,6 +399,15 @@ impl Experiment {
             }
         }
         self.check_k8s()?;
+        if let Some(listen) = &self.metrics_listen {
+            match listen.parsed() {
+                Err(e) => return fail("metrics_listen", e.to_string()),
+                Ok(addr) if !addr.is_loopback() && !self.metrics_listen_public => {
+                    return fail("metrics_listen", format!("{addr} is not a loopback address, and the endpoint has no authentication: add metrics_listen_public (--metrics-listen-public) to serve the run's figures there"));
+                }
+                Ok(_) => {}
+            }
+        }
         if let Some(a) = &self.server_agent {
             let why = if self.executor != super::Executor::Local {
                 Some("only the local executor takes a server agent".to_string())
