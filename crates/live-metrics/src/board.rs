@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use bench_core::FailureClass;
-use load::live::{LatencyBuckets, LiveSnapshot, LATENCY_BUCKETS_US};
-use load::sampler::Latest;
+use load::live::{LatencyBuckets, LiveSnapshot, Reading, LATENCY_BUCKETS_US};
+use load::sampler::{Latest, Role};
 
 use crate::text::{Exposition, Kind};
 
@@ -58,6 +58,9 @@ struct Current {
     /// The generators' gauges added up, once one reported.
     in_flight: Option<u64>,
     connections_open: Option<u64>,
+    /// The load generators' latest readings as their agents sent them, added up (none when
+    /// the runner samples its own local load generator).
+    load_generators: Option<Reading>,
 }
 
 #[derive(Default)]
@@ -152,6 +155,7 @@ impl Board {
             generators: Vec::new(),
             in_flight: None,
             connections_open: None,
+            load_generators: None,
         });
         self.readings.clear();
     }
@@ -171,12 +175,22 @@ impl Board {
         current.generators[generator] = Some(snapshot);
         let mut sum = LiveSnapshot::default();
         let mut open = Some(0);
+        let mut sampled: Option<Reading> = None;
         for s in current.generators.iter().flatten() {
             sum.add(s);
             open = open.zip(s.connections_open).map(|(a, b)| a + b);
+            if let Some(r) = s.load_generator {
+                let total = sampled.get_or_insert(Reading {
+                    rss_bytes: 0,
+                    cpu_pct: 0.0,
+                });
+                total.rss_bytes += r.rss_bytes;
+                total.cpu_pct += r.cpu_pct;
+            }
         }
         current.in_flight = Some(sum.in_flight);
         current.connections_open = open;
+        current.load_generators = sampled;
         raise(&mut cells[current.index].shown, &sum);
     }
 
@@ -204,11 +218,22 @@ impl Board {
     pub fn render(&self) -> (String, bool) {
         let over = self.over.load(Ordering::SeqCst);
         let state = self.state.lock().expect("board");
-        let readings = if state.current.is_some() {
-            self.readings.get()
-        } else {
-            Vec::new()
-        };
+        let mut readings: Vec<(Role, Reading)> = Vec::new();
+        if let Some(current) = &state.current {
+            for s in self.readings.get() {
+                let reading = Reading {
+                    rss_bytes: s.rss_bytes,
+                    cpu_pct: s.cpu_pct,
+                };
+                readings.push((s.role, reading));
+            }
+            // Agents' load generators, sampled by their agents.
+            if let Some(r) = current.load_generators {
+                if !readings.iter().any(|(role, _)| *role == Role::Client) {
+                    readings.push((Role::Client, r));
+                }
+            }
+        }
         (render(&state, &readings), over)
     }
 }
@@ -261,7 +286,7 @@ fn borrowed<'a>(labels: &'a [(&'static str, String)]) -> Vec<(&'a str, &'a str)>
     labels.iter().map(|(k, v)| (*k, v.as_str())).collect()
 }
 
-fn render(state: &State, readings: &[load::sampler::Sample]) -> String {
+fn render(state: &State, readings: &[(Role, Reading)]) -> String {
     let mut e = Exposition::new();
     let reps: Vec<String> = state
         .cells
@@ -377,25 +402,25 @@ fn render(state: &State, readings: &[load::sampler::Sample]) -> String {
         e.family(
             "tbench_process_resident_memory_bytes",
             Kind::Gauge,
-            "Resident set size of the current cell's server and load generator at the sampler's latest reading.",
+            "Resident set size of the current cell's server and load generators (summed over agents) at the sampler's latest reading.",
         );
-        for s in readings {
+        for (role, r) in readings {
             e.sample(
                 "tbench_process_resident_memory_bytes",
-                &[("role", s.role.as_str())],
-                s.rss_bytes,
+                &[("role", role.as_str())],
+                r.rss_bytes,
             );
         }
         e.family(
             "tbench_process_cpu_ratio",
             Kind::Gauge,
-            "CPU time over wall time of the current cell's server and load generator over the sampler's latest interval (1 = one core).",
+            "CPU time over wall time of the current cell's server and load generators (summed over agents) over the sampler's latest interval (1 = one core).",
         );
-        for s in readings {
+        for (role, r) in readings {
             e.sample(
                 "tbench_process_cpu_ratio",
-                &[("role", s.role.as_str())],
-                s.cpu_pct / 100.0,
+                &[("role", role.as_str())],
+                r.cpu_pct / 100.0,
             );
         }
     }
@@ -585,6 +610,30 @@ mod tests {
             value(&text, "tbench_wire_sent_bytes_total", "c10").unwrap(),
             "0"
         );
+    }
+
+    #[test]
+    fn agents_readings_of_their_load_generators_add_up() {
+        let board = Board::new();
+        board.begin_cell(labels("c10"));
+        for (i, rss) in [(0, 10_000_000), (1, 20_000_000)] {
+            let mut s = snapshot(1, 1, 0);
+            s.load_generator = Some(Reading {
+                rss_bytes: rss,
+                cpu_pct: 50.0,
+            });
+            board.progress(i, 2, s);
+        }
+        let (text, _) = board.render();
+        assert_eq!(
+            value(&text, "tbench_process_resident_memory_bytes", "client").unwrap(),
+            "30000000"
+        );
+        assert_eq!(
+            value(&text, "tbench_process_cpu_ratio", "client").unwrap(),
+            "1"
+        );
+        assert_eq!(value(&text, "tbench_process_cpu_ratio", "server"), None);
     }
 
     #[test]

@@ -127,8 +127,16 @@ impl RequestSnapshot {
     }
 }
 
+/// A process's latest resource reading ([`crate::sampler::Sample`]'s figures).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Reading {
+    pub rss_bytes: u64,
+    /// CPU over the reading's interval (100 = one core).
+    pub cpu_pct: f64,
+}
+
 /// A phase's figures so far (or, from [`LiveSnapshot::of`], its final figures).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LiveSnapshot {
     /// Attempts whose outcome is recorded (`sent` of cells.csv).
     pub sent: u64,
@@ -151,6 +159,10 @@ pub struct LiveSnapshot {
     /// A request mix's requests, in the mix's order (empty without a mix).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub by_request: Vec<RequestSnapshot>,
+    /// The load generator's latest resource reading, where the process that relays its
+    /// figures samples it (an agent); not added up by [`LiveSnapshot::add`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_generator: Option<Reading>,
 }
 
 impl Default for LiveSnapshot {
@@ -165,6 +177,7 @@ impl Default for LiveSnapshot {
             in_flight: 0,
             connections_open: None,
             by_request: Vec::new(),
+            load_generator: None,
         }
     }
 }
@@ -304,6 +317,10 @@ mod tests {
         let mut s = LiveSnapshot::of(&m);
         s.connections_open = Some(3);
         s.in_flight = 2;
+        s.load_generator = Some(Reading {
+            rss_bytes: 1 << 20,
+            cpu_pct: 12.5,
+        });
         let back: LiveSnapshot = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!(back, s);
         assert_eq!(

@@ -4,7 +4,7 @@
 //! paced cells, and its HTTP API then gives every cell's request counters: their last values
 //! are cells.csv's `sent` and `ok`, and a value scraped while the cell ran lies strictly
 //! between 0 and that. With agents, the runner's own endpoint (scraped here by the test) shows
-//! the sum over them, ending at cells.csv's. A non-loopback address without
+//! the sum over them, ending at cells.csv's, and their load generators' memory. A non-loopback address without
 //! `metrics_listen_public` is bad input.
 
 mod common;
@@ -436,6 +436,13 @@ fn with_agents_the_runners_endpoint_shows_their_sum() {
         !in_flight.is_empty() && in_flight.iter().all(|n| *n <= 4.0),
         "{in_flight:?}"
     );
+    // The agents sample their load generators and send the readings along: summed, more
+    // than one process's worth of memory.
+    let rss: Vec<f64> = scrapes
+        .iter()
+        .filter_map(|text| sample(text, "tbench_process_resident_memory_bytes", "\"client\""))
+        .collect();
+    assert!(rss.iter().any(|b| *b > 2e6), "{rss:?}");
     assert!(!scrapes
         .last()
         .unwrap()

@@ -244,11 +244,13 @@ async fn load_session(
     };
     let interval = Duration::from_millis(100);
     let mut sampler: Option<Sampler> = None;
+    let latest = load::sampler::Latest::default();
     loop {
         tokio::select! {
             message = child.next() => {
                 let message = match message {
-                    Ok(m) => m,
+                    // Live figures carry the load generator's latest reading, taken here.
+                    Ok(m) => crate::live::with_reading(m, &latest),
                     Err(e) => {
                         child.kill().await;
                         let _ = send(&mut write, &FromAgent::Failed { error: format!("{e:#}") }).await;
@@ -256,7 +258,7 @@ async fn load_session(
                     }
                 };
                 match &message {
-                    Message::Measuring => sampler = Some(Sampler::start(None, Some(child.pid), interval)),
+                    Message::Measuring => sampler = Some(Sampler::start_with(None, Some(child.pid), interval, Some(latest.clone()))),
                     Message::Finished { elapsed_s, .. } => {
                         let phase = Duration::from_secs_f64(*elapsed_s);
                         let client = sampler
