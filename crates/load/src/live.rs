@@ -108,7 +108,7 @@ impl RequestSnapshot {
         }
     }
 
-    fn add_measurements(&mut self, r: &RequestMeasurements) {
+    fn add_counts(&mut self, r: &RequestMeasurements) {
         self.sent += r.sent;
         self.ok += r.ok;
         for (class, codes) in &r.failures {
@@ -116,7 +116,6 @@ impl RequestSnapshot {
                 self.failures[i] += codes.values().map(|c| c.count).sum::<u64>();
             }
         }
-        self.latency.add_histogram(&r.latency);
     }
 
     fn add(&mut self, other: &RequestSnapshot) {
@@ -199,18 +198,33 @@ impl LiveSnapshot {
         snapshot
     }
 
-    /// Adds what `m` holds (one shard of a running phase, or a whole phase): counts,
-    /// failures, the bytes of its closed connections and its latency histogram.
+    /// Adds what `m` holds (a whole phase, or one shard of a running phase): counts,
+    /// failures, the bytes of its closed connections and its latency histograms.
     pub fn add_measurements(&mut self, m: &Measurements) {
+        self.add_counts(m);
+        self.latency.add_histogram(&m.latency);
+        for r in &m.by_request {
+            self.add_request_latency(&r.name, &r.latency);
+        }
+    }
+
+    /// [`LiveSnapshot::add_measurements`] but for the latency histograms, which a reader of
+    /// a running phase adds up apart and reads once ([`LiveSnapshot::add_request_latency`]):
+    /// reading a histogram into buckets takes a pass over all its counts.
+    pub fn add_counts(&mut self, m: &Measurements) {
         self.sent += m.sent;
         self.ok += m.ok;
         add_counts(&mut self.failures, &m.failures);
         self.wire_sent_bytes += m.wire.sent;
         self.wire_received_bytes += m.wire.received;
-        self.latency.add_histogram(&m.latency);
         for r in &m.by_request {
-            self.request_mut(&r.name).add_measurements(r);
+            self.request_mut(&r.name).add_counts(r);
         }
+    }
+
+    /// Adds `h` to the latency of the mix's request `name`.
+    pub fn add_request_latency(&mut self, name: &str, h: &Histogram<u64>) {
+        self.request_mut(name).latency.add_histogram(h);
     }
 
     /// Adds another load generator's snapshot of the same phase: counts and gauges add up

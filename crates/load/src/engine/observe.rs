@@ -1,12 +1,15 @@
 //! Reads a running phase for a live view ([`crate::live`]) without touching its request path:
 //! the phase's measurement shards (each under the lock its workers already take for a record,
-//! held for one pass over the shard's latency histogram), its budget's and progress counters
-//! (atomic loads), and its pool's open connections (`try_lock`: a slot a worker holds is
-//! skipped, never waited for). Nothing here runs unless someone asks for a snapshot.
+//! held while its counts are read and its latency counts added to the reader's, a memory copy
+//! of a few µs), its budget's and progress counters (atomic loads), and its pool's open
+//! connections (`try_lock`: a slot a worker holds is skipped, never waited for). Nothing here
+//! runs unless someone asks for a snapshot.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
+
+use hdrhistogram::Histogram;
 
 use super::{Budget, Pool, Progress, Shard};
 use crate::live::LiveSnapshot;
@@ -62,8 +65,32 @@ impl Progress {
         let done = self.done.load(Ordering::SeqCst);
         let in_flight = in_flight(&parts.budget, done, Instant::now());
         let mut snapshot = LiveSnapshot::default();
+        // Under each shard's lock only counts and a copy of its latency counts (a memory
+        // copy); the pass over the counts that buckets them is made once, outside any lock.
+        let mut latency = crate::measurements::histogram();
+        let mut by_request: Vec<(String, Histogram<u64>)> = Vec::new();
         for shard in parts.shards.iter() {
-            snapshot.add_measurements(&shard.lock().expect("measurement shard"));
+            let m = shard.lock().expect("measurement shard");
+            snapshot.add_counts(&m);
+            latency.add(&m.latency).expect("auto-resizing histogram");
+            for r in &m.by_request {
+                let i = match by_request.iter().position(|(name, _)| *name == r.name) {
+                    Some(i) => i,
+                    None => {
+                        let h = crate::measurements::histogram();
+                        by_request.push((r.name.clone(), h));
+                        by_request.len() - 1
+                    }
+                };
+                by_request[i]
+                    .1
+                    .add(&r.latency)
+                    .expect("auto-resizing histogram");
+            }
+        }
+        snapshot.latency.add_histogram(&latency);
+        for (name, h) in &by_request {
+            snapshot.add_request_latency(name, h);
         }
         let mut open = 0;
         for slot in &parts.pool.slots {
@@ -115,7 +142,7 @@ mod tests {
     };
 
     use crate::engine::{run, LoadSpec, Pool, Progress};
-    use crate::live::LiveSnapshot;
+    use crate::live::{LatencyBuckets, LiveSnapshot};
     use crate::{Pacing, Regime};
 
     /// Answers after a short wait, 100 bytes out and 1,000 back per request; every fifth
@@ -179,11 +206,32 @@ mod tests {
         }
     }
 
-    /// The counters that never go down from one snapshot to the next.
-    fn counters(s: &LiveSnapshot) -> Vec<u64> {
-        let mut c = vec![s.sent, s.ok, s.latency.count, s.latency.sum_us];
-        c.extend(&s.failures);
-        c.extend(s.latency.cumulative());
+    /// The counters that never go down from one snapshot to the next, by name (a mix's
+    /// requests under theirs).
+    fn counters(s: &LiveSnapshot) -> std::collections::BTreeMap<String, u64> {
+        let mut c = std::collections::BTreeMap::new();
+        let mut add = |prefix: &str, sent, ok, failures: &[u64], latency: &LatencyBuckets| {
+            c.insert(format!("{prefix}sent"), sent);
+            c.insert(format!("{prefix}ok"), ok);
+            c.insert(format!("{prefix}latency count"), latency.count);
+            c.insert(format!("{prefix}latency sum"), latency.sum_us);
+            for (i, n) in failures.iter().enumerate() {
+                c.insert(format!("{prefix}failures {i}"), *n);
+            }
+            for (i, n) in latency.cumulative().into_iter().enumerate() {
+                c.insert(format!("{prefix}bucket {i}"), n);
+            }
+        };
+        add("", s.sent, s.ok, &s.failures, &s.latency);
+        for r in &s.by_request {
+            add(
+                &format!("{} ", r.name),
+                r.sent,
+                r.ok,
+                &r.failures,
+                &r.latency,
+            );
+        }
         c
     }
 
@@ -193,12 +241,16 @@ mod tests {
     /// within the workers and the pool.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn snapshots_grow_and_end_at_the_phase_measurements() {
-        for (regime, rate) in [
-            (Regime::Reuse, None),
-            (Regime::NewConn, None),
-            (Regime::Reuse, Some(4_000.0)),
+        let mix =
+            bench_core::user_service::RequestMix::new(7, &[("get", 3), ("put", 1)], "mix").unwrap();
+        for (regime, rate, mix) in [
+            (Regime::Reuse, None, None),
+            (Regime::NewConn, None, None),
+            (Regime::Reuse, Some(4_000.0), None),
+            (Regime::Reuse, None, Some(mix)),
         ] {
-            let spec = spec(regime, rate);
+            let mut spec = spec(regime, rate);
+            spec.mix = mix;
             let progress = Arc::new(Progress::for_spec(&spec));
             assert!(progress.live_snapshot().is_none(), "no phase yet");
             let pool = Pool::for_spec(&spec);
@@ -220,7 +272,7 @@ mod tests {
             };
             let result = run(client, spec.clone(), pool, progress.clone()).await;
             let seen = reader.await.unwrap();
-            let what = format!("{regime:?}, rate {rate:?}");
+            let what = format!("{regime:?}, rate {rate:?}, mix {:?}", spec.mix.is_some());
             assert!(seen.len() >= 3, "{what}: {} snapshots", seen.len());
             let last = LiveSnapshot::of(&result.measurements);
             assert_eq!((last.sent, last.failed()), (400, 80), "{what}");
@@ -229,10 +281,10 @@ mod tests {
                 [seen.last().unwrap().clone(), last.clone()].as_slice(),
             )) {
                 let (a, b) = (counters(&pair[0]), counters(&pair[1]));
-                assert!(
-                    a.iter().zip(&b).all(|(x, y)| x <= y),
-                    "{what}: {a:?} then {b:?}"
-                );
+                for (name, x) in &a {
+                    let y = b.get(name).copied().unwrap_or(0);
+                    assert!(*x <= y, "{what}: {name} {x} then {y}");
+                }
             }
             for s in &seen {
                 assert!(s.wire_sent_bytes <= last.wire_sent_bytes, "{what}");
@@ -247,6 +299,16 @@ mod tests {
                 seen.iter().any(|s| s.sent > 0 && s.sent < 400),
                 "{what}: a snapshot mid-phase"
             );
+            if spec.mix.is_some() {
+                let sum = |f: fn(&crate::live::RequestSnapshot) -> u64| {
+                    last.by_request.iter().map(f).sum::<u64>()
+                };
+                assert_eq!(last.by_request.len(), 2, "{what}");
+                assert_eq!(sum(|r| r.sent), 400, "{what}");
+                assert_eq!(sum(|r| r.latency.count), last.ok, "{what}");
+                // Every snapshot has seen both requests once the phase is well under way.
+                assert!(seen.iter().any(|s| s.by_request.len() == 2), "{what}");
+            }
             assert!(progress.live_snapshot().is_none(), "{what}: detached");
         }
     }
