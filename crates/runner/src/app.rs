@@ -375,21 +375,29 @@ fn ready_certs(args: &cli::RunArgs) -> Result<(), String> {
         .map_err(|e| format!("--certs {}: {e:#}", dir.display()))
 }
 
-/// The experiment of the run in `dir`, for `--resume`; no other run flag may change it.
+/// The experiment of the run in `dir`, for `--resume`; no other run flag may change it but
+/// the live metrics', which change nothing measured.
 fn resumed(args: &cli::RunArgs, dir: &std::path::Path) -> Result<settings::Experiment, String> {
     let others = cli::RunArgs {
         resume: None,
         certs: None,
         ..cli::RunArgs::default()
     };
+    let metrics = settings::Knobs {
+        metrics_listen: args.knobs.metrics_listen.clone(),
+        metrics_listen_public: args.knobs.metrics_listen_public,
+        metrics_linger_seconds: args.knobs.metrics_linger_seconds,
+        ..Default::default()
+    };
     let given = cli::RunArgs {
         resume: None,
         certs: None,
         no_thresholds_exit: false,
+        knobs: args.knobs.without_keys_of(&metrics),
         ..args.clone()
     };
     if given != others {
-        return Err("--resume reuses the settings of the run it resumes; give no other run flags (except --certs)".into());
+        return Err("--resume reuses the settings of the run it resumes; give no other run flags (except --certs and the --metrics-* flags)".into());
     }
     // Header, rows and manifest are checked before anything is measured.
     let manifest =
@@ -411,6 +419,8 @@ fn resumed(args: &cli::RunArgs, dir: &std::path::Path) -> Result<settings::Exper
             dir.display()
         ));
     }
+    let mut manifest = manifest;
+    metrics.apply(&mut manifest.experiment);
     manifest.experiment.validate(&registry::names())?;
     let recorded = serde_json::to_string(&manifest.experiment.targets).unwrap_or_default();
     if recorded.contains(bench_core::user_service::secrets::BODY_PREFIX) {

@@ -448,3 +448,39 @@ fn with_agents_the_runners_endpoint_shows_their_sum() {
         .unwrap()
         .contains("tbench_requests_in_flight"));
 }
+
+#[test]
+fn a_resumed_run_may_serve_live_metrics_and_nothing_else_changes() {
+    let run = run_ok(&[&["--stacks", "h1"][..], &ONE_TINY_CELL[..]].concat());
+    let port = test_servers::free_port().to_string();
+    let resumed = runner()
+        .arg("--resume")
+        .arg(run.dir())
+        .arg("--certs")
+        .arg(run.certs.path())
+        .args(["--metrics-listen", &port, "--metrics-linger-seconds", "0"])
+        .output()
+        .unwrap();
+    let text = output_text(&resumed);
+    assert!(resumed.status.success(), "{text}");
+    assert!(
+        text.contains(&format!("metrics: http://127.0.0.1:{port}/metrics")),
+        "{text}"
+    );
+    let public = runner()
+        .arg("--resume")
+        .arg(run.dir())
+        .args(["--metrics-listen", "0.0.0.0:1"])
+        .output()
+        .unwrap();
+    assert_eq!(public.status.code(), Some(2), "{}", output_text(&public));
+    assert!(output_text(&public).contains("not a loopback address"));
+    let other = runner()
+        .arg("--resume")
+        .arg(run.dir())
+        .args(["--metrics-listen", &port, "--requests", "5"])
+        .output()
+        .unwrap();
+    assert_eq!(other.status.code(), Some(2), "{}", output_text(&other));
+    assert!(output_text(&other).contains("give no other run flags"));
+}
