@@ -14,45 +14,11 @@ pub mod board;
 pub mod http;
 pub mod text;
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 pub use board::{Board, CellLabels};
-
-/// Where the endpoint listens, as the user writes it: a port (on 127.0.0.1), or an IP address
-/// with its port.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ListenAddr(pub SocketAddr);
-
-impl std::str::FromStr for ListenAddr {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, String> {
-        if let Ok(port) = text.parse::<u16>() {
-            return Ok(ListenAddr(SocketAddr::new(
-                IpAddr::V4(Ipv4Addr::LOCALHOST),
-                port,
-            )));
-        }
-        text.parse::<SocketAddr>().map(ListenAddr).map_err(|_| {
-            format!("'{text}' is not a port or an IP address with its port (9464, 127.0.0.1:9464, [::1]:9464)")
-        })
-    }
-}
-
-impl std::fmt::Display for ListenAddr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl ListenAddr {
-    /// Only this machine can reach it.
-    pub fn is_loopback(&self) -> bool {
-        self.0.ip().is_loopback()
-    }
-}
 
 /// The endpoint of a run: its board, served at `addr` until dropped.
 pub struct Endpoint {
@@ -102,28 +68,5 @@ impl Endpoint {
 impl Drop for Endpoint {
     fn drop(&mut self) {
         self.server.abort();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_port_alone_is_loopback_and_other_addresses_say_so() {
-        let a: ListenAddr = "9464".parse().unwrap();
-        assert_eq!(a.to_string(), "127.0.0.1:9464");
-        assert!(a.is_loopback());
-        assert!("[::1]:9464".parse::<ListenAddr>().unwrap().is_loopback());
-        assert!("127.0.0.2:1".parse::<ListenAddr>().unwrap().is_loopback());
-        assert!(!"0.0.0.0:9464".parse::<ListenAddr>().unwrap().is_loopback());
-        assert!(!"192.0.2.1:9464"
-            .parse::<ListenAddr>()
-            .unwrap()
-            .is_loopback());
-        for bad in ["localhost:9464", "99999", "", "1.2.3.4"] {
-            let e = bad.parse::<ListenAddr>().unwrap_err();
-            assert!(e.contains("is not a port or an IP address"), "{e}");
-        }
     }
 }

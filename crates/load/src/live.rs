@@ -258,6 +258,20 @@ impl LiveSnapshot {
         &mut self.by_request[i]
     }
 
+    /// Takes [`LiveSnapshot::load_generator`] from the latest sample of the load generator
+    /// (the client role) in `latest`: what an agent adds to the figures it relays, since the
+    /// runner cannot sample a process on another host.
+    pub fn take_reading(&mut self, latest: &crate::sampler::Latest) {
+        self.load_generator = latest
+            .get()
+            .into_iter()
+            .find(|s| s.role == crate::sampler::Role::Client)
+            .map(|s| Reading {
+                rss_bytes: s.rss_bytes,
+                cpu_pct: s.cpu_pct,
+            });
+    }
+
     /// Failed attempts, all classes.
     pub fn failed(&self) -> u64 {
         self.failures.iter().sum()

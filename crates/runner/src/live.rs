@@ -1,15 +1,12 @@
 //! The run's live metrics endpoint (`metrics_listen`, crate `live-metrics`): what the cell
 //! loop tells it of a cell, in the endpoint's terms. The endpoint is bound before the run
 //! (`app`), the cell loop marks each cell's start and end, the supervisor hands it the load
-//! generators' live snapshots and the sampler's readings (an agent adds its load
-//! generator's to the snapshots it relays), and the run lingers at its end until one scrape
-//! has read the final figures (`metrics_linger_seconds`).
+//! generators' live snapshots and the sampler's readings (an agent adds its load generator's
+//! to the snapshots it relays, [`LiveSnapshot::take_reading`]), and the run lingers at its
+//! end until one scrape has read the final figures (`metrics_linger_seconds`).
 
 use live_metrics::CellLabels;
-use load::live::{LiveSnapshot, Reading};
-use load::sampler::{Latest, Role};
-
-use crate::exec::load_child::Message;
+use load::live::LiveSnapshot;
 
 use crate::output::CellResult;
 use crate::plan::Cell;
@@ -39,31 +36,4 @@ pub fn labels(cell: &Cell) -> CellLabels {
 pub fn last(result: &CellResult) -> Option<LiveSnapshot> {
     (result.error.is_none() || result.hopeless.is_some())
         .then(|| LiveSnapshot::of(&result.measured))
-}
-
-/// An agent's relay: a progress line's live figures with the load generator's latest reading
-/// (the runner cannot sample a process on another host).
-pub fn with_reading(message: Message, latest: &Latest) -> Message {
-    match message {
-        Message::Progress {
-            done,
-            failed,
-            live: Some(mut figures),
-        } => {
-            figures.load_generator = latest
-                .get()
-                .into_iter()
-                .find(|s| s.role == Role::Client)
-                .map(|s| Reading {
-                    rss_bytes: s.rss_bytes,
-                    cpu_pct: s.cpu_pct,
-                });
-            Message::Progress {
-                done,
-                failed,
-                live: Some(figures),
-            }
-        }
-        other => other,
-    }
 }

@@ -249,8 +249,13 @@ async fn load_session(
         tokio::select! {
             message = child.next() => {
                 let message = match message {
-                    // Live figures carry the load generator's latest reading, taken here.
-                    Ok(m) => crate::live::with_reading(m, &latest),
+                    Ok(mut m) => {
+                        // Live figures carry the load generator's latest reading, taken here.
+                        if let Message::Progress { live: Some(figures), .. } = &mut m {
+                            figures.take_reading(&latest);
+                        }
+                        m
+                    }
                     Err(e) => {
                         child.kill().await;
                         let _ = send(&mut write, &FromAgent::Failed { error: format!("{e:#}") }).await;

@@ -305,7 +305,7 @@ knobs! {
     /// (on 127.0.0.1) or IP:PORT; an address other than loopback also needs
     /// metrics_listen_public (default: none, no endpoint).
     #[arg(long, value_name = "[IP:]PORT")]
-    metrics_listen: run_opt<super::Parsed<live_metrics::ListenAddr>> = None;
+    metrics_listen: run_opt<super::Parsed<super::ListenAddr>> = None;
     /// Let metrics_listen be an address other than loopback: whoever reaches it reads the
     /// run's cells and figures (the endpoint has no authentication).
     #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]

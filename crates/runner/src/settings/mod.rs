@@ -17,8 +17,8 @@ pub use netem_spec::Netem;
 pub use parsed::Parsed;
 pub use rate_sweep::{ladder, RateSweep, MAX_RATE_POINTS};
 pub use types::{
-    CellOrder, Executor, HostNamespaces, Pacing, Threshold, MAX_HOST_AGENTS, MAX_K8S_AGENTS,
-    MAX_NAME_BYTES,
+    CellOrder, Executor, HostNamespaces, ListenAddr, Pacing, Threshold, MAX_HOST_AGENTS,
+    MAX_K8S_AGENTS, MAX_NAME_BYTES,
 };
 
 /// When a worker opens connections (the load engine's).

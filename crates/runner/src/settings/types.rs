@@ -1,5 +1,5 @@
-//! Setting types that are more than a value: the open-loop pacing method and a threshold
-//! table as the experiment file writes it. They live with the settings (the runner's lowest
+//! Setting types that are more than a value: the open-loop pacing method, a threshold table
+//! as the experiment file writes it, and the live metrics endpoint's address. They live with the settings (the runner's lowest
 //! layer) so that the model depends on nothing above it.
 
 use std::collections::BTreeMap;
@@ -96,4 +96,58 @@ pub struct Threshold {
     /// Kept raw so that a malformed bound gets a message naming its key, not serde's.
     #[serde(flatten)]
     pub bounds: BTreeMap<String, toml::Value>,
+}
+
+/// Where the live metrics endpoint listens (`metrics_listen`), as the user writes it: a port
+/// (on 127.0.0.1), or an IP address with its port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListenAddr(pub std::net::SocketAddr);
+
+impl std::str::FromStr for ListenAddr {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        if let Ok(port) = text.parse::<u16>() {
+            return Ok(ListenAddr((std::net::Ipv4Addr::LOCALHOST, port).into()));
+        }
+        text.parse().map(ListenAddr).map_err(|_| {
+            format!("'{text}' is not a port or an IP address with its port (9464, 127.0.0.1:9464, [::1]:9464)")
+        })
+    }
+}
+
+impl std::fmt::Display for ListenAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl ListenAddr {
+    /// Only this machine can reach it.
+    pub fn is_loopback(&self) -> bool {
+        self.0.ip().is_loopback()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ListenAddr;
+
+    #[test]
+    fn a_port_alone_is_loopback_and_other_addresses_say_so() {
+        let a: ListenAddr = "9464".parse().unwrap();
+        assert_eq!(a.to_string(), "127.0.0.1:9464");
+        assert!(a.is_loopback());
+        assert!("[::1]:9464".parse::<ListenAddr>().unwrap().is_loopback());
+        assert!("127.0.0.2:1".parse::<ListenAddr>().unwrap().is_loopback());
+        assert!(!"0.0.0.0:9464".parse::<ListenAddr>().unwrap().is_loopback());
+        assert!(!"192.0.2.1:9464"
+            .parse::<ListenAddr>()
+            .unwrap()
+            .is_loopback());
+        for bad in ["localhost:9464", "99999", "", "1.2.3.4"] {
+            let e = bad.parse::<ListenAddr>().unwrap_err();
+            assert!(e.contains("is not a port or an IP address"), "{e}");
+        }
+    }
 }
