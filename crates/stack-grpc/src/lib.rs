@@ -58,7 +58,7 @@ impl Stack for Grpc {
     }
     fn server_settings(&self) -> Vec<(&'static str, String)> {
         vec![
-            ("grpc", "tonic generated service (prost), served by hyper http2 on our TLS 1.3 streams (GetItem; ListItems, PutItems and ChatItems streaming, items produced as flow control takes them); client: lean = unary and streaming calls in gRPC wire format on our HTTP/2 client (http2-client), library = tonic's generated client on hyper http2 (the row's `client` says which ran)".into()),
+            ("grpc", "tonic generated service (prost), served by hyper http2 on our TLS 1.3 streams (GetItem; ListItems, PutItems and ChatItems streaming, items produced as flow control takes them); client: lean = unary and streaming calls in gRPC wire format on our HTTP/2 client (h2-transport), library = tonic's generated client on hyper http2 (the row's `client` says which ran)".into()),
             ("http", format!("max_concurrent_streams {}, initial stream window {} B, connection window {} B (client the same), max message 1 MiB", server::MAX_CONCURRENT_STREAMS, server::STREAM_WINDOW, server::CONNECTION_WINDOW)),
             ("tcp", "TCP_NODELAY on both sides; accept in one task, TLS handshake per connection task".into()),
             ("tls", bench_core::tls::tls_settings()),

@@ -1,5 +1,5 @@
 //! REST over HTTP/2 on TLS 1.3 (ALPN h2), or h2c with prior knowledge in plaintext: hyper's
-//! server, and the lean client of the `http2-client` crate or hyper's client.
+//! server, and the lean client of the `h2-transport` crate or hyper's client.
 
 pub mod client;
 pub mod library_client;

@@ -3,7 +3,7 @@
 //! machine and to the HPACK decoder, for a bounded time: ≈ 2 s by default, `TBENCH_FUZZ_SECONDS`
 //! for longer runs, `TBENCH_FUZZ_SEED` to replay one. They check that nothing panics, memory
 //! stays bounded, and the state machine's invariants hold. Run them alone with
-//! `TBENCH_FUZZ_SECONDS=600 cargo test --release -p http2-client fuzz_ -- --nocapture`.
+//! `TBENCH_FUZZ_SECONDS=600 cargo test --release -p h2-transport fuzz_ -- --nocapture`.
 
 use std::time::{Duration, Instant};
 

@@ -11,7 +11,7 @@ use bench_core::net::TcpConnector;
 use bench_core::testkit::client_settings;
 use bench_core::PayloadProfile;
 use bytes::Bytes;
-use http2_client::{H2Conn, RequestHead, StreamEvent};
+use h2_transport::{H2Conn, RequestHead, StreamEvent};
 
 /// Our stream window (what the server may send ahead of the reader) and the answer's size.
 const STREAM_WINDOW: u32 = 256 * 1024;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use bench_core::net::TcpConnector;
 use bench_core::testkit::client_settings;
 use bench_core::{FailureClass, PayloadProfile};
-use http2_client::{H2Conn, RequestHead};
+use h2_transport::{H2Conn, RequestHead};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
