@@ -36,8 +36,8 @@ impl Stack for H1Copy {
     fn label(&self) -> &'static str {
         "HTTP/1.1 copy"
     }
-    fn alpn(&self) -> &'static [u8] {
-        H1.alpn()
+    fn http_version(&self) -> bench_core::HttpVersion {
+        H1.http_version()
     }
     fn libraries(&self) -> &'static [&'static str] {
         H1.libraries()

@@ -18,8 +18,10 @@ use bench_core::{
 /// Code generated from `proto/` (shared with the gRPC-over-HTTP/3 stack through `grpc-wire`).
 pub use grpc_wire::{health, pb};
 
-/// gRPC runs on HTTP/2.
-pub const ALPN: &[u8] = b"h2";
+/// What this stack speaks ([`bench_core::Stack::http_version`]).
+pub const HTTP_VERSION: bench_core::HttpVersion = bench_core::HttpVersion::Http2;
+/// Its ALPN identifier, from [`HTTP_VERSION`].
+pub const ALPN: &[u8] = HTTP_VERSION.alpn_bytes();
 
 /// Full method path of the workload's RPC.
 pub use grpc_wire::GET_ITEM_PATH;
@@ -50,8 +52,8 @@ impl Stack for Grpc {
     fn libraries(&self) -> &'static [&'static str] {
         &["tonic", "prost", "hyper", "h2"]
     }
-    fn alpn(&self) -> &'static [u8] {
-        ALPN
+    fn http_version(&self) -> bench_core::HttpVersion {
+        HTTP_VERSION
     }
     fn supports_plaintext(&self) -> bool {
         true
