@@ -10,7 +10,7 @@ use crate::exec::{pin, run, serve};
 use crate::netem::netns;
 use crate::output::thresholds;
 use crate::settings;
-use crate::{cli, output, plan, registry};
+use crate::{cli, output, plan};
 
 pub fn main() -> ExitCode {
     match dispatch(cli::parse()) {
@@ -44,11 +44,11 @@ fn dispatch(cli: cli::Cli) -> Result<ExitCode, Stopped> {
     let done = Status::Success.into();
     match cli.command {
         Some(Command::Serve(opts)) => {
-            let Some(stack) = registry::find(&opts.stack) else {
+            let Some(stack) = stacks::find(&opts.stack) else {
                 return Err(invalid(format!(
                     "unknown stack '{}', expected one of {}",
                     opts.stack,
-                    registry::names().join(", ")
+                    stacks::names().join(", ")
                 )));
             };
             serve::serve_blocking(stack, opts).map_err(failed)?;
@@ -305,7 +305,7 @@ fn k8s_render(exp: &settings::Experiment, out: Option<&std::path::Path>) -> Resu
 
 fn validated(args: &cli::RunArgs) -> Result<settings::Experiment, String> {
     let exp = args.experiment()?;
-    if let Err(invalid) = exp.check(&registry::names()) {
+    if let Err(invalid) = exp.check(&stacks::names()) {
         return Err(describe_invalid(args, &exp, &invalid));
     }
     if let Err(invalid) = thresholds::validate(&exp) {
@@ -411,7 +411,7 @@ fn resumed(args: &cli::RunArgs, dir: &std::path::Path) -> Result<settings::Exper
             dir.display()
         ));
     }
-    manifest.experiment.validate(&registry::names())?;
+    manifest.experiment.validate(&stacks::names())?;
     let recorded = serde_json::to_string(&manifest.experiment.targets).unwrap_or_default();
     if recorded.contains(bench_core::user_service::secrets::BODY_PREFIX) {
         return Err("this run's request bodies were recorded only as their size and hash (a body can hold a secret): resume is not possible; measure again, with record_bodies = true in [targets] (or --record-bodies) for a resumable run".into());

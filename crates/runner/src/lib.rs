@@ -14,7 +14,4 @@ pub mod measure;
 pub mod netem;
 pub mod output;
 pub mod plan;
-pub mod registry;
 pub mod settings;
-#[cfg(feature = "test-stacks")]
-pub mod test_stacks;

@@ -95,7 +95,7 @@ impl Cell {
         if e.path == crate::settings::MeshPath::Direct {
             return &self.stack;
         }
-        crate::registry::find(&self.stack)
+        stacks::find(&self.stack)
             .and_then(|s| crate::settings::mesh::carries(e.proxy, e.path, s).ok())
             .map_or(&self.stack, |c| c.server_stack)
     }
@@ -416,7 +416,7 @@ mod tests {
             ..Experiment::default()
         };
         let cells = plan(&exp);
-        let stacks = crate::registry::names();
+        let stacks = stacks::names();
         let n = stacks.len();
         assert_eq!(cells.len(), (n * 2 * 5 + n * 2) * 2);
         assert_eq!(cells[0].stage, Stage::Baseline);
@@ -506,7 +506,7 @@ mod tests {
         };
         assert_ne!(order(&a[..half]), order(&a[half..]), "repetitions differ");
         let cells = plan(&seeded(Some(7)));
-        let baselines = 2 * crate::registry::names().len();
+        let baselines = 2 * stacks::names().len();
         assert!(cells[..baselines]
             .iter()
             .all(|c| c.stage == Stage::Baseline));
@@ -516,7 +516,7 @@ mod tests {
             ..seeded(Some(7))
         };
         assert_eq!(keys(&plan(&fixed_order)), fixed);
-        let names = crate::registry::names();
+        let names = stacks::names();
         let refused = fixed_order.validate(&names).unwrap_err().to_string();
         assert!(refused.contains("cell_order_seed"), "{refused}");
         let random = Experiment {

@@ -353,5 +353,5 @@ fn stacks_json_lists_the_registry() {
     let listed: Vec<results::manifest::StackInfo> = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(listed, runner::output::registered_stacks());
     let names: Vec<&str> = listed.iter().map(|s| s.name.as_str()).collect();
-    assert_eq!(names, runner::registry::names());
+    assert_eq!(names, stacks::names());
 }

@@ -348,7 +348,7 @@ fn rendered_manifests_carry_the_settings_and_no_secret() {
 fn settings(file: &std::path::Path) -> runner::settings::Experiment {
     let (_, knobs) = runner::settings::file::read(file).unwrap();
     let exp = runner::settings::resolve(Some(&knobs), &Default::default());
-    exp.validate(&runner::registry::names()).unwrap();
+    exp.validate(&stacks::names()).unwrap();
     exp
 }
 

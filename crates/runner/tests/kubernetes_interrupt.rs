@@ -39,7 +39,7 @@ k8s_agents = 1
     .unwrap();
     let (_, knobs) = runner::settings::file::read(&file).unwrap();
     let mut exp = runner::settings::resolve(Some(&knobs), &Default::default());
-    exp.validate(&runner::registry::names()).unwrap();
+    exp.validate(&stacks::names()).unwrap();
     exp.out = tmp.path().join("results");
 
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();

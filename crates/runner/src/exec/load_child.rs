@@ -22,7 +22,6 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
-use crate::registry;
 use load::engine::{self, LoadSpec, Progress};
 use load::measurements::Measurements;
 use load::measurements::SteadyWindow;
@@ -130,7 +129,7 @@ pub fn child_main(certs_dir: &Path) -> anyhow::Result<()> {
         .read_line(&mut line)
         .context("cannot read the load job from stdin")?;
     let job: LoadJob = serde_json::from_str(&line).context("malformed load job")?;
-    let stack = registry::find(&job.stack)
+    let stack = stacks::find(&job.stack)
         .ok_or_else(|| anyhow!("unknown stack '{}' in the load job", job.stack))?;
     bench_core::tls::install_crypto_provider();
     let settings = match &job.service {

@@ -18,7 +18,6 @@ use crate::exec::serve::{ServeOptions, ServerHandle};
 use crate::measure::proxies::ProxySampler;
 use crate::output::{self, CellResult, Manifest, ResultsWriter};
 use crate::plan::{plan, Cell};
-use crate::registry;
 use crate::settings::Experiment;
 use load::engine::LoadSpec;
 use load::measurements::Measurements;
@@ -216,7 +215,7 @@ pub async fn run_cells(
         stack_settings: exp
             .stacks
             .iter()
-            .filter_map(|s| registry::find(s))
+            .filter_map(|s| stacks::find(s))
             .map(|s| {
                 // With targets the server is the user's: our servers' settings do not apply.
                 let server = match &ctx.service {

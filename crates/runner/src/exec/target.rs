@@ -14,7 +14,6 @@ use bench_core::user_service::{Api, Endpoint, TargetTls, Targets};
 use bench_core::{ClientSettings, ClientTls, FailureClass, HandshakeVariant};
 
 use crate::plan::plan;
-use crate::registry;
 use crate::settings::Experiment;
 
 /// Runs larger than this (warm-up and measured requests) to an address that is not on
@@ -75,7 +74,7 @@ impl ServiceTargets {
 
     /// The target the stack named `stack` sends to (validation made sure there is one).
     pub fn for_stack(&self, stack: &str) -> &Resolved {
-        let api = registry::find(stack).expect("validated stack").api();
+        let api = stacks::find(stack).expect("validated stack").api();
         &self.resolved[api.as_str()]
     }
 
@@ -142,7 +141,7 @@ impl ServiceTargets {
                     stacks: exp
                         .stacks
                         .iter()
-                        .filter(|s| registry::find(s).is_some_and(|s| s.api() == r.api))
+                        .filter(|s| stacks::find(s).is_some_and(|s| s.api() == r.api))
                         .cloned()
                         .collect(),
                     authority: r.endpoint.authority.clone(),
@@ -209,7 +208,7 @@ impl ServiceTargets {
     pub fn preflight(&self, exp: &Experiment) -> Result<Vec<String>, String> {
         let mut notes: Vec<String> = Vec::new();
         for name in &exp.stacks {
-            let stack = registry::find(name).expect("validated stack");
+            let stack = stacks::find(name).expect("validated stack");
             let r = self.for_stack(name);
             let settings = client_settings(
                 &self.targets,
@@ -294,7 +293,7 @@ impl ServiceTargets {
         let mut speaks_tls: BTreeMap<&'static str, bool> = BTreeMap::new();
         let mut probes = Vec::new();
         for name in &exp.stacks {
-            let stack = registry::find(name).expect("validated stack");
+            let stack = stacks::find(name).expect("validated stack");
             let r = self.for_stack(name);
             let head = format!(
                 "{} ({}) to your service's {} target {} ({})",
@@ -387,11 +386,11 @@ impl ServiceTargets {
             let Some(name) = exp
                 .stacks
                 .iter()
-                .find(|s| registry::find(s).is_some_and(|s| s.api() == api))
+                .find(|s| stacks::find(s).is_some_and(|s| s.api() == api))
             else {
                 continue;
             };
-            let stack = registry::find(name).expect("validated stack");
+            let stack = stacks::find(name).expect("validated stack");
             let r = self.for_stack(name);
             let head = format!("probe: {} via {name}", api.as_str());
             // (label, seq) of each request to send: one per mix entry, or the one request.
@@ -545,7 +544,7 @@ impl Resolved {
 fn stacks_of(exp: &Experiment, api: Api) -> Vec<&str> {
     exp.stacks
         .iter()
-        .filter(|s| registry::find(s).is_some_and(|s| s.api() == api))
+        .filter(|s| stacks::find(s).is_some_and(|s| s.api() == api))
         .map(String::as_str)
         .collect()
 }

@@ -540,7 +540,7 @@ impl Manifest {
 
 /// The registry as [`Manifest::stacks`] records it.
 pub fn registered_stacks() -> Vec<StackInfo> {
-    crate::registry::stacks()
+    stacks::stacks()
         .into_iter()
         .map(|s| StackInfo {
             name: s.name().into(),
@@ -576,7 +576,7 @@ pub fn crate_versions() -> std::collections::BTreeMap<String, String> {
     const LOCK: &str = include_str!("../../../../Cargo.lock");
     /// The async runtime and the TLS library under every stack.
     const SHARED: [&str; 2] = ["tokio", "rustls"];
-    let stacks = crate::registry::stacks();
+    let stacks = stacks::stacks();
     let wanted: Vec<&str> = SHARED
         .into_iter()
         .chain(stacks.iter().flat_map(|s| s.libraries().iter().copied()))

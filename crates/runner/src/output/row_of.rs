@@ -15,7 +15,7 @@ pub fn planned(cell: &Cell) -> CellRow {
     let e = &cell.settings;
     let open = cell.rate().is_some();
     let proxied = e.path != crate::settings::MeshPath::Direct;
-    let carried = crate::registry::find(&cell.stack)
+    let carried = stacks::find(&cell.stack)
         .filter(|_| proxied)
         .and_then(|s| crate::settings::mesh::carries(e.proxy, e.path, s).ok());
     // Only exponential draws use the seed.
@@ -34,7 +34,7 @@ pub fn planned(cell: &Cell) -> CellRow {
         payload: cell.payload().to_string(),
         plaintext: cell.plaintext(),
         handshake: cell.handshake().as_str().to_string(),
-        client: crate::registry::find(&cell.stack)
+        client: stacks::find(&cell.stack)
             .map(|s| s.client_implementation(cell.settings.client).to_string()),
         connections: cell.connections(),
         requests: cell.duration_s().is_none().then_some(cell.requests()),
@@ -58,7 +58,7 @@ pub fn planned(cell: &Cell) -> CellRow {
         quic_offload: e.quic_offload,
         quic_mtu_discovery: e.quic_mtu_discovery,
         quic_endpoint: Some(e.quic_endpoint.as_str().to_string()),
-        grpc_call: crate::registry::find(&cell.stack)
+        grpc_call: stacks::find(&cell.stack)
             .filter(|s| s.grpc_calls().len() > 1)
             .map(|_| e.grpc_call.as_str().to_string()),
         stream_messages: e.grpc_call.is_streaming().then_some(e.stream_messages),

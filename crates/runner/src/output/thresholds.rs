@@ -431,7 +431,7 @@ pub fn validate(exp: &Experiment) -> Result<Vec<Parsed>, Invalid> {
             // A REST entry's threshold that also selected the gRPC stacks' cells (or the
             // reverse) would fail there for want of the name: refuse it before the run.
             for r in records.iter().filter(|r| p.selects(r)) {
-                let Some(api) = crate::registry::find(&r.stack).map(|s| s.api()) else {
+                let Some(api) = stacks::find(&r.stack).map(|s| s.api()) else {
                     continue;
                 };
                 let of_api = exp.targets.request_names_of(api);

@@ -133,7 +133,7 @@ knobs! {
     name: run<String> = "default".into();
     /// Comma-separated stacks, in this order within each group.
     #[arg(long, value_delimiter = ',', value_name = "STACK,...")]
-    stacks: cell<Vec<String>> = crate::registry::names().iter().map(|s| s.to_string()).collect();
+    stacks: cell<Vec<String>> = stacks::names().iter().map(|s| s.to_string()).collect();
     /// Connection regime(s): reuse (one connection per worker, reused), new-conn (a new
     /// connection and full handshake per request) or both.
     #[arg(long = "regime", value_parser = super::parse_regimes, value_name = "reuse|new-conn|both")]

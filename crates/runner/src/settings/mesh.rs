@@ -202,7 +202,7 @@ fn over_quic(
             "{CADDY_NO_QUIC_UPSTREAM}, and {name} names no TCP stack for the edge to forward to"
         ));
     };
-    let Some(upstream_stack) = crate::registry::find(upstream) else {
+    let Some(upstream_stack) = stacks::find(upstream) else {
         return refused(format!(
             "its edge upstream {upstream} is not a registered stack"
         ));
@@ -239,7 +239,7 @@ impl super::Experiment {
         }
         let path = self.path.as_str();
         for name in &self.stacks {
-            if let Some(stack) = crate::registry::find(name) {
+            if let Some(stack) = stacks::find(name) {
                 if let Err(why) = carries(self.proxy, self.path, stack) {
                     return fail("proxy", format!("path {path}: {why}"));
                 }

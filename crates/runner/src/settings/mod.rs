@@ -220,7 +220,7 @@ pub fn default_stacks_for_targets(settings: &mut Experiment) {
     }
     let targets = settings.targets.clone();
     settings.stacks.retain(|name| {
-        crate::registry::find(name).is_some_and(|s| {
+        stacks::find(name).is_some_and(|s| {
             s.targets_by_default()
                 && targets.for_api(s.api()).is_some_and(|target| {
                     s.supports_plaintext() || target.endpoint().map_or(true, |e| e.https)
@@ -359,7 +359,7 @@ mod tests {
     #[test]
     fn defaults_are_the_study_and_valid() {
         let e = Experiment::default();
-        e.validate(&crate::registry::names()).unwrap();
+        e.validate(&stacks::names()).unwrap();
         assert_eq!(e.requests(Regime::Reuse), 50_000);
         assert_eq!(e.requests(Regime::NewConn), 5_000);
         assert_eq!(e.concurrency, vec![10, 50, 100, 200, 500]);

@@ -184,7 +184,7 @@ impl Experiment {
         let lacking = |has: fn(&dyn bench_core::Stack) -> bool| -> Vec<String> {
             self.stacks
                 .iter()
-                .filter(|s| crate::registry::find(s).is_some_and(|stack| !has(stack)))
+                .filter(|s| stacks::find(s).is_some_and(|stack| !has(stack)))
                 .cloned()
                 .collect()
         };
@@ -221,13 +221,12 @@ impl Experiment {
                 .stacks
                 .iter()
                 .filter(|s| {
-                    crate::registry::find(s)
-                        .is_some_and(|stack| !stack.grpc_calls().contains(&call))
+                    stacks::find(s).is_some_and(|stack| !stack.grpc_calls().contains(&call))
                 })
                 .cloned()
                 .collect();
             if !without.is_empty() {
-                let with: Vec<&str> = crate::registry::stacks()
+                let with: Vec<&str> = stacks::stacks()
                     .into_iter()
                     .filter(|stack| stack.grpc_calls().contains(&call))
                     .map(|stack| stack.name())
@@ -505,7 +504,7 @@ impl Experiment {
             })
         };
         for name in &self.stacks {
-            let Some(stack) = crate::registry::find(name) else {
+            let Some(stack) = stacks::find(name) else {
                 continue;
             };
             let api = stack.api();

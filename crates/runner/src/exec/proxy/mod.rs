@@ -97,7 +97,7 @@ impl PathPlan<'_> {
         upstream: SocketAddr,
     ) -> anyhow::Result<Hop> {
         let e = &self.cell.settings;
-        let stack = crate::registry::find(&self.cell.stack)
+        let stack = stacks::find(&self.cell.stack)
             .ok_or_else(|| anyhow!("unknown stack {}", self.cell.stack))?;
         let carried = crate::settings::mesh::carries(e.proxy, e.path, stack)
             .map_err(|why| anyhow!("{why}"))?;

@@ -1,6 +1,6 @@
-//! Test-only stacks, compiled with the `test-stacks` feature (the runner's own tests enable it
-//! through its dev-dependency on itself) and registered only when [`ENV`] is set, so the other
-//! tests keep the four real stacks. `h1-copy` is HTTP/1.1 under another name: the fifth-stack
+//! Test-only stacks, compiled with the `test-stacks` feature (the runner's tests enable it
+//! through their dev-dependency on this crate) and registered only when [`ENV`] is set, so the
+//! other tests keep the four real stacks. `h1-copy` is HTTP/1.1 under another name: the fifth-stack
 //! test uses it to show that a new stack needs no list of names outside the registry.
 
 use std::future::Future;
