@@ -9,8 +9,9 @@ use crate::exec::serve::default_certs_dir;
 use crate::exec::{pin, run, serve};
 use crate::netem::netns;
 use crate::output::thresholds;
-use crate::settings;
-use crate::{cli, output, plan};
+use crate::{cli, output};
+use experiment::plan;
+use experiment::settings;
 
 pub fn main() -> ExitCode {
     match dispatch(cli::parse()) {

@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use crate::output::capacity::{Outcome, Probe, Record, Search, Settings, Slo};
 use crate::output::CellResult;
-use crate::plan::{Cell, Stage};
-use crate::settings::{Experiment, Regime};
+use experiment::plan::{Cell, Stage};
+use experiment::settings::{Experiment, Regime};
 
 /// The quantile the SLO bounds, for the probe-length rule.
 pub const SLO_QUANTILE: f64 = 0.99;

@@ -391,11 +391,11 @@ async fn the_server_job_needs_the_token_and_returns_the_servers_readings() {
     let addr: std::net::SocketAddr = agent.addr.parse().unwrap();
     bench_core::tls::install_crypto_provider();
     let ca = bench_core::tls::CertPaths::new(&certs).ca_cert();
-    let exp = runner::settings::Experiment {
+    let exp = experiment::settings::Experiment {
         stacks: vec!["h1".into()],
         ..Default::default()
     };
-    let cells = runner::plan::plan(&exp);
+    let cells = experiment::plan::plan(&exp);
     let serve = runner::exec::run::serve_options(
         &cells[0],
         "127.0.0.1:0".parse().unwrap(),

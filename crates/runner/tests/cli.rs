@@ -167,7 +167,7 @@ fn the_guide_lists_every_knob_and_only_knobs() {
             }
         }
     }
-    let knobs: std::collections::BTreeSet<String> = runner::settings::KEYS
+    let knobs: std::collections::BTreeSet<String> = experiment::settings::KEYS
         .iter()
         .map(|k| k.to_string())
         .collect();

@@ -165,7 +165,7 @@ fn rendered_manifests_carry_the_settings_and_no_secret() {
 
     // The same objects as the library builds them, field by field.
     let exp = settings(&file);
-    let cells = runner::plan::plan(&exp);
+    let cells = experiment::plan::plan(&exp);
     let o = kubernetes::cell_objects(&cells[0], 1);
     assert_eq!(o.namespace, "bench-ns");
     let job = o.agents_job.spec.as_ref().unwrap();
@@ -345,9 +345,9 @@ fn rendered_manifests_carry_the_settings_and_no_secret() {
     );
 }
 
-fn settings(file: &std::path::Path) -> runner::settings::Experiment {
-    let (_, knobs) = runner::settings::file::read(file).unwrap();
-    let exp = runner::settings::resolve(Some(&knobs), &Default::default());
+fn settings(file: &std::path::Path) -> experiment::settings::Experiment {
+    let (_, knobs) = experiment::settings::file::read(file).unwrap();
+    let exp = experiment::settings::resolve(Some(&knobs), &Default::default());
     exp.validate(&stacks::names()).unwrap();
     exp
 }
@@ -513,7 +513,7 @@ impl CellControl for FakeControl {
 async fn run_scenario(scenario: Scenario) -> (anyhow::Result<Endpoints>, Vec<String>) {
     let dir = tempfile::tempdir().unwrap();
     let exp = settings(&experiment_file(dir.path(), ""));
-    let cells = runner::plan::plan(&exp);
+    let cells = experiment::plan::plan(&exp);
     let objects = kubernetes::cell_objects(&cells[0], 1);
     let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let client = kube::Client::new(service, "default");

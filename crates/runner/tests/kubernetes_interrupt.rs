@@ -37,8 +37,8 @@ k8s_agents = 1
 "#,
     )
     .unwrap();
-    let (_, knobs) = runner::settings::file::read(&file).unwrap();
-    let mut exp = runner::settings::resolve(Some(&knobs), &Default::default());
+    let (_, knobs) = experiment::settings::file::read(&file).unwrap();
+    let mut exp = experiment::settings::resolve(Some(&knobs), &Default::default());
     exp.validate(&stacks::names()).unwrap();
     exp.out = tmp.path().join("results");
 

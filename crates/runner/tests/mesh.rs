@@ -14,9 +14,9 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use common::*;
+use experiment::settings::mesh::{Carried, HopProtocol};
+use experiment::settings::{Pool, ProxyKind};
 use runner::exec::proxy::{Hop, ListenTls, ProxyProcess, UpstreamTls};
-use runner::settings::mesh::{Carried, HopProtocol};
-use runner::settings::{Pool, ProxyKind};
 
 /// The proxies installed here; each missing one is skipped with a note (a failure when its
 /// TBENCH_REQUIRE_* is 1).

@@ -16,7 +16,7 @@ use crate::exec::agent::{Agents, RemoteLoad, RemoteServer};
 use crate::exec::load_child::{LoadJob, LoadProcess, Message};
 use crate::exec::serve::{ServeOptions, ServerHandle};
 use crate::output::CellResult;
-use crate::plan::Cell;
+use experiment::plan::Cell;
 use load::sampler::{ResourceSummary, Sample};
 
 /// Where a run's cells execute: made once per run ([`crate::exec::run::executor_for_run`]), dropped (and everything it

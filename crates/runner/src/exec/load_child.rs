@@ -44,7 +44,7 @@ pub struct LoadJob {
     pub payload: PayloadProfile,
     pub tuning: Tuning,
     pub client_threads: usize,
-    /// Poll for I/O instead of sleeping during the measured phase ([`crate::settings::Experiment::busy_poll`]).
+    /// Poll for I/O instead of sleeping during the measured phase ([`experiment::settings::Experiment::busy_poll`]).
     #[serde(default)]
     pub busy_poll: bool,
     /// The user's service (`[targets]`): the requests are its calls, TLS is the target's;

@@ -15,8 +15,8 @@ use crate::exec::load_child::LoadJob;
 use crate::exec::serve::{ServeOptions, ServerHandle, ServerProcess};
 use crate::netem::netns::Netns;
 use crate::output::CellResult;
-use crate::plan::Cell;
-use crate::settings::MeshPath;
+use experiment::plan::Cell;
+use experiment::settings::MeshPath;
 
 pub struct Local {
     certs_dir: PathBuf,

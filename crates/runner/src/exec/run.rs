@@ -17,8 +17,8 @@ use crate::exec::load_child::{Finished, LoadJob, Message};
 use crate::exec::serve::{ServeOptions, ServerHandle};
 use crate::measure::proxies::ProxySampler;
 use crate::output::{self, CellResult, Manifest, ResultsWriter};
-use crate::plan::{plan, Cell};
-use crate::settings::Experiment;
+use experiment::plan::{plan, Cell};
+use experiment::settings::Experiment;
 use load::engine::LoadSpec;
 use load::measurements::Measurements;
 use load::sampler::{ResourceSummary, Sample, Sampler};
@@ -132,10 +132,10 @@ pub async fn run_cells(
     // run (whose manifest has it, or, from before seeds, kept the planned order) replays it.
     if resume.is_none()
         && source.is_none()
-        && exp.cell_order == crate::settings::CellOrder::Random
+        && exp.cell_order == experiment::settings::CellOrder::Random
         && exp.cell_order_seed.is_none()
     {
-        exp.cell_order_seed = Some(crate::plan::draw_cell_order_seed());
+        exp.cell_order_seed = Some(experiment::plan::draw_cell_order_seed());
     }
     // First: from here on an interrupt ends the run with its manifest and rows kept.
     let stop = Arc::new(AtomicBool::new(false));
@@ -982,18 +982,18 @@ fn netns_in_use(exp: &Experiment) -> bool {
 /// The executor the experiment names, set up for the run (the hosts executor creates its
 /// namespaces and agents here; the kubernetes executor connects to the API server).
 pub async fn executor_for_run(
-    exp: &crate::settings::Experiment,
+    exp: &experiment::settings::Experiment,
     certs_dir: &Path,
     agents: Option<Arc<crate::exec::agent::Agents>>,
 ) -> anyhow::Result<Arc<dyn crate::exec::executor::Executor>> {
     Ok(match exp.executor {
-        crate::settings::Executor::Local => {
+        experiment::settings::Executor::Local => {
             Arc::new(crate::exec::local::Local::new(certs_dir, agents))
         }
-        crate::settings::Executor::Hosts => {
+        experiment::settings::Executor::Hosts => {
             Arc::new(crate::exec::hosts::HostsExecutor::create(exp, certs_dir)?)
         }
-        crate::settings::Executor::Kubernetes => {
+        experiment::settings::Executor::Kubernetes => {
             Arc::new(crate::exec::kubernetes::Kubernetes::connect(exp, certs_dir).await?)
         }
     })

@@ -36,13 +36,13 @@ pub struct ServeOptions {
     #[arg(long)]
     pub plaintext: bool,
     /// Payload profile of the item: small (256 B JSON), 4k or 64k.
-    #[arg(long, default_value_t = crate::settings::Experiment::default().payload)]
+    #[arg(long, default_value_t = experiment::settings::Experiment::default().payload)]
     pub payload: PayloadProfile,
     /// Server runtime worker threads.
-    #[arg(long, default_value_t = crate::settings::Experiment::default().server_threads)]
+    #[arg(long, default_value_t = experiment::settings::Experiment::default().server_threads)]
     pub threads: u32,
     /// Listen backlog (the kernel caps it at net.core.somaxconn).
-    #[arg(long, default_value_t = crate::settings::Experiment::default().backlog)]
+    #[arg(long, default_value_t = experiment::settings::Experiment::default().backlog)]
     pub backlog: u32,
     /// Test-only fault: status | bad-body | missing-field | delay-<N>ms | stall-<N>ms, with
     /// optional :<fraction> (default: none).
@@ -65,10 +65,10 @@ pub struct ServeOptions {
     #[serde(with = "as_text")]
     pub service_time: Option<bench_core::ServiceTime>,
     /// Seed of the exp: draws.
-    #[arg(long, default_value_t = crate::settings::Experiment::default().service_time_seed)]
+    #[arg(long, default_value_t = experiment::settings::Experiment::default().service_time_seed)]
     pub service_time_seed: u64,
     /// Busy CPU work per item request on the handler's thread, in µs.
-    #[arg(long, default_value_t = crate::settings::Experiment::default().service_cpu_us)]
+    #[arg(long, default_value_t = experiment::settings::Experiment::default().service_cpu_us)]
     pub service_cpu_us: u64,
 }
 

@@ -150,7 +150,7 @@ fn add(a: ResourceSummary, b: ResourceSummary) -> ResourceSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::settings::Regime;
+    use experiment::settings::Regime;
     use std::time::Duration;
 
     /// The shards' requests, for checks: they add up to the cell's.

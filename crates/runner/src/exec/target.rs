@@ -13,8 +13,8 @@ use bench_core::tls::ServerIdentity;
 use bench_core::user_service::{Api, Endpoint, TargetTls, Targets};
 use bench_core::{ClientSettings, ClientTls, FailureClass, HandshakeVariant};
 
-use crate::plan::plan;
-use crate::settings::Experiment;
+use experiment::plan::plan;
+use experiment::settings::Experiment;
 
 /// Runs larger than this (warm-up and measured requests) to an address that is not on
 /// loopback need `--yes` or a confirmation on the terminal.

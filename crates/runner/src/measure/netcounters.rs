@@ -312,9 +312,11 @@ IpExt: 0 0
             eprintln!("skipped: needs root to create a network namespace");
             return;
         }
-        let ns =
-            crate::netem::netns::Netns::create(&crate::settings::Experiment::default(), 90_001)
-                .expect("namespace");
+        let ns = crate::netem::netns::Netns::create(
+            &experiment::settings::Experiment::default(),
+            90_001,
+        )
+        .expect("namespace");
         let ns = std::sync::Arc::new(ns);
         let inside = ns.clone();
         std::thread::spawn(move || {

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use crate::settings::Netem;
+use experiment::settings::Netem;
 
 /// The NFQUEUE number the namespace's iptables rule sends loopback packets to.
 pub const QUEUE: u16 = 0;

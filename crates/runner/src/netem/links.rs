@@ -11,7 +11,7 @@ use std::sync::Arc;
 use anyhow::Context;
 
 use crate::netem::emulator::{select, Emulation, Emulator, EmulatorKind, QUEUE};
-use crate::settings::Netem;
+use experiment::settings::Netem;
 
 use crate::netem::netns::{netem_qdisc_args, run};
 

@@ -10,7 +10,7 @@ use anyhow::{bail, Context};
 use std::sync::Arc;
 
 use crate::netem::emulator::{Emulator, EmulatorKind, QUEUE};
-use crate::settings::{Experiment, Netem};
+use experiment::settings::{Experiment, Netem};
 
 pub struct Netns {
     pub name: String,

@@ -25,8 +25,8 @@ use results::rows::{
     self, AgentRow, CellRow, FailureRow, LatencyRow, RequestRow, ResourceRow, Row,
 };
 
-use crate::plan::Cell;
-use crate::settings::Experiment;
+use experiment::plan::Cell;
+use experiment::settings::Experiment;
 use load::measurements::Measurements;
 use load::sampler::{ResourceSummary, Sample};
 
@@ -345,7 +345,7 @@ impl ResultsWriter {
                     cell_key: key.clone(),
                     class: c.as_str().to_string(),
                     count: n.count,
-                    example: crate::settings::mesh::answered_by_proxy(
+                    example: experiment::settings::mesh::answered_by_proxy(
                         &result.cell.settings,
                         *c,
                         code,

@@ -6,7 +6,7 @@ use bench_core::FailureClass;
 use results::rows::{steady_window_valid_for, CellRow, RequestRow};
 
 use crate::output::CellResult;
-use crate::plan::Cell;
+use experiment::plan::Cell;
 use load::measurements::{LatencySummary, RequestMeasurements};
 
 /// The columns a cell's plan fixes: coordinates and settings. The one place a row reads
@@ -14,10 +14,10 @@ use load::measurements::{LatencySummary, RequestMeasurements};
 pub fn planned(cell: &Cell) -> CellRow {
     let e = &cell.settings;
     let open = cell.rate().is_some();
-    let proxied = e.path != crate::settings::MeshPath::Direct;
+    let proxied = e.path != experiment::settings::MeshPath::Direct;
     let carried = stacks::find(&cell.stack)
         .filter(|_| proxied)
-        .and_then(|s| crate::settings::mesh::carries(e.proxy, e.path, s).ok());
+        .and_then(|s| experiment::settings::mesh::carries(e.proxy, e.path, s).ok());
     // Only exponential draws use the seed.
     let seeded = e
         .service_time

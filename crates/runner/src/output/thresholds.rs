@@ -11,7 +11,7 @@ use results::rows::fmt::number;
 use results::rows::{self, CellRow, RequestRow, Row, ThresholdRow};
 
 use crate::output::CellResult;
-use crate::settings::Experiment;
+use experiment::settings::Experiment;
 
 /// The file a run's threshold checks are written to.
 pub use results::folder::THRESHOLDS_FILE as FILE_NAME;
@@ -31,7 +31,7 @@ pub const ALIASES: &[(&str, &str, f64)] = &[
     ("client_rss_peak_mb", "client_rss_peak_bytes", 1e-6),
 ];
 
-pub use crate::settings::Threshold;
+pub use experiment::settings::Threshold;
 
 /// A threshold that failed validation: which one (1-based), the key at fault, and why.
 #[derive(Debug, Clone, PartialEq)]
@@ -381,7 +381,7 @@ pub fn validate(exp: &Experiment) -> Result<Vec<Parsed>, Invalid> {
     if parsed.is_empty() {
         return Ok(parsed);
     }
-    let records: Vec<CellRow> = crate::plan::plan(exp)
+    let records: Vec<CellRow> = experiment::plan::plan(exp)
         .iter()
         .map(crate::output::row_of::planned)
         .collect();
@@ -650,7 +650,7 @@ pub fn summary_block(outcomes: &[Outcome]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::settings::Regime;
+    use experiment::settings::Regime;
     use serde::Deserialize;
 
     fn threshold(toml_text: &str) -> Threshold {

@@ -29,9 +29,9 @@ use crate::exec::proxy::{MeshServer, ProxyProcess};
 use crate::exec::serve::{ServeOptions, ServerHandle, ServerProcess};
 use crate::netem::links::LinkEmulation;
 use crate::output::CellResult;
-use crate::plan::Cell;
-use crate::settings::HostNamespaces;
-use crate::settings::MeshPath;
+use experiment::plan::Cell;
+use experiment::settings::HostNamespaces;
+use experiment::settings::MeshPath;
 use network::{Hosts, SERVER_IP, SERVER_PORT};
 
 /// The port each agent listens on, inside its own host.
@@ -96,11 +96,14 @@ impl HostsExecutor {
     /// Creates the namespaces and starts the agents in theirs (they live as long as the first
     /// cell's `host_namespaces` says). Namespaces a killed runner left behind are removed
     /// first.
-    pub fn create(exp: &crate::settings::Experiment, certs_dir: &Path) -> anyhow::Result<Self> {
+    pub fn create(
+        exp: &experiment::settings::Experiment,
+        certs_dir: &Path,
+    ) -> anyhow::Result<Self> {
         crate::netem::netns::remove_stale();
         ensure_certs(certs_dir)?;
         // Each agent host gets as many source addresses as the most any cell spreads over.
-        let addresses = crate::plan::plan(exp)
+        let addresses = experiment::plan::plan(exp)
             .iter()
             .map(|c| c.settings.source_addresses)
             .max()

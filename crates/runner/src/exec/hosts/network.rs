@@ -84,10 +84,10 @@ pub struct Hosts {
 impl Hosts {
     /// Creates the bridge, the server host and `n` agent hosts with `addresses` addresses each
     /// (at most [`MAX_AGENT_ADDRESSES`]). `generation` tells apart the sets one run makes in
-    /// turn ([`crate::settings::HostNamespaces`]).
+    /// turn ([`experiment::settings::HostNamespaces`]).
     pub fn create(n: u32, addresses: u32, generation: u32) -> anyhow::Result<Hosts> {
         assert!(
-            n <= crate::settings::MAX_HOST_AGENTS,
+            n <= experiment::settings::MAX_HOST_AGENTS,
             "host_agents is validated"
         );
         let base = format!("tbench-{}-h-{generation}", std::process::id());
@@ -255,7 +255,7 @@ impl Drop for Hosts {
     }
 }
 
-/// The sysctls a cell may set ([`crate::settings::Experiment::sysctls`]), as a new namespace has
+/// The sysctls a cell may set ([`experiment::settings::Experiment::sysctls`]), as a new namespace has
 /// them (`key=value`).
 fn defaults(ns: &str) -> anyhow::Result<Vec<String>> {
     const KEYS: [&str; 3] = [

@@ -28,7 +28,7 @@ use crate::exec::agent::AgentLink;
 use crate::exec::executor::{CellServer, CellSite, Executor, LoadGenerator};
 use crate::exec::load_child::LoadJob;
 use crate::exec::serve::ServeOptions;
-use crate::plan::Cell;
+use experiment::plan::Cell;
 
 pub struct Kubernetes {
     api: Arc<KubeExecutor>,
@@ -39,7 +39,7 @@ impl Kubernetes {
     /// Connects to the API server the environment names (in-cluster, or the kubeconfig), with
     /// the agents' token and CA from the experiment.
     pub async fn connect(
-        exp: &crate::settings::Experiment,
+        exp: &experiment::settings::Experiment,
         certs_dir: &Path,
     ) -> anyhow::Result<Self> {
         let client = kube::Client::try_default()

@@ -26,8 +26,8 @@ use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
-use crate::plan::Cell;
-use crate::settings::Experiment;
+use experiment::plan::Cell;
+use experiment::settings::Experiment;
 
 /// The port the server pod listens on (TCP and, for HTTP/3, UDP).
 pub const SERVER_PORT: u16 = 8443;
@@ -175,7 +175,7 @@ pub fn cell_id(exp_name: &str, cell_number: usize) -> String {
 
 /// Requests equal to limits (validated quantities): Guaranteed QoS, no CPU borrowing.
 fn resources(
-    validated: &crate::settings::Parsed<crate::settings::PodResources>,
+    validated: &experiment::settings::Parsed<experiment::settings::PodResources>,
 ) -> ResourceRequirements {
     let quantities: BTreeMap<String, Quantity> = validated
         .value()

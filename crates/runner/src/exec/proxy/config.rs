@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use crate::settings::mesh::{Carried, HopProtocol};
-use crate::settings::{Pool, ProxyKind};
+use experiment::settings::mesh::{Carried, HopProtocol};
+use experiment::settings::{Pool, ProxyKind};
 
 /// The TLS a listener terminates.
 #[derive(Debug, Clone)]

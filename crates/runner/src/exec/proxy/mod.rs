@@ -21,9 +21,9 @@ use async_trait::async_trait;
 
 use crate::exec::executor::{CellServer, ServerReadings};
 use crate::measure::proxies::{ProxyGroup, ProxyRecord};
-use crate::plan::Cell;
-use crate::settings::ProxyKind;
 pub use config::{Hop, ListenTls, UpstreamTls};
+use experiment::plan::Cell;
+use experiment::settings::ProxyKind;
 use load::sampler::Role;
 use results::exit::Status;
 
@@ -99,7 +99,7 @@ impl PathPlan<'_> {
         let e = &self.cell.settings;
         let stack = stacks::find(&self.cell.stack)
             .ok_or_else(|| anyhow!("unknown stack {}", self.cell.stack))?;
-        let carried = crate::settings::mesh::carries(e.proxy, e.path, stack)
+        let carried = experiment::settings::mesh::carries(e.proxy, e.path, stack)
             .map_err(|why| anyhow!("{why}"))?;
         Ok(Hop {
             kind: e.proxy,
@@ -298,7 +298,7 @@ impl ProxyProcess {
                 config: config_text,
             },
             listen: hop.listen,
-            quic: hop.carried.front == crate::settings::mesh::HopProtocol::Http3,
+            quic: hop.carried.front == experiment::settings::mesh::HopProtocol::Http3,
         };
         proxy.wait_listening()?;
         Ok(proxy)
@@ -584,9 +584,9 @@ mod tests {
     /// absolute, whatever directory the proxy runs in.
     #[test]
     fn a_proxy_is_given_absolute_certificate_paths() {
-        let cell = crate::plan::plan(&crate::settings::Experiment {
+        let cell = experiment::plan::plan(&experiment::settings::Experiment {
             stacks: vec!["h1".into()],
-            ..crate::settings::Experiment::default()
+            ..experiment::settings::Experiment::default()
         })
         .into_iter()
         .next()
