@@ -22,7 +22,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Serve one stack until SIGINT/SIGTERM; prints one JSON ready line.
-    Serve(crate::exec::serve::ServeOptions),
+    Serve(executors::serve::ServeOptions),
     /// Write RESULTS_DIR/report.html: one self-contained page in the shape of seed 000's report.
     Report {
         /// A run's results directory (the one holding manifest.json and cells.csv).

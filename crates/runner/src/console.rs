@@ -5,7 +5,7 @@
 use bench_core::FailureClass;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::output::CellResult;
+use executors::cell_result::CellResult;
 use experiment::plan::Cell;
 use experiment::settings::Experiment;
 use load::measurements::LatencySummary;

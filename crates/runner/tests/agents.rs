@@ -384,7 +384,7 @@ fn an_agent_runs_the_server_and_returns_its_measurements() {
 /// sampled (and its samples); closing the connection stops the server.
 #[tokio::test]
 async fn the_server_job_needs_the_token_and_returns_the_servers_readings() {
-    use runner::exec::agent::{AgentLink, RemoteServer};
+    use executors::agent::{AgentLink, RemoteServer};
     let tmp = tempfile::tempdir().unwrap();
     let certs = tmp.path().join("certs");
     let agent = Agent::start(&certs, TOKEN);
@@ -396,7 +396,7 @@ async fn the_server_job_needs_the_token_and_returns_the_servers_readings() {
         ..Default::default()
     };
     let cells = experiment::plan::plan(&exp);
-    let serve = runner::exec::run::serve_options(
+    let serve = runner::run::serve_options(
         &cells[0],
         "127.0.0.1:0".parse().unwrap(),
         certs.clone(),

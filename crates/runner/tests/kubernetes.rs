@@ -14,9 +14,9 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use executors::kubernetes::{self, CellControl, CellObjects, Endpoints, KubeExecutor};
 use http::{Request, Response, StatusCode};
 use kube::client::Body;
-use runner::exec::kubernetes::{self, CellControl, CellObjects, Endpoints, KubeExecutor};
 use serde_json::{json, Value};
 
 const TOKEN: &str = "k8s-test-token-never-printed-0123456789";
@@ -51,7 +51,7 @@ fn experiment_file(dir: &std::path::Path, extra: &str) -> std::path::PathBuf {
 fn render(args: &[&str]) -> (String, String) {
     let out = common::runner()
         .args(args)
-        .env(runner::exec::agent::TOKEN_ENV, TOKEN)
+        .env(executors::agent::TOKEN_ENV, TOKEN)
         .output()
         .unwrap();
     let text = common::output_text(&out);
@@ -668,7 +668,7 @@ impl PodAgent {
         let mut child = common::runner()
             .args(["agent", "--listen", &format!("{ip}:0"), "--certs"])
             .arg(certs)
-            .env(runner::exec::agent::TOKEN_ENV, TOKEN)
+            .env(executors::agent::TOKEN_ENV, TOKEN)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::inherit())
@@ -828,8 +828,8 @@ k8s_agents = 2
     executor.poll = std::time::Duration::from_millis(10);
     executor.server_port = 0;
     let ca = bench_core::tls::CertPaths::new(&certs).ca_cert();
-    let link = runner::exec::agent::AgentLink::new(&ca, "localhost", TOKEN.into()).unwrap();
-    let ctx = runner::exec::run::RunContext {
+    let link = executors::agent::AgentLink::new(&ca, "localhost", TOKEN.into()).unwrap();
+    let ctx = runner::run::RunContext {
         certs_dir: certs.clone(),
         client_threads: 1,
         pinning: "none".into(),
@@ -838,14 +838,14 @@ k8s_agents = 2
         service: None,
         service_pid: None,
         agents: None,
-        executor: Some(Arc::new(runner::exec::kubernetes::Kubernetes::new(
+        executor: Some(Arc::new(executors::kubernetes::Kubernetes::new(
             executor, link,
         ))),
         argv: Vec::new(),
     };
     let outcome = tokio::time::timeout(
         std::time::Duration::from_secs(120),
-        runner::exec::run::run(exp, ctx, None),
+        runner::run::run(exp, ctx, None),
     )
     .await
     .expect("the run ends")
@@ -944,9 +944,9 @@ fn the_kubernetes_executor_refuses_bad_input_with_one_line() {
         .args(extra)
         .env("KUBECONFIG", tmp.path().join("no-such-kubeconfig"))
         .env_remove("KUBERNETES_SERVICE_HOST")
-        .env_remove(runner::exec::agent::TOKEN_ENV);
+        .env_remove(executors::agent::TOKEN_ENV);
         if let Some(t) = token {
-            cmd.env(runner::exec::agent::TOKEN_ENV, t);
+            cmd.env(executors::agent::TOKEN_ENV, t);
         }
         let output = cmd.output().unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr).to_string();
@@ -1126,7 +1126,7 @@ fn the_kubernetes_api_client_verifies_the_servers_certificate() {
             .arg(&certs)
             .env("KUBECONFIG", &kubeconfig)
             .env_remove("KUBERNETES_SERVICE_HOST")
-            .env(runner::exec::agent::TOKEN_ENV, TOKEN)
+            .env(executors::agent::TOKEN_ENV, TOKEN)
             .output()
             .unwrap()
     };

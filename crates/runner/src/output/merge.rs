@@ -19,7 +19,8 @@ use load::timewait::TimeWaitCounts;
 use results::exit::{Status, Stopped};
 use results::hlog;
 
-use crate::output::{CellResult, Manifest, ResultsWriter};
+use crate::output::{Manifest, ResultsWriter};
+use executors::cell_result::CellResult;
 use experiment::plan::Cell;
 use results::rows::{self, CellRow, FailureRow, Row};
 

@@ -5,7 +5,7 @@
 use bench_core::FailureClass;
 use results::rows::{steady_window_valid_for, CellRow, RequestRow};
 
-use crate::output::CellResult;
+use executors::cell_result::CellResult;
 use experiment::plan::Cell;
 use load::measurements::{LatencySummary, RequestMeasurements};
 
@@ -238,6 +238,18 @@ fn steady_window_valid(ok: f64, window_s: f64, r: &CellResult) -> bool {
     steady_window_valid_for(ok, window_s, r.cell.concurrency, r.elapsed_s)
 }
 
+/// One `requests.csv` row per name of the cell's request mix that the cell sent (none
+/// without a mix).
+pub fn requests(r: &CellResult) -> Vec<RequestRow> {
+    let key = r.cell.key();
+    r.measured
+        .by_request
+        .iter()
+        .filter(|m| m.sent > 0)
+        .map(|m| request(&key, m))
+        .collect()
+}
+
 /// One name's row of a cell's `requests.csv`, from what it measured.
 pub fn request(cell_key: &str, r: &RequestMeasurements) -> RequestRow {
     let l = LatencySummary::of(&r.latency);
@@ -270,7 +282,7 @@ mod tests {
 
     #[test]
     fn net_counter_and_failure_columns_are_cell_row_columns() {
-        let read: Vec<&str> = crate::measure::netcounters::COUNTERS
+        let read: Vec<&str> = executors::measure::netcounters::COUNTERS
             .iter()
             .map(|c| c.column)
             .collect();
@@ -279,7 +291,7 @@ mod tests {
             read, columns,
             "the counters read are the net_* columns, in order"
         );
-        for c in crate::measure::netcounters::COUNTERS {
+        for c in executors::measure::netcounters::COUNTERS {
             assert_eq!(
                 <CellRow as results::rows::Row>::numeric(c.column),
                 Some(true),
@@ -288,7 +300,7 @@ mod tests {
             );
         }
         assert!(<CellRow as results::rows::Row>::COLUMNS
-            .contains(&crate::measure::netcounters::SCOPE_COLUMN));
+            .contains(&executors::measure::netcounters::SCOPE_COLUMN));
         for class in FailureClass::ALL {
             let column = format!("fail_{}", class.as_str());
             assert_eq!(

@@ -10,7 +10,8 @@ use std::path::Path;
 use results::rows::fmt::number;
 use results::rows::{self, CellRow, RequestRow, Row, ThresholdRow};
 
-use crate::output::CellResult;
+use crate::output::row_of;
+use executors::cell_result::CellResult;
 use experiment::settings::Experiment;
 
 /// The file a run's threshold checks are written to.
@@ -513,7 +514,11 @@ pub fn cell_marks(thresholds: &[Threshold], result: &CellResult) -> String {
     let Ok(parsed) = parse(thresholds) else {
         return String::new();
     };
-    let outcomes = evaluate(&parsed, &result.row(), &result.request_rows());
+    let outcomes = evaluate(
+        &parsed,
+        &row_of::finished(result),
+        &row_of::requests(result),
+    );
     if outcomes.is_empty() {
         return String::new();
     }

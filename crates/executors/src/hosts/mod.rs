@@ -22,13 +22,13 @@ use anyhow::{anyhow, bail, Context};
 use async_trait::async_trait;
 use bench_core::tls::{ensure_certs, SERVER_NAME};
 
-use crate::exec::agent::{AgentLink, Agents};
-use crate::exec::executor::{CellServer, CellSite, Executor, LoadGenerator};
-use crate::exec::load_child::LoadJob;
-use crate::exec::proxy::{MeshServer, ProxyProcess};
-use crate::exec::serve::{ServeOptions, ServerHandle, ServerProcess};
+use crate::agent::{AgentLink, Agents};
+use crate::cell_result::CellResult;
+use crate::executor::{CellServer, CellSite, Executor, LoadGenerator};
+use crate::load_child::LoadJob;
 use crate::netem::links::LinkEmulation;
-use crate::output::CellResult;
+use crate::proxy::{MeshServer, ProxyProcess};
+use crate::serve::{ServeOptions, ServerHandle, ServerProcess};
 use experiment::plan::Cell;
 use experiment::settings::HostNamespaces;
 use experiment::settings::MeshPath;
@@ -206,7 +206,7 @@ impl CellSite for HostsCell {
             Box::new(ServerHandle::Child(ServerProcess::start(&serve).await?));
         match path {
             MeshPath::Direct => Ok(server),
-            MeshPath::Edge => crate::exec::proxy::edge_in_front(
+            MeshPath::Edge => crate::proxy::edge_in_front(
                 &self.cell,
                 &self.certs_dir,
                 server,
@@ -214,7 +214,7 @@ impl CellSite for HostsCell {
                 SERVER_PORT,
             ),
             MeshPath::Sidecar => {
-                let plan = crate::exec::proxy::PathPlan {
+                let plan = crate::proxy::PathPlan {
                     cell: &self.cell,
                     certs: &self.certs_dir,
                 };
@@ -224,10 +224,8 @@ impl CellSite for HostsCell {
                     &plan.server_sidecar(server_side, server.addr())?,
                     None,
                 )?];
-                let local = SocketAddr::from((
-                    std::net::Ipv4Addr::LOCALHOST,
-                    crate::exec::proxy::SIDECAR_PORT,
-                ));
+                let local =
+                    SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, crate::proxy::SIDECAR_PORT));
                 for (namespace, _) in self.set.hosts.agent_hosts() {
                     let hop = plan.client_sidecar(local, server_side)?;
                     proxies.push(ProxyProcess::start(&hop, Some(namespace))?);
@@ -242,7 +240,7 @@ impl CellSite for HostsCell {
     }
 
     async fn start_loadgens(&self, job: &LoadJob) -> anyhow::Result<Vec<Box<dyn LoadGenerator>>> {
-        crate::exec::executor::loadgens_for(job, &self.certs_dir, Some(&self.set.agents)).await
+        crate::executor::loadgens_for(job, &self.certs_dir, Some(&self.set.agents)).await
     }
 
     /// What crossed each agent host's interface during the cell, and what the links'
@@ -292,7 +290,7 @@ impl AgentProcesses {
                 .arg(&exe)
                 .args(["agent", "--listen", &listen.to_string(), "--certs"])
                 .arg(certs)
-                .env(crate::exec::agent::TOKEN_ENV, token)
+                .env(crate::agent::TOKEN_ENV, token)
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::inherit())

@@ -24,10 +24,10 @@ pub use objects::{
     TOKEN_KEY, TOKEN_SECRET,
 };
 
-use crate::exec::agent::AgentLink;
-use crate::exec::executor::{CellServer, CellSite, Executor, LoadGenerator};
-use crate::exec::load_child::LoadJob;
-use crate::exec::serve::ServeOptions;
+use crate::agent::AgentLink;
+use crate::executor::{CellServer, CellSite, Executor, LoadGenerator};
+use crate::load_child::LoadJob;
+use crate::serve::ServeOptions;
 use experiment::plan::Cell;
 
 pub struct Kubernetes {
@@ -45,7 +45,7 @@ impl Kubernetes {
         let client = kube::Client::try_default()
             .await
             .context("executor kubernetes: cannot set up the Kubernetes API client")?;
-        let token = crate::exec::agent::read_token(exp.agent_token_file.as_deref())?;
+        let token = crate::agent::read_token(exp.agent_token_file.as_deref())?;
         let ca = exp
             .agent_ca
             .clone()
@@ -64,6 +64,28 @@ impl Kubernetes {
             link: Arc::new(link),
         }
     }
+}
+
+/// An API server that the environment names (in-cluster, or the kubeconfig), that answers and
+/// whose certificate verifies, checked before anything is created; why not as one line.
+pub fn check_api_server() -> Result<(), String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let client = runtime.block_on(kube::Client::try_default()).map_err(|e| {
+        format!("executor kubernetes: cannot set up the Kubernetes API client: {e}")
+    })?;
+    // The client connects lazily: ask the server its version now, so that an unreachable or
+    // untrusted API server is one line here rather than a failed first cell.
+    runtime
+        .block_on(client.apiserver_version())
+        .map(drop)
+        .map_err(|e| {
+            // The cause (refused, certificate not trusted, …) is at the end of the chain.
+            let chain = anyhow::Error::from(e);
+            format!("executor kubernetes: cannot reach the Kubernetes API server: {chain:#}")
+        })
 }
 
 impl Executor for Kubernetes {
@@ -117,7 +139,7 @@ impl CellSite for KubeCell {
             .map(parse)
             .collect::<anyhow::Result<Vec<_>>>()?;
         *self.agents.lock().expect("not poisoned") = agents;
-        crate::exec::executor::agent_server(server, self.api.server_port, &self.link, serve)
+        crate::executor::agent_server(server, self.api.server_port, &self.link, serve)
             .await
             .with_context(|| format!("server pod {}", self.objects.id))
     }
@@ -125,7 +147,7 @@ impl CellSite for KubeCell {
     async fn start_loadgens(&self, job: &LoadJob) -> anyhow::Result<Vec<Box<dyn LoadGenerator>>> {
         let agents = self.agents.lock().expect("not poisoned").clone();
         anyhow::ensure!(!agents.is_empty(), "no agent pod is ready");
-        crate::exec::executor::agent_loadgens(job, &agents, &self.link).await
+        crate::executor::agent_loadgens(job, &agents, &self.link).await
     }
 
     async fn close(&self) -> anyhow::Result<()> {

@@ -9,12 +9,12 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::exec::agent::Agents;
-use crate::exec::executor::{CellServer, CellSite, Executor, LoadGenerator};
-use crate::exec::load_child::LoadJob;
-use crate::exec::serve::{ServeOptions, ServerHandle, ServerProcess};
+use crate::agent::Agents;
+use crate::cell_result::CellResult;
+use crate::executor::{CellServer, CellSite, Executor, LoadGenerator};
+use crate::load_child::LoadJob;
 use crate::netem::netns::Netns;
-use crate::output::CellResult;
+use crate::serve::{ServeOptions, ServerHandle, ServerProcess};
 use experiment::plan::Cell;
 use experiment::settings::MeshPath;
 
@@ -78,7 +78,7 @@ impl CellSite for LocalCell {
             .and_then(|a| a.server.map(|s| (s, a)))
         {
             Some((agent, agents)) => {
-                crate::exec::executor::agent_server(agent, 0, &agents.link, serve).await
+                crate::executor::agent_server(agent, 0, &agents.link, serve).await
             }
             None => {
                 let serve = ServeOptions {
@@ -90,7 +90,7 @@ impl CellSite for LocalCell {
                 match self.cell.settings.path {
                     MeshPath::Direct => Ok(server),
                     // Beside the server, in the cell's namespace when it has one (this thread's).
-                    MeshPath::Edge => crate::exec::proxy::edge_in_front(
+                    MeshPath::Edge => crate::proxy::edge_in_front(
                         &self.cell,
                         &self.certs_dir,
                         server,
@@ -106,7 +106,7 @@ impl CellSite for LocalCell {
     }
 
     async fn start_loadgens(&self, job: &LoadJob) -> anyhow::Result<Vec<Box<dyn LoadGenerator>>> {
-        crate::exec::executor::loadgens_for(job, &self.certs_dir, self.agents.as_deref()).await
+        crate::executor::loadgens_for(job, &self.certs_dir, self.agents.as_deref()).await
     }
 
     fn account(&self, result: &mut CellResult) {

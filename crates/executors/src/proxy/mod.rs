@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 use async_trait::async_trait;
 
-use crate::exec::executor::{CellServer, ServerReadings};
+use crate::executor::{CellServer, ServerReadings};
 use crate::measure::proxies::{ProxyGroup, ProxyRecord};
 pub use config::{Hop, ListenTls, UpstreamTls};
 use experiment::plan::Cell;

@@ -3,7 +3,7 @@
 //! workers, each shard continues the cell's request sequence, and the histograms are added
 //! (HdrHistogram `add`: the merged percentiles are those of one histogram of every request).
 
-use crate::exec::load_child::{Finished, LoadJob};
+use crate::load_child::{Finished, LoadJob};
 use load::engine::LoadSpec;
 pub use load::measurements::AgentOutcome;
 use load::measurements::LatencySummary;

@@ -1,5 +1,5 @@
 //! Executors: where a cell's server and load generators run, and what the cell loop knows of
-//! them. The cell loop ([`crate::exec::run`]) asks the run's [`Executor`] for each cell's
+//! them. The cell loop (the runner's `run`) asks the run's [`Executor`] for each cell's
 //! [`CellSite`], starts the server and the load generators through it, and never asks which
 //! executor it is: `local` (child processes on this machine, optionally agents elsewhere),
 //! `hosts` (a network namespace per host on this machine) and `kubernetes` (pods).
@@ -12,15 +12,15 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::exec::agent::{Agents, RemoteLoad, RemoteServer};
-use crate::exec::load_child::{LoadJob, LoadProcess, Message};
-use crate::exec::serve::{ServeOptions, ServerHandle};
-use crate::output::CellResult;
+use crate::agent::{Agents, RemoteLoad, RemoteServer};
+use crate::cell_result::CellResult;
+use crate::load_child::{LoadJob, LoadProcess, Message};
+use crate::serve::{ServeOptions, ServerHandle};
 use experiment::plan::Cell;
 use load::sampler::{ResourceSummary, Sample};
 
-/// Where a run's cells execute: made once per run ([`crate::exec::run::executor_for_run`]), dropped (and everything it
-/// created removed) when the run ends.
+/// Where a run's cells execute: made once per run (the runner's `run::executor_for_run`),
+/// dropped (and everything it created removed) when the run ends.
 pub trait Executor: Send + Sync {
     /// Prepares cell number `index` of this run (0-based).
     fn cell(&self, cell: &Cell, index: usize) -> anyhow::Result<Arc<dyn CellSite>>;
@@ -207,9 +207,9 @@ pub async fn local_loadgen(
 pub async fn agent_loadgens(
     job: &LoadJob,
     addrs: &[SocketAddr],
-    link: &crate::exec::agent::AgentLink,
+    link: &crate::agent::AgentLink,
 ) -> anyhow::Result<Vec<Box<dyn LoadGenerator>>> {
-    let jobs = crate::exec::shard::shard_jobs(job, addrs.len());
+    let jobs = crate::shard::shard_jobs(job, addrs.len());
     let mut gens: Vec<Box<dyn LoadGenerator>> = Vec::new();
     for (shard, addr) in jobs.iter().zip(addrs) {
         match RemoteLoad::start(*addr, link, shard).await {
@@ -230,7 +230,7 @@ pub async fn agent_loadgens(
 pub async fn agent_server(
     agent: SocketAddr,
     port: u16,
-    link: &crate::exec::agent::AgentLink,
+    link: &crate::agent::AgentLink,
     serve: ServeOptions,
 ) -> anyhow::Result<Box<dyn CellServer>> {
     let serve = ServeOptions {

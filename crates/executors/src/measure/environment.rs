@@ -66,8 +66,9 @@ const SYSCTLS: [(&str, &str); 5] = [
 
 impl Environment {
     /// Reads everything; a value that cannot be read is `unknown` or 0, never an error, since
-    /// a missing file must not stop a benchmark.
-    pub fn read(udp_buffer_bytes: usize) -> Environment {
+    /// a missing file must not stop a benchmark. `allocator` is the runner binary's own
+    /// (its build decides it: [`Environment::allocator`]).
+    pub fn read(udp_buffer_bytes: usize, allocator: &str) -> Environment {
         let cpuinfo = read("/proc/cpuinfo");
         let (nofile_soft, nofile_hard) =
             nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
@@ -103,12 +104,7 @@ impl Environment {
             udp_sndbuf_effective_bytes: udp_snd,
             tcp_rcvbuf_default_bytes: tcp_rcv,
             tcp_sndbuf_default_bytes: tcp_snd,
-            allocator: if cfg!(feature = "jemalloc") {
-                "jemalloc"
-            } else {
-                "system"
-            }
-            .into(),
+            allocator: allocator.into(),
             stall_probe: None,
         }
     }
@@ -330,7 +326,7 @@ mod tests {
 
     #[test]
     fn socket_buffers_are_read_back_from_the_kernel() {
-        let env = Environment::read(1 << 20);
+        let env = Environment::read(1 << 20, "system");
         // Linux reports twice what it grants; whatever the cap, a granted buffer is non-zero.
         assert!(env.udp_rcvbuf_effective_bytes > 0, "{env:?}");
         assert!(env.tcp_rcvbuf_default_bytes > 0, "{env:?}");

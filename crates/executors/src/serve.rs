@@ -133,11 +133,11 @@ impl ServeOptions {
 /// Runs a server until SIGINT/SIGTERM (in the `serve` process), or until the runner that
 /// started it is gone.
 pub fn serve_blocking(stack: &'static dyn Stack, opts: ServeOptions) -> anyhow::Result<()> {
-    crate::exec::parent::follow("runner serve");
+    crate::parent::follow("runner serve");
     if let Some(cpu) = opts.cpu {
-        crate::exec::pin::pin_current_thread(cpu)?;
+        crate::pin::pin_current_thread(cpu)?;
     }
-    crate::exec::pin::raise_nofile_soft_limit()?;
+    crate::pin::raise_nofile_soft_limit()?;
     // The hosts executor's servers listen inside the suite's own namespaces (198.18.0.0/15):
     // only an address outside them reaches a network the suite did not make.
     if !crate::netem::netns::suite_address(opts.listen.ip()) {
@@ -207,7 +207,7 @@ impl ServerProcess {
         let exe = std::env::current_exe().context("cannot find the runner executable")?;
         let mut cmd = Command::new(exe);
         cmd.arg("serve").args(opts.to_args());
-        crate::exec::parent::follow_me(&mut cmd);
+        crate::parent::follow_me(&mut cmd);
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

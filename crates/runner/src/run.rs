@@ -1,7 +1,7 @@
 //! The sweep: for each planned cell, a fresh server process, warm-up, measured load with
 //! resource sampling, then one flushed row. Knows stacks only through the shared trait, and
 //! where servers and load generators run only through the executor's
-//! ([`crate::exec::executor`]).
+//! ([`executors::executor`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,16 +12,25 @@ use anyhow::Context;
 use bench_core::tls::{ensure_certs, SERVER_NAME};
 use indicatif::ProgressBar;
 
-use crate::exec::executor::{CellServer, CellSite, Executor};
-use crate::exec::load_child::{Finished, LoadJob, Message};
-use crate::exec::serve::{ServeOptions, ServerHandle};
-use crate::measure::proxies::ProxySampler;
-use crate::output::{self, CellResult, Manifest, ResultsWriter};
+use crate::output::{self, Manifest, ResultsWriter};
+use executors::cell_result::CellResult;
+use executors::executor::{CellServer, CellSite, Executor};
+use executors::load_child::{Finished, LoadJob, Message};
+use executors::measure::proxies::ProxySampler;
+use executors::serve::{ServeOptions, ServerHandle};
 use experiment::plan::{plan, Cell};
 use experiment::settings::Experiment;
 use load::engine::LoadSpec;
 use load::measurements::Measurements;
 use load::sampler::{ResourceSummary, Sample, Sampler};
+
+/// This binary's global allocator as the manifest records it: `jemalloc` (the default build)
+/// or `system` (`--no-default-features`, for heap profilers).
+const ALLOCATOR: &str = if cfg!(feature = "jemalloc") {
+    "jemalloc"
+} else {
+    "system"
+};
 
 /// Settings of the run that are not part of the experiment.
 pub struct RunContext {
@@ -32,12 +41,12 @@ pub struct RunContext {
     /// An already running server to measure instead of starting one per cell.
     pub target: Option<(std::net::SocketAddr, Option<u32>)>,
     /// The user's service (`[targets]`), resolved: measured instead of our servers.
-    pub service: Option<Arc<crate::exec::target::ServiceTargets>>,
+    pub service: Option<Arc<executors::target::ServiceTargets>>,
     /// The pid of the user's service when it runs here, so its RSS and CPU are sampled.
     pub service_pid: Option<u32>,
     /// Agents that send each cell's load instead of one local load generator (and the one
     /// that runs each cell's server), for the local executor.
-    pub agents: Option<Arc<crate::exec::agent::Agents>>,
+    pub agents: Option<Arc<executors::agent::Agents>>,
     /// The executor to use instead of the one the experiment names (tests: the kubernetes
     /// executor on a mock API server).
     pub executor: Option<Arc<dyn Executor>>,
@@ -141,7 +150,7 @@ pub async fn run_cells(
     let stop = Arc::new(AtomicBool::new(false));
     watch_signals(stop.clone())?;
     if netns_in_use(&exp) {
-        crate::netem::netns::remove_stale();
+        executors::netem::netns::remove_stale();
     }
     // What the executor sets up (the hosts executor's namespaces and agents) lives as long
     // as the run.
@@ -204,7 +213,7 @@ pub async fn run_cells(
         rustc: env!("RUNNER_RUSTC_VERSION").to_string(),
         crate_versions: output::crate_versions(),
         kernel: output::kernel(),
-        cpu_model: crate::measure::environment::this_cpu_model(),
+        cpu_model: executors::measure::environment::this_cpu_model(),
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
         pinning: ctx.pinning.clone(),
         client_threads: ctx.client_threads,
@@ -238,9 +247,10 @@ pub async fn run_cells(
         service: ctx.service.as_ref().map(|s| s.record(&exp)),
         merged_from: Vec::new(),
         proxies: Vec::new(),
-        environment: Some(crate::measure::environment::Environment::read(
+        environment: Some(executors::measure::environment::Environment::read(
             exp.udp_buffer_bytes
                 .unwrap_or(bench_core::stack::DEFAULT_SERVER_UDP_BUFFER_BYTES),
+            ALLOCATOR,
         )),
     };
     // The folder is whole before anything is measured: locked, its manifest written (and,
@@ -293,7 +303,7 @@ pub async fn run_cells(
         }
         let expected = source.expected().max(i + 1);
         let bar = crate::console::cell_bar(cell, i, expected);
-        let snapshot = crate::measure::environment::CellSnapshot::take();
+        let snapshot = executors::measure::environment::CellSnapshot::take();
         let outcome = run_isolated(cell, &ctx, &*executor, &bar, &stop, i).await;
         let cell_environment = snapshot.finish();
         let (mut result, samples) = match outcome {
@@ -310,7 +320,7 @@ pub async fn run_cells(
         // The namespace recorded its emulator on the result; keep it beside load and steal.
         let emulation = result.environment.and_then(|e| e.emulation);
         let net = result.environment.and_then(|e| e.net);
-        result.environment = Some(crate::measure::environment::CellEnvironment {
+        result.environment = Some(executors::measure::environment::CellEnvironment {
             emulation,
             net,
             ..cell_environment
@@ -563,13 +573,13 @@ async fn run_cell(
                 .map(|why| format!("nothing to measure: {why}")),
             hopeless: finished.hopeless,
             emulated_packets: None,
-            environment: Some(crate::measure::environment::CellEnvironment {
+            environment: Some(executors::measure::environment::CellEnvironment {
                 net,
                 ..Default::default()
             }),
             per_agent,
             proxies: (!proxy_records.is_empty()).then_some(
-                crate::measure::proxies::ProxyReadings {
+                executors::measure::proxies::ProxyReadings {
                     client: proxy_client,
                     server: proxy_server,
                     records: proxy_records,
@@ -590,12 +600,12 @@ struct Supervised {
     client: ResourceSummary,
     /// The kernel counters over the phase (read on this runtime's thread, so in the cell's
     /// namespace when it has one).
-    net: Option<crate::measure::netcounters::CellCounters>,
+    net: Option<executors::measure::netcounters::CellCounters>,
     /// Each agent's outcome (empty when no agent ran the load).
-    per_agent: Vec<crate::exec::shard::AgentOutcome>,
+    per_agent: Vec<executors::shard::AgentOutcome>,
     /// The client- and server-side proxies' usage over the phase (`None`: none in that role).
-    proxy_client: Option<crate::measure::proxies::ProxyUsage>,
-    proxy_server: Option<crate::measure::proxies::ProxyUsage>,
+    proxy_client: Option<executors::measure::proxies::ProxyUsage>,
+    proxy_server: Option<executors::measure::proxies::ProxyUsage>,
 }
 
 /// Runs the cell's load generators while updating the bar (in seconds when `timed`, else in
@@ -682,7 +692,7 @@ async fn supervised(
     };
     let mut sampler: Option<Sampler> = None;
     let mut proxy_sampler: Option<ProxySampler> = None;
-    let mut net_before: Option<crate::measure::netcounters::Before> = None;
+    let mut net_before: Option<executors::measure::netcounters::Before> = None;
     let mut measuring_since = std::time::Instant::now();
     let mut measuring = vec![false; n];
     let mut progress = vec![(0u64, 0u64); n];
@@ -724,7 +734,7 @@ async fn supervised(
                         kill_all(&controls);
                         break Err(e.context("the server's agent"));
                     }
-                    net_before = crate::measure::netcounters::Before::take();
+                    net_before = executors::measure::netcounters::Before::take();
                     measuring_since = std::time::Instant::now();
                     for c in &controls {
                         let _ = c.send(Control::Go).await;
@@ -831,13 +841,13 @@ async fn supervised(
             Some(c) => c,
             None => local_client,
         };
-        shards.push(crate::exec::shard::ShardResult {
+        shards.push(executors::shard::ShardResult {
             finished: f,
             client,
             label: label.clone(),
         });
     }
-    let (finished, client, per_agent) = crate::exec::shard::combine(shards);
+    let (finished, client, per_agent) = executors::shard::combine(shards);
     // Agents' own rows only when agents ran the load (a local child has none).
     let per_agent = if pids.iter().all(Option::is_none) {
         per_agent
@@ -923,13 +933,13 @@ async fn run_isolated(
     let (soft_before, _) =
         nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)?;
     if let Some(n) = cell.settings.client_nofile {
-        crate::exec::pin::set_nofile_soft_limit(n.min(hard))?;
+        executors::pin::set_nofile_soft_limit(n.min(hard))?;
     }
     let mut outcome = match site.enter() {
         None => {
             let outcome = run_cell(cell, ctx, &*site, bar, stop).await;
             close(&*site).await;
-            let _ = crate::exec::pin::set_nofile_soft_limit(soft_before);
+            let _ = executors::pin::set_nofile_soft_limit(soft_before);
             outcome
         }
         Some(enter) => {
@@ -955,7 +965,7 @@ async fn run_isolated(
                 outcome
             })
             .await?;
-            let _ = crate::exec::pin::set_nofile_soft_limit(soft_before);
+            let _ = executors::pin::set_nofile_soft_limit(soft_before);
             outcome?
         }
     };
@@ -984,17 +994,17 @@ fn netns_in_use(exp: &Experiment) -> bool {
 pub async fn executor_for_run(
     exp: &experiment::settings::Experiment,
     certs_dir: &Path,
-    agents: Option<Arc<crate::exec::agent::Agents>>,
-) -> anyhow::Result<Arc<dyn crate::exec::executor::Executor>> {
+    agents: Option<Arc<executors::agent::Agents>>,
+) -> anyhow::Result<Arc<dyn executors::executor::Executor>> {
     Ok(match exp.executor {
         experiment::settings::Executor::Local => {
-            Arc::new(crate::exec::local::Local::new(certs_dir, agents))
+            Arc::new(executors::local::Local::new(certs_dir, agents))
         }
         experiment::settings::Executor::Hosts => {
-            Arc::new(crate::exec::hosts::HostsExecutor::create(exp, certs_dir)?)
+            Arc::new(executors::hosts::HostsExecutor::create(exp, certs_dir)?)
         }
         experiment::settings::Executor::Kubernetes => {
-            Arc::new(crate::exec::kubernetes::Kubernetes::connect(exp, certs_dir).await?)
+            Arc::new(executors::kubernetes::Kubernetes::connect(exp, certs_dir).await?)
         }
     })
 }

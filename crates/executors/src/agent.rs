@@ -20,8 +20,8 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines, ReadHalf, WriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::exec::load_child::{LoadJob, LoadProcess, Message};
-use crate::exec::serve::{ServeOptions, ServerProcess};
+use crate::load_child::{LoadJob, LoadProcess, Message};
+use crate::serve::{ServeOptions, ServerProcess};
 use load::sampler::{ResourceSummary, Sample, Sampler};
 
 /// The control channel's ALPN: a runner and an agent of different protocol versions refuse

@@ -264,7 +264,7 @@ pub fn cell_objects(cell: &Cell, cell_number: usize) -> CellObjects {
         ..EnvVar::default()
     };
     let token_env = env_from(
-        crate::exec::agent::TOKEN_ENV,
+        crate::agent::TOKEN_ENV,
         EnvVarSource {
             secret_key_ref: Some(SecretKeySelector {
                 name: TOKEN_SECRET.into(),

@@ -56,7 +56,7 @@ pub struct LoadJob {
     pub measured: LoadSpec,
 }
 
-impl crate::exec::target::Timeouts for LoadJob {
+impl crate::target::Timeouts for LoadJob {
     fn connect_ms(&self) -> u64 {
         self.connect_timeout_ms
     }
@@ -123,7 +123,7 @@ pub struct Finished {
 
 /// `runner load --certs DIR`: reads the job from stdin, runs it, reports on stdout.
 pub fn child_main(certs_dir: &Path) -> anyhow::Result<()> {
-    crate::exec::parent::follow("runner load");
+    crate::parent::follow("runner load");
     let mut line = String::new();
     std::io::stdin()
         .read_line(&mut line)
@@ -139,7 +139,7 @@ pub fn child_main(certs_dir: &Path) -> anyhow::Result<()> {
                 .for_api(api)
                 .map(|t| t.tls())
                 .context("the load job has no target for this stack")?;
-            crate::exec::target::client_settings(
+            crate::target::client_settings(
                 targets,
                 api,
                 job.target,
@@ -304,7 +304,7 @@ impl LoadProcess {
     pub async fn start(job: &LoadJob, certs_dir: &Path) -> anyhow::Result<Self> {
         let exe = std::env::current_exe().context("cannot find the runner executable")?;
         let mut cmd = Command::new(exe);
-        crate::exec::parent::follow_me(&mut cmd);
+        crate::parent::follow_me(&mut cmd);
         let mut child = cmd
             .arg("load")
             .arg("--certs")
