@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::Knobs;
+use super::knobs::Knobs;
 
 /// Reads an experiment file; errors name the file, and for TOML the key, line and column.
 pub fn read(path: &Path) -> Result<(String, Knobs), String> {
@@ -47,7 +47,7 @@ fn did_you_mean(message: &str) -> String {
         return message.to_string();
     };
     let keys: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
-    match super::nearest(unknown, &keys) {
+    match nearest(unknown, &keys) {
         Some(key) => format!("unknown key `{unknown}`: did you mean `{key}`?"),
         None => format!(
             "unknown key `{unknown}` (none of the {} keys is close; `runner --help` lists them)",
@@ -121,4 +121,34 @@ pub fn key_line(text: &str, variant: Option<&str>, key: &str) -> Option<usize> {
     variant
         .and_then(|v| named(v).find_map(|t| t.sets(key)))
         .or_else(|| tables[0].sets(key))
+}
+
+/// The candidate nearest to `word` by edit distance (a typo of it), if one is near enough:
+/// at most a third of the word's length (and 1 for short words) away.
+pub fn nearest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    let limit = (word.chars().count() / 3).max(1);
+    candidates
+        .iter()
+        .map(|c| (edit_distance(word, c), *c))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+/// Levenshtein distance (insertions, deletions, substitutions), over characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
 }

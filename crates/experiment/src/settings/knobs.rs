@@ -8,7 +8,16 @@ use std::path::PathBuf;
 use bench_core::{ClientImplementation, GrpcCall, HandshakeVariant, PayloadProfile, QuicEndpoint};
 use serde::{Deserialize, Serialize};
 
-use super::{Executor, HostNamespaces, Pacing, Regime, Threshold};
+use super::mesh::{MeshPath, Pool, ProxyKind};
+use super::netem_spec::Netem;
+use super::parsed::Parsed;
+use super::rate_sweep::RateSweep;
+use super::types::{CellOrder, Executor, HostNamespaces, Pacing, Threshold};
+use super::values::{
+    parse_duration_s, parse_labels, parse_name, parse_regimes, Labels, PodResources, PortRange,
+    RegimeList,
+};
+use load::Regime;
 
 /// Whether a knob may differ between the variants of one run (`cell`) or is the run's alone
 /// (`run`), and whether it has a value by default (`…_opt`: none by default).
@@ -136,8 +145,8 @@ knobs! {
     stacks: cell<Vec<String>> = stacks::names().iter().map(|s| s.to_string()).collect();
     /// Connection regime(s): reuse (one connection per worker, reused), new-conn (a new
     /// connection and full handshake per request) or both.
-    #[arg(long = "regime", value_parser = super::parse_regimes, value_name = "reuse|new-conn|both")]
-    regimes: cell<super::RegimeList> = vec![Regime::Reuse, Regime::NewConn];
+    #[arg(long = "regime", value_parser = parse_regimes, value_name = "reuse|new-conn|both")]
+    regimes: cell<RegimeList> = vec![Regime::Reuse, Regime::NewConn];
     /// Comma-separated concurrency levels, in workers.
     #[arg(long, value_delimiter = ',', value_name = "N,...")]
     concurrency: cell<Vec<u32>> = vec![10, 50, 100, 200, 500];
@@ -151,7 +160,7 @@ knobs! {
     /// order). Kept in either: each variant's cells stay together, baselines first; with
     /// host_namespaces = sweep, a sweep's levels ascend (only its stacks are shuffled).
     #[arg(long, value_enum, value_name = "random|fixed")]
-    cell_order: run<super::CellOrder> = super::CellOrder::Random;
+    cell_order: run<CellOrder> = CellOrder::Random;
     /// The seed of a random cell order (default: drawn as the run starts; the manifest
     /// records it, and --resume replays the order).
     #[arg(long, value_name = "N")]
@@ -176,7 +185,7 @@ knobs! {
     /// ladder START..CEILINGxFACTOR (1000..64000x2); each rate is a cell per stack, regime and
     /// level, its key ending in `/q<rate>` (default: none).
     #[arg(long, value_name = "R,...|START..CEILINGxFACTOR")]
-    rates: cell_opt<super::Parsed<super::RateSweep>> = None;
+    rates: cell_opt<Parsed<RateSweep>> = None;
     /// Open loop: how a free worker waits for a due time: spin (timer, then polling for the
     /// last 2 ms; µs precision) or timer (tokio's 1 ms timer alone, for comparison).
     #[arg(long, value_enum)]
@@ -184,11 +193,11 @@ knobs! {
     /// Test-only: a fault the servers inject (status, bad-body, missing-field, delay-<N>ms,
     /// stall-<N>ms, each with optional :<fraction>) (default: none).
     #[arg(long)]
-    server_fault: cell_opt<super::Parsed<bench_core::FaultSpec>> = None;
+    server_fault: cell_opt<Parsed<bench_core::FaultSpec>> = None;
     /// Server processing time per item request: fixed:<D> or exp:<mean> (D like 2ms, 500us),
     /// a wait during which the server serves other requests (default: none, answer at once).
     #[arg(long)]
-    service_time: cell_opt<super::Parsed<bench_core::ServiceTime>> = None;
+    service_time: cell_opt<Parsed<bench_core::ServiceTime>> = None;
     /// Seed of the exp: service-time draws; request i's time depends only on the seed and i.
     #[arg(long)]
     service_time_seed: cell<u64> = bench_core::service_time::DEFAULT_SERVICE_TIME_SEED;
@@ -204,12 +213,12 @@ knobs! {
     plaintext: cell<bool> = false;
     /// TLS/QUIC session handling of new connections: full (no session cache), resumed or
     /// zero-rtt.
-    #[arg(long, value_parser = super::parse_name::<HandshakeVariant>, value_name = "full|resumed|zero-rtt")]
+    #[arg(long, value_parser = parse_name::<HandshakeVariant>, value_name = "full|resumed|zero-rtt")]
     handshake: cell<HandshakeVariant> = HandshakeVariant::Full;
     /// Client implementation: lean (the suite's own protocol clients, cheapest per request) or
     /// library (what an application runs: hyper, tonic); a stack with one client uses it, and
     /// each row's `client` says which ran.
-    #[arg(long, value_parser = super::parse_name::<ClientImplementation>, value_name = "lean|library")]
+    #[arg(long, value_parser = parse_name::<ClientImplementation>, value_name = "lean|library")]
     client: cell<ClientImplementation> = ClientImplementation::Lean;
     /// Lean clients: the largest response head accepted, in bytes (HTTP/1.1: with interim 1xx
     /// heads; HTTP/3: the decoded field section, and a HEADERS frame announcing more is
@@ -234,7 +243,7 @@ knobs! {
     /// gRPC stacks on our servers: the item service's method each request calls: unary
     /// (GetItem), server-stream (ListItems: `stream_messages` items), client-stream (PutItems:
     /// that many items uploaded) or bidi (ChatItems: that many requests, each answered).
-    #[arg(long, value_parser = super::parse_name::<GrpcCall>, value_name = "unary|server-stream|client-stream|bidi")]
+    #[arg(long, value_parser = parse_name::<GrpcCall>, value_name = "unary|server-stream|client-stream|bidi")]
     grpc_call: cell<GrpcCall> = GrpcCall::Unary;
     /// Streaming calls (`grpc_call`): the messages one call streams.
     #[arg(long, value_name = "N")]
@@ -267,7 +276,7 @@ knobs! {
     min_cell_seconds: cell<f64> = 0.0;
     /// Soak: every stress cell runs this long (90s, 10m, 1h; seconds in the file) instead of
     /// for a request count (default: none).
-    #[arg(long = "duration", value_parser = super::parse_duration_s, value_name = "DURATION")]
+    #[arg(long = "duration", value_parser = parse_duration_s, value_name = "DURATION")]
     duration_seconds: cell_opt<u64> = None;
     /// The runner's open-file soft limit, for exhaustion studies; servers are not affected
     /// (default: inherited).
@@ -305,11 +314,11 @@ knobs! {
     /// rtt=40ms,jitter=2ms,loss=0.5%,rate=100mbit (delay= is the one-way delay); needs root
     /// (default: none, plain loopback).
     #[arg(long, value_name = "SPEC")]
-    netem: cell_opt<super::Parsed<super::Netem>> = None;
+    netem: cell_opt<Parsed<Netem>> = None;
     /// net.ipv4.ip_local_port_range inside a private namespace, e.g. "40000 40999" (default:
     /// the kernel's).
     #[arg(long, value_name = "LOW HIGH")]
-    port_range: cell_opt<super::Parsed<super::PortRange>> = None;
+    port_range: cell_opt<Parsed<PortRange>> = None;
     /// net.ipv4.tcp_tw_reuse (0, 1 or 2) inside a private namespace (default: the kernel's).
     #[arg(long)]
     tcp_tw_reuse: cell_opt<u8> = None;
@@ -341,7 +350,7 @@ knobs! {
     /// QUIC client: per-connection (a UDP socket and quinn endpoint per connection, so a new
     /// connection costs a port and a descriptor, as on TCP) or shared (one socket and endpoint
     /// for all of a load generator's connections, as QUIC client libraries run).
-    #[arg(long, value_parser = super::parse_name::<QuicEndpoint>, value_name = "per-connection|shared")]
+    #[arg(long, value_parser = parse_name::<QuicEndpoint>, value_name = "per-connection|shared")]
     quic_endpoint: cell<QuicEndpoint> = QuicEndpoint::PerConnection;
     /// TCP clients close with SO_LINGER 0: an RST, no TIME_WAIT (default: a FIN).
     #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
@@ -356,15 +365,15 @@ knobs! {
     /// proxy beside the client, mutual TLS to a proxy beside the server, plaintext to the
     /// server on its loopback) (docs/mesh.md).
     #[arg(long, value_enum, value_name = "direct|edge|sidecar")]
-    path: cell<super::MeshPath> = super::MeshPath::Direct;
+    path: cell<MeshPath> = MeshPath::Direct;
     /// The proxy program of an edge or sidecar path: haproxy, nginx or caddy (Debian's
     /// packages); a stack it cannot carry is refused before the run.
     #[arg(long, value_enum, value_name = "haproxy|nginx|caddy")]
-    proxy: cell<super::ProxyKind> = super::ProxyKind::Haproxy;
+    proxy: cell<ProxyKind> = ProxyKind::Haproxy;
     /// The proxies' upstream connections: keep (pooled and reused, as meshes run) or
     /// per-request (a new upstream connection for every request).
     #[arg(long, value_enum, value_name = "keep|per-request")]
-    pool: cell<super::Pool> = super::Pool::Keep;
+    pool: cell<Pool> = Pool::Keep;
     /// Worker threads (HAProxy's nbthread, nginx's worker processes, Caddy's GOMAXPROCS) of
     /// each proxy of an edge or sidecar path.
     #[arg(long, value_name = "N")]
@@ -424,15 +433,15 @@ knobs! {
     /// Kubernetes: the server pod's CPU and memory, requests equal to limits (Guaranteed QoS),
     /// e.g. cpu=2,memory=1Gi.
     #[arg(long, value_name = "cpu=C,memory=M")]
-    k8s_server_resources: run<super::Parsed<super::PodResources>> = "cpu=2,memory=1Gi".into();
+    k8s_server_resources: run<Parsed<PodResources>> = "cpu=2,memory=1Gi".into();
     /// Kubernetes: each agent pod's CPU and memory, requests equal to limits, e.g.
     /// cpu=2,memory=1Gi.
     #[arg(long, value_name = "cpu=C,memory=M")]
-    k8s_agent_resources: run<super::Parsed<super::PodResources>> = "cpu=2,memory=1Gi".into();
+    k8s_agent_resources: run<Parsed<PodResources>> = "cpu=2,memory=1Gi".into();
     /// Kubernetes: node labels every pod must match (`[k8s_node_selector]` table, or
     /// key=value,... as a flag) (default: any node).
-    #[arg(long, value_parser = super::parse_labels, value_name = "KEY=VALUE,...")]
-    k8s_node_selector: run<super::Labels> = Default::default();
+    #[arg(long, value_parser = parse_labels, value_name = "KEY=VALUE,...")]
+    k8s_node_selector: run<Labels> = Default::default();
     /// Kubernetes: keep agent pods off the server pod's node (required pod anti-affinity), so
     /// that load and server do not share a machine.
     #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]

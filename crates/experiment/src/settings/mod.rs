@@ -10,6 +10,7 @@ mod parsed;
 mod rate_sweep;
 mod types;
 mod validate;
+mod values;
 
 pub use knobs::{Experiment, Knobs, KEYS};
 pub use mesh::{MeshPath, Pool, ProxyKind};
@@ -20,131 +21,14 @@ pub use types::{
     CellOrder, Executor, HostNamespaces, Pacing, Threshold, MAX_HOST_AGENTS, MAX_K8S_AGENTS,
     MAX_NAME_BYTES,
 };
+pub use validate::Invalid;
+pub use values::{
+    parse_duration_s, parse_labels, parse_name, parse_regimes, parse_resources, Labels,
+    PodResources, PortRange, RegimeList,
+};
 
 /// When a worker opens connections (the load engine's).
 pub use load::Regime;
-
-/// The regimes of a run, in order. An alias so that the command line parses
-/// `--regime both` into one value rather than a list of flags.
-pub type RegimeList = Vec<Regime>;
-
-/// `reuse`, `new-conn`, `both` or a comma-separated list.
-pub fn parse_regimes(text: &str) -> Result<RegimeList, String> {
-    if text == "both" {
-        return Ok(vec![Regime::Reuse, Regime::NewConn]);
-    }
-    text.split(',').map(|s| s.trim().parse()).collect()
-}
-
-/// A value by its serde name (the name the TOML file uses), for enums without `FromStr`.
-pub fn parse_name<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
-    serde_json::from_value(serde_json::Value::String(text.to_string()))
-        .map_err(|e| format!("'{text}': {e}"))
-}
-
-/// Labels (a node selector): key → value, sorted. An alias so that clap takes one value.
-pub type Labels = std::collections::BTreeMap<String, String>;
-
-/// `key=value,key=value` → [`Labels`].
-pub fn parse_labels(text: &str) -> Result<Labels, String> {
-    text.split(',')
-        .filter(|p| !p.trim().is_empty())
-        .map(|pair| match pair.split_once('=') {
-            Some((k, v)) if !k.trim().is_empty() => {
-                Ok((k.trim().to_string(), v.trim().to_string()))
-            }
-            _ => Err(format!("'{pair}' is not key=value")),
-        })
-        .collect()
-}
-
-/// A local port range, `low high` (net.ipv4.ip_local_port_range's form), 1 ≤ low ≤ high ≤
-/// 65535.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PortRange {
-    pub low: u16,
-    pub high: u16,
-}
-
-impl std::str::FromStr for PortRange {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<PortRange, String> {
-        let ports: Vec<u32> = text
-            .split_whitespace()
-            .filter_map(|p| p.parse().ok())
-            .collect();
-        match ports[..] {
-            [low, high] if low > 0 && low <= high && high <= 65535 => Ok(PortRange {
-                low: low as u16,
-                high: high as u16,
-            }),
-            _ => Err(format!(
-                "'{text}' must be two ports 'low high' with low <= high"
-            )),
-        }
-    }
-}
-
-/// A pod's CPU and memory (`cpu=2,memory=1Gi`), by name, validated by [`parse_resources`].
-#[derive(Debug, Clone, PartialEq)]
-pub struct PodResources(pub Labels);
-
-impl std::str::FromStr for PodResources {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<PodResources, String> {
-        parse_resources(text).map(PodResources)
-    }
-}
-
-/// `cpu=2,memory=1Gi` → the quantities by name (only `cpu` and `memory`, each at most once,
-/// each a Kubernetes quantity: digits with an optional fraction and suffix).
-pub fn parse_resources(text: &str) -> Result<Labels, String> {
-    let quantities = parse_labels(text)?;
-    if quantities.is_empty() {
-        return Err("give cpu=…,memory=… (e.g. cpu=2,memory=1Gi)".into());
-    }
-    if text.split(',').filter(|p| !p.trim().is_empty()).count() != quantities.len() {
-        return Err(format!("'{text}' names a resource twice"));
-    }
-    for (name, value) in &quantities {
-        if name != "cpu" && name != "memory" {
-            return Err(format!(
-                "unknown resource '{name}' (expected cpu and memory)"
-            ));
-        }
-        let number_end = value
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(value.len());
-        let (number, suffix) = value.split_at(number_end);
-        let suffixes = ["", "m", "k", "M", "G", "T", "Ki", "Mi", "Gi", "Ti"];
-        if number.is_empty() || number.parse::<f64>().is_err() || !suffixes.contains(&suffix) {
-            return Err(format!(
-                "{name}: '{value}' is not a quantity like 500m, 2, 512Mi or 1Gi"
-            ));
-        }
-    }
-    Ok(quantities)
-}
-
-/// `90`, `90s`, `10m` or `1h` → seconds.
-pub fn parse_duration_s(text: &str) -> Result<u64, String> {
-    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
-        Some(i) => text.split_at(i),
-        None => (text, "s"),
-    };
-    let n: u64 = number
-        .parse()
-        .map_err(|_| format!("'{text}' is not a duration like 90s, 10m or 1h"))?;
-    let factor = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        _ => return Err(format!("'{text}' is not a duration like 90s, 10m or 1h")),
-    };
-    Ok(n * factor)
-}
 
 /// A knob's value as the command line would write it (lists comma-separated); `None` for a
 /// knob without a value, or a table (which no flag writes).
@@ -162,36 +46,6 @@ pub fn value_text(value: &serde_json::Value) -> Option<String> {
         ),
         other => Some(other.to_string()),
     }
-}
-
-/// The candidate nearest to `word` by edit distance (a typo of it), if one is near enough:
-/// at most a third of the word's length (and 1 for short words) away.
-pub fn nearest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
-    let limit = (word.chars().count() / 3).max(1);
-    candidates
-        .iter()
-        .map(|c| (edit_distance(word, c), *c))
-        .filter(|(d, _)| *d <= limit)
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| c)
-}
-
-/// Levenshtein distance (insertions, deletions, substitutions), over characters.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = (above + 1)
-                .min(row[j] + 1)
-                .min(diagonal + usize::from(ca != *cb));
-            diagonal = above;
-        }
-    }
-    row[b.len()]
 }
 
 /// The one place layers are merged: the defaults, then the file, then the flags; each
@@ -227,16 +81,6 @@ pub fn default_stacks_for_targets(settings: &mut Experiment) {
                 })
         })
     });
-}
-
-/// A knob that failed validation: its key, the variant it failed in, and why. Typed, because
-/// the caller points at what set the key (the flag, or the file's line and column).
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{}{key}: {message}", variant.as_ref().map(|v| format!("variant '{v}': ")).unwrap_or_default())]
-pub struct Invalid {
-    pub variant: Option<String>,
-    pub key: String,
-    pub message: String,
 }
 
 impl Experiment {
@@ -341,9 +185,35 @@ impl Experiment {
     }
 }
 
+/// The statuses a proxy answers with itself when its upstream fails (bad gateway, no
+/// upstream available, upstream timeout); our servers never send them.
+pub const PROXY_STATUSES: [u16; 3] = [502, 503, 504];
+
+/// Who answered a failure of `class` with `code` on the path `settings` describe: on an edge
+/// or sidecar path a 502/503/504 (`502` from a REST answer, `HTTP 502` from a gRPC one) is the
+/// proxy's own answer,
+/// named so in failures.csv's example; `None` for anything else.
+pub fn answered_by_proxy(
+    settings: &Experiment,
+    class: bench_core::FailureClass,
+    code: &str,
+) -> Option<String> {
+    let proxied = settings.path != MeshPath::Direct;
+    // REST answers carry the bare status (`502`), gRPC's the HTTP status (`HTTP 502`).
+    let status: u16 = code.strip_prefix("HTTP ").unwrap_or(code).parse().ok()?;
+    (proxied && class == bench_core::FailureClass::BadStatus && PROXY_STATUSES.contains(&status))
+        .then(|| {
+            format!(
+                "the {} proxy ({} path) answered {status}, not the server",
+                settings.proxy.as_str(),
+                settings.path.as_str()
+            )
+        })
+}
+
 #[cfg(test)]
 mod tests {
-    use super::nearest;
+    use super::file::nearest;
 
     #[test]
     fn an_unknown_key_is_matched_to_the_nearest_one_or_none() {
@@ -355,6 +225,7 @@ mod tests {
     }
 
     use super::*;
+    use bench_core::FailureClass;
 
     #[test]
     fn defaults_are_the_study_and_valid() {
@@ -429,5 +300,29 @@ mod tests {
         std::fs::write(&p, "repetitions = \"three\"\n").unwrap();
         let err = file::read(&p).unwrap_err();
         assert!(err.contains(":1:15"), "{err}");
+    }
+
+    /// A 502/503/504 on a proxied path is the proxy's answer; the same code on a direct path,
+    /// another status, or another class is not.
+    #[test]
+    fn a_gateway_status_on_a_proxied_path_is_the_proxys_answer() {
+        let edge = Experiment {
+            path: MeshPath::Edge,
+            proxy: crate::settings::ProxyKind::Nginx,
+            ..Experiment::default()
+        };
+        let who = answered_by_proxy(&edge, FailureClass::BadStatus, "HTTP 502").unwrap();
+        assert!(
+            who.contains("nginx proxy (edge path) answered 502"),
+            "{who}"
+        );
+        for code in ["HTTP 503", "HTTP 504", "502", "504"] {
+            assert!(answered_by_proxy(&edge, FailureClass::BadStatus, code).is_some());
+        }
+        assert!(answered_by_proxy(&edge, FailureClass::BadStatus, "HTTP 500").is_none());
+        assert!(answered_by_proxy(&edge, FailureClass::BadStatus, "UNAVAILABLE").is_none());
+        assert!(answered_by_proxy(&edge, FailureClass::BadBody, "HTTP 502").is_none());
+        let direct = Experiment::default();
+        assert!(answered_by_proxy(&direct, FailureClass::BadStatus, "HTTP 502").is_none());
     }
 }

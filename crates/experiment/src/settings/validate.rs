@@ -3,8 +3,13 @@
 
 use bench_core::{HandshakeVariant, PayloadProfile};
 
-use super::{Experiment, Invalid, Regime};
+use super::knobs::Experiment;
+use super::mesh::{carries, MeshPath};
+use super::types::{
+    CellOrder, Executor, HostNamespaces, MAX_HOST_AGENTS, MAX_K8S_AGENTS, MAX_NAME_BYTES,
+};
 use bench_core::user_service::Api;
+use load::Regime;
 
 /// Messages one streaming call of our workload may stream (`stream_messages`).
 const MAX_STREAM_MESSAGES: u32 = 100_000;
@@ -30,7 +35,7 @@ impl Experiment {
             })
         };
         if self.name.trim().is_empty()
-            || self.name.len() > super::MAX_NAME_BYTES
+            || self.name.len() > MAX_NAME_BYTES
             || !self
                 .name
                 .chars()
@@ -40,7 +45,7 @@ impl Experiment {
                 "name",
                 format!(
                     "must be 1 to {} characters (it names the results folder), letters, digits, '-', '_', '.'",
-                    super::MAX_NAME_BYTES
+                    MAX_NAME_BYTES
                 ),
             );
         }
@@ -78,7 +83,7 @@ impl Experiment {
         if self.repetitions == 0 {
             return fail("repetitions", "must be at least 1".into());
         }
-        if self.cell_order == super::CellOrder::Fixed && self.cell_order_seed.is_some() {
+        if self.cell_order == CellOrder::Fixed && self.cell_order_seed.is_some() {
             return fail(
                 "cell_order_seed",
                 "orders cells only with cell_order = \"random\": drop the seed or the fixed order"
@@ -348,7 +353,7 @@ impl Experiment {
             self.check_targets()?;
         }
         self.check_mesh()?;
-        if self.executor == super::Executor::Hosts {
+        if self.executor == Executor::Hosts {
             let why = if !self.agents.is_empty() || self.server_agent.is_some() {
                 Some("the hosts executor starts its own agents; give no `agents` or `server_agent`")
             } else if !self.targets.is_empty() {
@@ -366,24 +371,21 @@ impl Experiment {
             if let Some(why) = why {
                 return fail("executor", why.into());
             }
-            if !(1..=super::MAX_HOST_AGENTS).contains(&self.host_agents) {
-                return fail(
-                    "host_agents",
-                    format!("must be 1 to {}", super::MAX_HOST_AGENTS),
-                );
+            if !(1..=MAX_HOST_AGENTS).contains(&self.host_agents) {
+                return fail("host_agents", format!("must be 1 to {}", MAX_HOST_AGENTS));
             }
         }
-        if self.executor != super::Executor::Hosts
+        if self.executor != Executor::Hosts
             && std::iter::once(self.host_namespaces)
                 .chain(self.variants.iter().filter_map(|v| v.host_namespaces))
-                .any(|h| h != super::HostNamespaces::Run)
+                .any(|h| h != HostNamespaces::Run)
         {
             return fail(
                 "host_namespaces",
                 "applies to the hosts executor (the local one gives each cell that needs a namespace its own)".into(),
             );
         }
-        if self.executor == super::Executor::Kubernetes {
+        if self.executor == Executor::Kubernetes {
             let why = if !self.agents.is_empty() || self.server_agent.is_some() {
                 Some("the kubernetes executor starts its own agents in pods; give no `agents` or `server_agent`")
             } else if !self.targets.is_empty() {
@@ -399,7 +401,7 @@ impl Experiment {
         }
         self.check_k8s()?;
         if let Some(a) = &self.server_agent {
-            let why = if self.executor != super::Executor::Local {
+            let why = if self.executor != Executor::Local {
                 Some("only the local executor takes a server agent".to_string())
             } else if !self.targets.is_empty() {
                 Some("[targets] measure your service: there is no server to start".to_string())
@@ -475,11 +477,8 @@ impl Experiment {
         if self.k8s_image.trim().is_empty() || self.k8s_image.contains(char::is_whitespace) {
             return fail("k8s_image", "must name an image".into());
         }
-        if !(1..=super::MAX_K8S_AGENTS).contains(&self.k8s_agents) {
-            return fail(
-                "k8s_agents",
-                format!("must be 1 to {}", super::MAX_K8S_AGENTS),
-            );
+        if !(1..=MAX_K8S_AGENTS).contains(&self.k8s_agents) {
+            return fail("k8s_agents", format!("must be 1 to {}", MAX_K8S_AGENTS));
         }
         for (key, value) in [
             ("k8s_server_resources", &self.k8s_server_resources),
@@ -568,6 +567,71 @@ impl Experiment {
                 _ => "it changes our own server, and with targets no server is started",
             };
             return fail(key, format!("cannot be used with [targets]: {why}"));
+        }
+        Ok(())
+    }
+}
+
+/// A knob that failed validation: its key, the variant it failed in, and why. Typed, because
+/// the caller points at what set the key (the flag, or the file's line and column).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}{key}: {message}", variant.as_ref().map(|v| format!("variant '{v}': ")).unwrap_or_default())]
+pub struct Invalid {
+    pub variant: Option<String>,
+    pub key: String,
+    pub message: String,
+}
+
+impl Experiment {
+    /// The mesh knobs against the rest: a proxy that cannot carry a stack, a path the
+    /// executor cannot build, or a knob a proxied path contradicts, each as one line.
+    pub(super) fn check_mesh(&self) -> Result<(), Invalid> {
+        let fail = |key: &str, message: String| {
+            Err(Invalid {
+                variant: None,
+                key: key.to_string(),
+                message,
+            })
+        };
+        if self.proxy_threads == 0 || self.proxy_threads > 64 {
+            return fail("proxy_threads", "must be 1 to 64".into());
+        }
+        if self.path == MeshPath::Direct {
+            return Ok(());
+        }
+        let path = self.path.as_str();
+        for name in &self.stacks {
+            if let Some(stack) = stacks::find(name) {
+                if let Err(why) = carries(self.proxy, self.path, stack) {
+                    return fail("proxy", format!("path {path}: {why}"));
+                }
+            }
+        }
+        let why = if !self.targets.is_empty() {
+            Some((
+                "targets",
+                "a proxied path runs in front of our own servers; measure [targets] directly",
+            ))
+        } else if self.plaintext {
+            Some(("plaintext", "a proxied path sets TLS per hop itself (TLS to an edge proxy, mutual TLS between sidecars)"))
+        } else if !self.agents.is_empty() || self.server_agent.is_some() {
+            Some(("agents", "a proxied path starts its proxies beside the runner's own server and load generator; give no `agents` or `server_agent`"))
+        } else {
+            match (self.path, self.executor) {
+                (MeshPath::Edge, Executor::Local | Executor::Hosts) => None,
+                (MeshPath::Sidecar, Executor::Hosts) => None,
+                (MeshPath::Sidecar, _) => Some(("path", "sidecar needs the hosts executor (a proxy in each agent host and one in the server's host)")),
+                (_, _) => Some(("path", "the kubernetes executor does not start proxies")),
+            }
+        };
+        if let Some((key, why)) = why {
+            return fail(key, format!("path {path}: {why}"));
+        }
+        if self.path == MeshPath::Sidecar && self.handshake != bench_core::HandshakeVariant::Full {
+            return fail(
+                "handshake",
+                "path sidecar: the client's hop to its sidecar is plaintext; it has no handshake to resume".into(),
+            );
         }
         Ok(())
     }

@@ -258,7 +258,7 @@ impl ResultsWriter {
                     cell_key: key.clone(),
                     class: c.as_str().to_string(),
                     count: n.count,
-                    example: experiment::settings::mesh::answered_by_proxy(
+                    example: experiment::settings::answered_by_proxy(
                         &result.cell.settings,
                         *c,
                         code,
