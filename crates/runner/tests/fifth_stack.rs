@@ -1,5 +1,5 @@
 //! A new stack needs one registry line and no list of names anywhere else: `h1-copy`
-//! (HTTP/1.1 under another name, test-only, see `runner::test_stacks`), the sixth after the
+//! (HTTP/1.1 under another name, test-only, see `stacks::test_stacks`), the sixth after the
 //! five real stacks, runs through the smoke sweep, the summary, the report and the figures,
 //! with a style of its own. (`grpc-h3`, the real fifth, has its own test in grpc_h3.rs.)
 
@@ -13,7 +13,7 @@ use results::rows::{self, CellRow, SummaryRow};
 const FIFTH: &str = "h1-copy";
 
 fn with_test_stacks(mut c: Command) -> Command {
-    c.env(runner::test_stacks::ENV, "1");
+    c.env(stacks::test_stacks::ENV, "1");
     c
 }
 

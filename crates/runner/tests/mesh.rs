@@ -14,9 +14,9 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use common::*;
-use runner::exec::proxy::{Hop, ListenTls, ProxyProcess, UpstreamTls};
-use runner::settings::mesh::{Carried, HopProtocol};
-use runner::settings::{Pool, ProxyKind};
+use executors::proxy::{Hop, ListenTls, ProxyProcess, UpstreamTls};
+use experiment::settings::mesh::{Carried, HopProtocol};
+use experiment::settings::{Pool, ProxyKind};
 
 /// The proxies installed here; each missing one is skipped with a note (a failure when its
 /// TBENCH_REQUIRE_* is 1).
@@ -24,7 +24,7 @@ fn installed_proxies() -> Vec<ProxyKind> {
     ProxyKind::ALL
         .into_iter()
         .filter(|kind| {
-            let here = runner::exec::proxy::installed(*kind);
+            let here = executors::proxy::installed(*kind);
             if !here {
                 let var = format!("TBENCH_REQUIRE_{}", kind.as_str().to_uppercase());
                 test_servers::skip(
@@ -509,7 +509,7 @@ fn a_sidecar_with_another_cas_certificate_is_refused() {
 #[test]
 fn each_installed_proxy_reports_its_version() {
     for kind in installed_proxies() {
-        let v = runner::exec::proxy::version(kind);
+        let v = executors::proxy::version(kind);
         assert_ne!(v, "not installed");
         assert!(v.chars().any(|c| c.is_ascii_digit()), "{v}");
     }
