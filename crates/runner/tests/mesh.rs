@@ -13,9 +13,10 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::Stdio;
 use std::time::Duration;
 
+use bench_core::HttpVersion;
 use common::*;
 use executors::proxy::{Hop, ListenTls, ProxyProcess, UpstreamTls};
-use experiment::settings::mesh::{Carried, HopProtocol};
+use experiment::settings::mesh::Carried;
 use experiment::settings::{Pool, ProxyKind};
 
 /// The proxies installed here; each missing one is skipped with a note (a failure when its
@@ -442,8 +443,8 @@ fn a_sidecar_with_another_cas_certificate_is_refused() {
             upstream,
             upstream_tls: None,
             carried: Carried {
-                front: HopProtocol::Http1,
-                protocol: HopProtocol::Http1,
+                front: HttpVersion::Http1,
+                protocol: HttpVersion::Http1,
                 grpc: false,
                 server_stack: "h1",
             },

@@ -7,7 +7,8 @@ use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use experiment::settings::mesh::{Carried, HopProtocol};
+use bench_core::HttpVersion;
+use experiment::settings::mesh::Carried;
 use experiment::settings::{Pool, ProxyKind};
 
 /// The TLS a listener terminates.
@@ -79,7 +80,7 @@ pub fn render(hop: &Hop, dir: &Path) -> anyhow::Result<Rendered> {
 
 fn haproxy(hop: &Hop, dir: &Path) -> anyhow::Result<Rendered> {
     let mut files = Vec::new();
-    let h2 = hop.carried.protocol == HopProtocol::Http2;
+    let h2 = hop.carried.protocol == HttpVersion::Http2;
     let alpn = hop.carried.protocol.alpn();
     let mut bind = format!("bind {}", hop.listen);
     if let Some(tls) = &hop.listen_tls {
@@ -141,7 +142,7 @@ fn haproxy(hop: &Hop, dir: &Path) -> anyhow::Result<Rendered> {
 }
 
 fn nginx(hop: &Hop, dir: &Path) -> anyhow::Result<Rendered> {
-    let h2 = hop.carried.protocol == HopProtocol::Http2;
+    let h2 = hop.carried.protocol == HttpVersion::Http2;
     let d = dir.display();
     let mut listen = format!("listen {}", hop.listen);
     let mut server_tls = String::new();
@@ -231,13 +232,13 @@ fn nginx(hop: &Hop, dir: &Path) -> anyhow::Result<Rendered> {
 
 fn caddy(hop: &Hop, dir: &Path) -> anyhow::Result<Rendered> {
     use serde_json::json;
-    let h2 = hop.carried.protocol == HopProtocol::Http2;
+    let h2 = hop.carried.protocol == HttpVersion::Http2;
     let tls_listen = hop.listen_tls.is_some();
     // Caddy enables HTTP/2 only beside HTTP/1.1; the clients here speak one of them. HTTP/3
     // alone: QUIC on the listener's UDP port (Caddy still opens the TCP one, which no client
     // here uses).
     let protocols = match (hop.carried.front, h2, tls_listen) {
-        (HopProtocol::Http3, _, _) => vec!["h3"],
+        (HttpVersion::Http3, _, _) => vec!["h3"],
         (_, false, _) => vec!["h1"],
         (_, true, true) => vec!["h1", "h2"],
         (_, true, false) => vec!["h1", "h2c"],

@@ -298,7 +298,7 @@ impl ProxyProcess {
                 config: config_text,
             },
             listen: hop.listen,
-            quic: hop.carried.front == experiment::settings::mesh::HopProtocol::Http3,
+            quic: hop.carried.front == bench_core::HttpVersion::Http3,
         };
         proxy.wait_listening()?;
         Ok(proxy)

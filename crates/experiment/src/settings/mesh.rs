@@ -3,6 +3,7 @@
 //! gRPC API, the TCP stack it names for an edge's upstream), never by its name, and the
 //! table below is what the Debian packages on the suite's machine do (docs/mesh.md).
 
+use bench_core::HttpVersion;
 use serde::{Deserialize, Serialize};
 
 /// The path a request takes from the load generator to the server.
@@ -80,43 +81,14 @@ impl Pool {
     }
 }
 
-/// The HTTP version a hop of a proxied path speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HopProtocol {
-    Http1,
-    Http2,
-    /// Only in front of an edge proxy (QUIC from the client, terminated there).
-    Http3,
-}
-
-impl HopProtocol {
-    /// Its ALPN identifier, also what `cells.csv` records (`client_protocol`,
-    /// `upstream_protocol`).
-    pub fn alpn(self) -> &'static str {
-        match self {
-            HopProtocol::Http1 => "http/1.1",
-            HopProtocol::Http2 => "h2",
-            HopProtocol::Http3 => "h3",
-        }
-    }
-
-    /// The TCP protocol of an ALPN identifier.
-    fn over_tcp(alpn: &[u8]) -> Option<HopProtocol> {
-        match alpn {
-            b"http/1.1" => Some(HopProtocol::Http1),
-            b"h2" => Some(HopProtocol::Http2),
-            _ => None,
-        }
-    }
-}
-
 /// What a proxied path needs to know about a stack: what the client speaks to the first proxy
-/// (`front`), what every later hop and the server speak (`protocol`), whether the requests
+/// (`front`; HTTP/3 only in front of an edge that terminates QUIC), what every later hop and
+/// the server speak (`protocol`, the server's [`bench_core::Stack::http_version`]), whether the requests
 /// are gRPC (nginx passes those with `grpc_pass`), and whose server runs behind the proxies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Carried {
-    pub front: HopProtocol,
-    pub protocol: HopProtocol,
+    pub front: HttpVersion,
+    pub protocol: HttpVersion,
     pub grpc: bool,
     /// The stack whose server the cell starts: the cell's own, or the one its edge forwards
     /// to ([`bench_core::Stack::edge_upstream_stack`]).
@@ -137,23 +109,17 @@ pub fn carries(
     stack: &dyn bench_core::Stack,
 ) -> Result<Carried, String> {
     let grpc = stack.api() == bench_core::Api::Grpc;
-    let Some(protocol) = HopProtocol::over_tcp(stack.alpn()) else {
-        if stack.alpn() == b"h3" {
-            return over_quic(proxy, path, stack);
-        }
-        return Err(format!(
-            "no proxy carries {} (ALPN {})",
-            stack.name(),
-            String::from_utf8_lossy(stack.alpn())
-        ));
-    };
+    let protocol = stack.http_version();
+    if protocol.over_quic() {
+        return over_quic(proxy, path, stack);
+    }
     if !stack.supports_plaintext() {
         return Err(format!(
             "{} has no plaintext form, which the hop from the proxy to the server on its loopback needs",
             stack.name()
         ));
     }
-    if proxy == ProxyKind::Nginx && protocol == HopProtocol::Http2 && !grpc {
+    if proxy == ProxyKind::Nginx && protocol == HttpVersion::Http2 && !grpc {
         return Err(format!(
             "nginx cannot carry {} (HTTP/2): its proxy_pass speaks HTTP/1.1 upstream and the server speaks only HTTP/2 (grpc_pass is for gRPC)",
             stack.name()
@@ -207,15 +173,14 @@ fn over_quic(
             "its edge upstream {upstream} is not a registered stack"
         ));
     };
-    if upstream_stack.api() != stack.api() || HopProtocol::over_tcp(upstream_stack.alpn()).is_none()
-    {
+    if upstream_stack.api() != stack.api() || upstream_stack.http_version().over_quic() {
         return refused(format!(
             "its edge upstream {upstream} is not the same API over TCP"
         ));
     }
     let behind = carries(proxy, path, upstream_stack)?;
     Ok(Carried {
-        front: HopProtocol::Http3,
+        front: HttpVersion::Http3,
         ..behind
     })
 }
