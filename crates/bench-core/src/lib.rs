@@ -18,7 +18,8 @@ pub use failure::{classify_error, Failure, FailureClass, Phase};
 pub use service_time::{ServiceTime, ServiceTimeSpec};
 pub use stack::{
     BoundServer, Client, ClientImplementation, ClientSettings, ConnectTiming, Connected,
-    Connection, GrpcCall, QuicEndpoint, Reply, ServerSettings, Stack, Tuning, WireBytes,
+    Connection, GrpcCall, HttpVersion, QuicEndpoint, Reply, ServerSettings, Stack, Tuning,
+    WireBytes,
 };
 pub use tls::{ClientTls, HandshakeVariant};
 pub use user_service::{Api, Calls};

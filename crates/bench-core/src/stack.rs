@@ -272,6 +272,38 @@ pub struct WireBytes {
     pub received: u64,
 }
 
+/// The HTTP version a stack speaks. The one place the ALPN identifiers are written: the
+/// stacks, the proxies in front of them and the manifest take them from here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HttpVersion {
+    Http1,
+    Http2,
+    /// Over QUIC.
+    Http3,
+}
+
+impl HttpVersion {
+    /// Its ALPN identifier (RFC 7301's registry), also what `cells.csv` records
+    /// (`client_protocol`, `upstream_protocol`).
+    pub const fn alpn(self) -> &'static str {
+        match self {
+            HttpVersion::Http1 => "http/1.1",
+            HttpVersion::Http2 => "h2",
+            HttpVersion::Http3 => "h3",
+        }
+    }
+
+    /// [`HttpVersion::alpn`] as the bytes TLS negotiates.
+    pub const fn alpn_bytes(self) -> &'static [u8] {
+        self.alpn().as_bytes()
+    }
+
+    /// Whether it runs over QUIC (UDP) rather than TCP.
+    pub const fn over_quic(self) -> bool {
+        matches!(self, HttpVersion::Http3)
+    }
+}
+
 /// A protocol stack: serves the workload and makes clients for it.
 #[async_trait]
 pub trait Stack: Send + Sync + 'static {
@@ -281,9 +313,14 @@ pub trait Stack: Send + Sync + 'static {
     fn description(&self) -> &'static str;
     /// Short label for tables and charts ("HTTP/1.1").
     fn label(&self) -> &'static str;
+    /// The HTTP version its connections speak: what a proxy in front of its server must
+    /// speak, and what its ALPN names.
+    fn http_version(&self) -> HttpVersion;
     /// The ALPN protocol negotiated under TLS (in the manifest: scripts choose the external
     /// load tool that speaks it).
-    fn alpn(&self) -> &'static [u8];
+    fn alpn(&self) -> &'static [u8] {
+        self.http_version().alpn_bytes()
+    }
     /// Whether the stack can run without TLS (HTTP/3 cannot).
     fn supports_plaintext(&self) -> bool;
     /// Whether a client can send its request in the handshake's first flight (QUIC 0-RTT).

@@ -250,8 +250,8 @@ impl Stack for WithClient {
     fn label(&self) -> &'static str {
         self.0.label()
     }
-    fn alpn(&self) -> &'static [u8] {
-        self.0.alpn()
+    fn http_version(&self) -> crate::HttpVersion {
+        self.0.http_version()
     }
     fn libraries(&self) -> &'static [&'static str] {
         self.0.libraries()

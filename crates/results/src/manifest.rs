@@ -88,7 +88,7 @@ impl StackInfo {
 pub const STALL_US: u64 = 50;
 
 /// The machine's stall probe before an open-loop run, as the manifest's `environment`
-/// records it (the runner's `measure::stalls` takes it): a floor under pacing lag.
+/// records it (crate `load`'s `stalls::probe` takes it): a floor under pacing lag.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct StallProbe {
     /// How long the thread spun: the length asked for, or more when the machine stopped it

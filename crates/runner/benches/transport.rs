@@ -12,7 +12,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use prost::Message;
 
 fn stacks() -> Vec<&'static dyn Stack> {
-    runner::registry::stacks()
+    stacks::stacks()
 }
 
 fn handshakes(c: &mut Criterion) {

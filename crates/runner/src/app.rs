@@ -5,12 +5,14 @@ use std::process::ExitCode;
 use results::exit::{Status, Stopped};
 
 use crate::cli::Command;
-use crate::exec::serve::default_certs_dir;
-use crate::exec::{pin, run, serve};
-use crate::netem::netns;
 use crate::output::thresholds;
-use crate::settings;
-use crate::{cli, output, plan, registry};
+use crate::run;
+use crate::{cli, output};
+use executors::netem::netns;
+use executors::serve::default_certs_dir;
+use executors::{pin, serve};
+use experiment::plan;
+use experiment::settings;
 
 pub fn main() -> ExitCode {
     match dispatch(cli::parse()) {
@@ -44,11 +46,11 @@ fn dispatch(cli: cli::Cli) -> Result<ExitCode, Stopped> {
     let done = Status::Success.into();
     match cli.command {
         Some(Command::Serve(opts)) => {
-            let Some(stack) = registry::find(&opts.stack) else {
+            let Some(stack) = stacks::find(&opts.stack) else {
                 return Err(invalid(format!(
                     "unknown stack '{}', expected one of {}",
                     opts.stack,
-                    registry::names().join(", ")
+                    stacks::names().join(", ")
                 )));
             };
             serve::serve_blocking(stack, opts).map_err(failed)?;
@@ -61,25 +63,25 @@ fn dispatch(cli: cli::Cli) -> Result<ExitCode, Stopped> {
             key,
             token_file,
         }) => {
-            let token = crate::exec::agent::read_token(token_file.as_deref())
+            let token = executors::agent::read_token(token_file.as_deref())
                 .map_err(|e| invalid(format!("{e:#}")))?;
-            let options = crate::exec::agent::AgentOptions {
+            let options = executors::agent::AgentOptions {
                 listen,
                 certs: certs.unwrap_or_else(default_certs_dir),
                 identity: cert.zip(key),
                 token,
             };
-            crate::exec::agent::serve_blocking(options)
+            executors::agent::serve_blocking(options)
                 .map_err(|e| failed(format!("agent: {e:#}")))?;
             Ok(done)
         }
         Some(Command::Load { certs, .. }) => {
-            crate::exec::load_child::child_main(&certs)
+            executors::load_child::child_main(&certs)
                 .map_err(|e| failed(format!("load generator: {e:#}")))?;
             Ok(done)
         }
         Some(Command::ProxyGuard { dir, command }) => {
-            Ok(crate::exec::proxy::guard_main(&dir, &command).into())
+            Ok(executors::proxy::guard_main(&dir, &command).into())
         }
         Some(Command::Stacks { .. }) => {
             let json = serde_json::to_string(&output::registered_stacks()).map_err(failed)?;
@@ -189,10 +191,10 @@ fn dispatch(cli: cli::Cli) -> Result<ExitCode, Stopped> {
     }
 }
 
-/// Sends the probe's real requests ([`crate::exec::target::ServiceTargets::request_probe`])
+/// Sends the probe's real requests ([`executors::target::ServiceTargets::request_probe`])
 /// and prints their lines; bad input when one failed (the error says what to do).
 fn probe_requests(
-    service: &crate::exec::target::ServiceTargets,
+    service: &executors::target::ServiceTargets,
     exp: &settings::Experiment,
 ) -> Result<(), Stopped> {
     let (passed, lines) = match service.request_probe(exp) {
@@ -274,7 +276,7 @@ fn describe_invalid(
 /// A manifest that cannot be rendered is bad input; a folder that cannot be written is a
 /// failure.
 fn k8s_render(exp: &settings::Experiment, out: Option<&std::path::Path>) -> Result<(), Stopped> {
-    use crate::exec::kubernetes;
+    use executors::kubernetes;
     let cells = plan::plan(exp);
     let first = cells
         .first()
@@ -305,7 +307,7 @@ fn k8s_render(exp: &settings::Experiment, out: Option<&std::path::Path>) -> Resu
 
 fn validated(args: &cli::RunArgs) -> Result<settings::Experiment, String> {
     let exp = args.experiment()?;
-    if let Err(invalid) = exp.check(&registry::names()) {
+    if let Err(invalid) = exp.check(&stacks::names()) {
         return Err(describe_invalid(args, &exp, &invalid));
     }
     if let Err(invalid) = thresholds::validate(&exp) {
@@ -324,7 +326,7 @@ fn validated(args: &cli::RunArgs) -> Result<settings::Experiment, String> {
         if args.target.is_some() {
             return Err("--target measures a running `runner serve`; the experiment's [targets] name your service: give one or the other".into());
         }
-        crate::exec::target::check_files(&exp.targets)?;
+        executors::target::check_files(&exp.targets)?;
     } else if args.target_pid.is_some() && args.target.is_none() {
         return Err("--target-pid names the process of --target or of the [targets] service; neither is given".into());
     }
@@ -421,7 +423,7 @@ fn resumed(args: &cli::RunArgs, dir: &std::path::Path) -> Result<settings::Exper
     }
     let mut manifest = manifest;
     metrics.apply(&mut manifest.experiment);
-    manifest.experiment.validate(&registry::names())?;
+    manifest.experiment.validate(&stacks::names())?;
     let recorded = serde_json::to_string(&manifest.experiment.targets).unwrap_or_default();
     if recorded.contains(bench_core::user_service::secrets::BODY_PREFIX) {
         return Err("this run's request bodies were recorded only as their size and hash (a body can hold a secret): resume is not possible; measure again, with record_bodies = true in [targets] (or --record-bodies) for a resumable run".into());
@@ -444,8 +446,8 @@ fn service_targets(
     exp: &mut settings::Experiment,
     confirm: Option<bool>,
     skip_unreached: bool,
-) -> Result<Option<crate::exec::target::ServiceTargets>, String> {
-    let Some(service) = crate::exec::target::ServiceTargets::resolve(exp)? else {
+) -> Result<Option<executors::target::ServiceTargets>, String> {
+    let Some(service) = executors::target::ServiceTargets::resolve(exp)? else {
         return Ok(None);
     };
     if let Some(yes) = confirm {
@@ -480,7 +482,7 @@ fn service_targets(
 fn agents_for(
     exp: &settings::Experiment,
     args: &cli::RunArgs,
-) -> Result<Option<crate::exec::agent::Agents>, String> {
+) -> Result<Option<executors::agent::Agents>, String> {
     if exp.executor == settings::Executor::Kubernetes {
         kubernetes_preflight(exp, args)?;
     }
@@ -494,9 +496,9 @@ fn agents_for(
         .unwrap_or_else(|| bench_core::tls::CertPaths::new(&certs).ca_cert());
     bench_core::tls::install_crypto_provider();
     let fail = |e: anyhow::Error| format!("agents: {e:#}");
-    let token = crate::exec::agent::read_token(exp.agent_token_file.as_deref()).map_err(fail)?;
+    let token = executors::agent::read_token(exp.agent_token_file.as_deref()).map_err(fail)?;
     let link =
-        crate::exec::agent::AgentLink::new(&ca, &exp.agent_server_name, token).map_err(fail)?;
+        executors::agent::AgentLink::new(&ca, &exp.agent_server_name, token).map_err(fail)?;
     let resolve = |key: &str, a: &str| {
         std::net::ToSocketAddrs::to_socket_addrs(a)
             .ok()
@@ -520,7 +522,7 @@ fn agents_for(
     for addr in addrs.iter().chain(&server) {
         runtime.block_on(link.check(*addr)).map_err(fail)?;
     }
-    Ok(Some(crate::exec::agent::Agents {
+    Ok(Some(executors::agent::Agents {
         addrs,
         server,
         link: std::sync::Arc::new(link),
@@ -536,31 +538,15 @@ fn kubernetes_preflight(exp: &settings::Experiment, args: &cli::RunArgs) -> Resu
             "executor kubernetes: --target is not supported (the server runs in its pod)".into(),
         );
     }
-    crate::exec::agent::read_token(exp.agent_token_file.as_deref())
+    executors::agent::read_token(exp.agent_token_file.as_deref())
         .map_err(|e| format!("executor kubernetes: {e:#}"))?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    let client = runtime.block_on(kube::Client::try_default()).map_err(|e| {
-        format!("executor kubernetes: cannot set up the Kubernetes API client: {e}")
-    })?;
-    // The client connects lazily: ask the server its version now, so that an unreachable or
-    // untrusted API server is one line here rather than a failed first cell.
-    runtime
-        .block_on(client.apiserver_version())
-        .map(drop)
-        .map_err(|e| {
-            // The cause (refused, certificate not trusted, …) is at the end of the chain.
-            let chain = anyhow::Error::from(e);
-            format!("executor kubernetes: cannot reach the Kubernetes API server: {chain:#}")
-        })
+    executors::kubernetes::check_api_server()
 }
 
 fn run_sweep(
     exp: settings::Experiment,
-    service: Option<crate::exec::target::ServiceTargets>,
-    agents: Option<crate::exec::agent::Agents>,
+    service: Option<executors::target::ServiceTargets>,
+    agents: Option<executors::agent::Agents>,
     args: &cli::RunArgs,
     resume: Option<std::path::PathBuf>,
 ) -> Result<ExitCode, Stopped> {
@@ -594,7 +580,7 @@ fn capacity(search: &cli::CapacityArgs, args: &cli::RunArgs) -> Result<ExitCode,
         if exp.duration_seconds.is_some() {
             return Err("--duration: capacity probes are sized by the probe rule (--tail-samples, --probe-seconds)".into());
         }
-        let service = match crate::exec::target::ServiceTargets::resolve(&exp)? {
+        let service = match executors::target::ServiceTargets::resolve(&exp)? {
             Some(service) => {
                 print!("{}", service.describe_addresses(&exp));
                 println!(
@@ -661,8 +647,8 @@ fn capacity_lines(record: &crate::output::capacity::Record) -> String {
 
 fn measure(
     exp: settings::Experiment,
-    service: Option<crate::exec::target::ServiceTargets>,
-    agents: Option<crate::exec::agent::Agents>,
+    service: Option<executors::target::ServiceTargets>,
+    agents: Option<executors::agent::Agents>,
     args: &cli::RunArgs,
     resume: Option<std::path::PathBuf>,
     capacity: Option<std::sync::Arc<std::sync::Mutex<crate::capacity::Capacity>>>,
@@ -724,7 +710,7 @@ fn measure(
     let exp_insecure = exp.targets.insecure();
     let source = capacity
         .clone()
-        .map(|c| Box::new(crate::capacity::Source(c)) as Box<dyn crate::exec::run::CellSource>);
+        .map(|c| Box::new(crate::capacity::Source(c)) as Box<dyn crate::run::CellSource>);
     let outcome = runtime
         .block_on(run::run_cells(exp, ctx, resume, source))
         .map_err(failed)?;

@@ -7,9 +7,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::output::capacity::{Outcome, Probe, Record, Search, Settings, Slo};
-use crate::output::CellResult;
-use crate::plan::{Cell, Stage};
-use crate::settings::{Experiment, Regime};
+use crate::output::row_of;
+use executors::cell_result::CellResult;
+use experiment::plan::{Cell, Stage};
+use experiment::settings::{Experiment, Regime};
 
 /// The quantile the SLO bounds, for the probe-length rule.
 pub const SLO_QUANTILE: f64 = 0.99;
@@ -114,7 +115,7 @@ fn instrument_limits(
 
 /// The probe of a finished cell, judged.
 fn probe_of(result: &CellResult, step: &str) -> Probe {
-    let row = result.row();
+    let row = row_of::finished(result);
     Probe {
         cell_key: row.cell_key.clone(),
         step: step.to_string(),
@@ -430,9 +431,9 @@ impl Capacity {
                 finished
                     .iter()
                     .find(|r| r.cell.key() == p.cell_key)
-                    .map(|r| r.row().latency_p50_us as f64)
+                    .map(|r| row_of::finished(r).latency_p50_us as f64)
             })
-            .unwrap_or_else(|| result.row().latency_min_us as f64);
+            .unwrap_or_else(|| row_of::finished(result).latency_min_us as f64);
         probe.instrument_limits = instrument_limits(
             &self.slo,
             &probe,
@@ -528,7 +529,7 @@ impl Capacity {
 /// The run's cell source over a shared [`Capacity`], which the command reads after the run.
 pub struct Source(pub Arc<Mutex<Capacity>>);
 
-impl crate::exec::run::CellSource for Source {
+impl crate::run::CellSource for Source {
     fn next_cell(&mut self, finished: &[CellResult]) -> Option<Cell> {
         let mut c = self.0.lock().expect("not poisoned");
         c.ingest(finished);

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::settings::{Experiment, Knobs};
+use experiment::settings::{Experiment, Knobs};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -22,7 +22,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Serve one stack until SIGINT/SIGTERM; prints one JSON ready line.
-    Serve(crate::exec::serve::ServeOptions),
+    Serve(executors::serve::ServeOptions),
     /// Write RESULTS_DIR/report.html: one self-contained page in the shape of seed 000's report.
     Report {
         /// A run's results directory (the one holding manifest.json and cells.csv).
@@ -486,7 +486,7 @@ impl RunArgs {
     pub fn file(&self) -> Result<Option<(String, Knobs)>, String> {
         self.experiment
             .as_deref()
-            .map(crate::settings::file::read)
+            .map(experiment::settings::file::read)
             .transpose()
     }
 
@@ -515,12 +515,12 @@ impl RunArgs {
             knobs
         });
         let base = file.as_ref().map(|(_, k)| k).or(first_look.as_ref());
-        let mut exp = crate::settings::resolve(base, &self.layer()?);
+        let mut exp = experiment::settings::resolve(base, &self.layer()?);
         self.apply_targets(&mut exp.targets)?;
         let stacks_given =
             self.knobs.stacks.is_some() || file.as_ref().is_some_and(|(_, k)| k.stacks.is_some());
         if !stacks_given {
-            crate::settings::default_stacks_for_targets(&mut exp);
+            experiment::settings::default_stacks_for_targets(&mut exp);
         }
         // Your service's cells last a time by default (as k6's stages do): a request budget
         // that ends in a fraction of a second measures start-up more than the service.
@@ -797,8 +797,11 @@ pub fn command() -> clap::Command {
 /// `cmd` with each knob's help followed by its default.
 fn with_defaults(mut cmd: clap::Command) -> clap::Command {
     let defaults = serde_json::to_value(Experiment::default()).expect("settings serialize");
-    for key in crate::settings::KEYS {
-        let Some(value) = defaults.get(*key).and_then(crate::settings::value_text) else {
+    for key in experiment::settings::KEYS {
+        let Some(value) = defaults
+            .get(*key)
+            .and_then(experiment::settings::value_text)
+        else {
             continue;
         };
         cmd = cmd.mut_arg(*key, |a| {

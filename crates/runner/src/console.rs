@@ -5,9 +5,9 @@
 use bench_core::FailureClass;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::output::CellResult;
-use crate::plan::Cell;
-use crate::settings::Experiment;
+use executors::cell_result::CellResult;
+use experiment::plan::Cell;
+use experiment::settings::Experiment;
 use load::measurements::LatencySummary;
 
 /// The progress bar of cell number `index` (from 0) of `total`: seconds for a time-bound cell
@@ -54,13 +54,13 @@ pub fn conditions(e: &Experiment) -> Vec<String> {
     ];
     let value = serde_json::to_value(e).expect("settings serialize");
     let default = serde_json::to_value(Experiment::default()).expect("settings serialize");
-    crate::settings::KEYS
+    experiment::settings::KEYS
         .iter()
         .filter(|key| !PLAN_SHAPE.contains(key) && value.get(**key) != default.get(**key))
         .map(|key| {
             let text = value
                 .get(*key)
-                .and_then(crate::settings::value_text)
+                .and_then(experiment::settings::value_text)
                 .unwrap_or_else(|| "none".into());
             format!("{key} {text}")
         })
@@ -212,8 +212,8 @@ pub fn summary_table(results: &[CellResult]) -> String {
             r.cell.stack,
             r.cell.regime.as_str(),
             match r.cell.stage {
-                crate::plan::Stage::Baseline => "1*".to_string(),
-                crate::plan::Stage::Stress => r.cell.concurrency.to_string(),
+                experiment::plan::Stage::Baseline => "1*".to_string(),
+                experiment::plan::Stage::Stress => r.cell.concurrency.to_string(),
             },
             r.cell.repetition,
             s.p50 as f64 / 1000.0,
@@ -236,7 +236,7 @@ pub fn summary_table(results: &[CellResult]) -> String {
     }
     if let Some(b) = results
         .iter()
-        .find(|r| r.cell.stage == crate::plan::Stage::Baseline)
+        .find(|r| r.cell.stage == experiment::plan::Stage::Baseline)
     {
         out.push_str(&format!(
             "1* = single-user baseline: one worker for {} s (baseline_seconds), not a stress level\n",

@@ -1,21 +1,14 @@
-//! The transport benchmark runner as a library. Folders by role: `settings` (the knobs and
-//! their validation), `plan` (cells), `exec` (how cells run: server and load-generator
-//! children, the load engine), `measure` (histograms, sampling, kernel counters), `netem`
-//! (namespaces and emulation), `output` (what a run writes: manifest, summary, thresholds; the
-//! rows and the readers' check are crate `results`'s), `console` (what a run prints); the page, charts and
-//! comparison are crate `report`'s. `main.rs` is a thin wrapper around [`app::main`].
+//! The transport benchmark runner as a library: command dispatch (`app`, `cli`), the cell loop
+//! (`run`), `runner capacity`'s search (`capacity`), what a run writes (`output`: manifest,
+//! summary, thresholds; the rows and the readers' check are crate `results`'s), what it
+//! prints (`console`) and what it tells the live metrics endpoint of a cell (`live`). The knobs and cells are crate `experiment`'s, where and how cells execute
+//! crate `executors`'s, the stacks crate `stacks`'s; the page, charts and comparison are crate
+//! `report`'s. `main.rs` is a thin wrapper around [`app::main`].
 
 pub mod app;
 pub mod capacity;
 pub mod cli;
 pub mod console;
-pub mod exec;
 pub mod live;
-pub mod measure;
-pub mod netem;
 pub mod output;
-pub mod plan;
-pub mod registry;
-pub mod settings;
-#[cfg(feature = "test-stacks")]
-pub mod test_stacks;
+pub mod run;

@@ -5,11 +5,10 @@
 //! to the snapshots it relays, [`LiveSnapshot::take_reading`]), and the run lingers at its
 //! end until one scrape has read the final figures (`metrics_linger_seconds`).
 
+use executors::cell_result::CellResult;
+use experiment::plan::Cell;
 use live_metrics::CellLabels;
 use load::live::LiveSnapshot;
-
-use crate::output::CellResult;
-use crate::plan::Cell;
 
 /// A cell's labels: its key's parts (`[variant/]stack/regime/<level>/r<repetition>`).
 pub fn labels(cell: &Cell) -> CellLabels {

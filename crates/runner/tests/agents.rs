@@ -384,19 +384,19 @@ fn an_agent_runs_the_server_and_returns_its_measurements() {
 /// sampled (and its samples); closing the connection stops the server.
 #[tokio::test]
 async fn the_server_job_needs_the_token_and_returns_the_servers_readings() {
-    use runner::exec::agent::{AgentLink, RemoteServer};
+    use executors::agent::{AgentLink, RemoteServer};
     let tmp = tempfile::tempdir().unwrap();
     let certs = tmp.path().join("certs");
     let agent = Agent::start(&certs, TOKEN);
     let addr: std::net::SocketAddr = agent.addr.parse().unwrap();
     bench_core::tls::install_crypto_provider();
     let ca = bench_core::tls::CertPaths::new(&certs).ca_cert();
-    let exp = runner::settings::Experiment {
+    let exp = experiment::settings::Experiment {
         stacks: vec!["h1".into()],
         ..Default::default()
     };
-    let cells = runner::plan::plan(&exp);
-    let serve = runner::exec::run::serve_options(
+    let cells = experiment::plan::plan(&exp);
+    let serve = runner::run::serve_options(
         &cells[0],
         "127.0.0.1:0".parse().unwrap(),
         certs.clone(),

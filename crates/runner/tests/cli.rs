@@ -167,7 +167,7 @@ fn the_guide_lists_every_knob_and_only_knobs() {
             }
         }
     }
-    let knobs: std::collections::BTreeSet<String> = runner::settings::KEYS
+    let knobs: std::collections::BTreeSet<String> = experiment::settings::KEYS
         .iter()
         .map(|k| k.to_string())
         .collect();
@@ -353,5 +353,5 @@ fn stacks_json_lists_the_registry() {
     let listed: Vec<results::manifest::StackInfo> = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(listed, runner::output::registered_stacks());
     let names: Vec<&str> = listed.iter().map(|s| s.name.as_str()).collect();
-    assert_eq!(names, runner::registry::names());
+    assert_eq!(names, stacks::names());
 }

@@ -37,7 +37,7 @@ fn a_fixed_server_delay_sets_the_median_on_every_stack() {
         "--requests",
         "20",
     ]);
-    assert_eq!(rows.len(), runner::registry::names().len());
+    assert_eq!(rows.len(), stacks::names().len());
     for row in &rows {
         let p50 = num(row, "latency_p50_us");
         // At least the delay; at most the delay plus a loopback request of a debug build on a

@@ -219,7 +219,7 @@ fn kubernetes_renders_grpc_h3_cells_with_the_udp_port() {
         .args(["k8s", "render"])
         .arg(&file)
         .env(
-            runner::exec::agent::TOKEN_ENV,
+            executors::agent::TOKEN_ENV,
             "k8s-test-token-0123456789abcdef",
         )
         .output()

@@ -121,7 +121,7 @@ fn wrong_name_certs(dir: &Path) {
 fn a_server_with_the_wrong_name_fails_every_handshake_as_tls() {
     let certs = tempfile::tempdir().unwrap();
     wrong_name_certs(certs.path());
-    for stack in runner::registry::names() {
+    for stack in stacks::names() {
         let server = serve(stack, certs.path());
         let row = measure(stack, &server.addr, certs.path(), 6, 5.0);
         assert_all_failed_as(&row, "tls_failed");
@@ -161,7 +161,7 @@ fn a_quic_server_that_never_answers_times_out_each_handshake() {
     };
     let timeout_s = 0.5;
     let requests = 4;
-    let h3 = runner::registry::stacks()
+    let h3 = stacks::stacks()
         .into_iter()
         .find(|s| s.supports_zero_rtt())
         .expect("a QUIC stack")
@@ -282,7 +282,7 @@ fn h1_server(framing: H1Framing) -> (String, Arc<AtomicBool>) {
 fn measure_h1(addr: &str, requests: u32) -> std::collections::HashMap<String, String> {
     let out = tempfile::tempdir().unwrap();
     let certs = tempfile::tempdir().unwrap();
-    let h1 = runner::registry::stacks()
+    let h1 = stacks::stacks()
         .into_iter()
         .find(|s| s.alpn() == b"http/1.1")
         .expect("an HTTP/1.1 stack")

@@ -282,7 +282,7 @@ fn check_takes_run_flags_after_the_subcommand() {
     };
     let file = smoke.to_str().unwrap();
     // smoke (every registered stack) × 2 regimes × (2 levels + 1 baseline) cells; h1 alone 6.
-    assert_eq!(cells(&["check", file]), 6 * runner::registry::names().len());
+    assert_eq!(cells(&["check", file]), 6 * stacks::names().len());
     assert_eq!(cells(&["check", file, "--stacks", "h1"]), 6);
     assert_eq!(cells(&["--stacks", "h1", "check", file]), 6);
     assert_eq!(

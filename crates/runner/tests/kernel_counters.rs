@@ -15,11 +15,11 @@ fn only_row(dir: &std::path::Path) -> HashMap<String, String> {
     let row = rows.into_iter().next().unwrap();
     assert_eq!(row["error"], "", "{row:?}");
     // Every counter column is there and filled, and exact: the cell had its own namespace.
-    for column in runner::measure::netcounters::COUNTERS.map(|c| c.column) {
+    for column in executors::measure::netcounters::COUNTERS.map(|c| c.column) {
         assert!(row[column].parse::<u64>().is_ok(), "{column}: {row:?}");
     }
     assert_eq!(row["net_counters_scope"], "namespace", "{row:?}");
-    let moved: Vec<String> = runner::measure::netcounters::COUNTERS
+    let moved: Vec<String> = executors::measure::netcounters::COUNTERS
         .map(|c| format!("{} {}", c.column, row[c.column]))
         .to_vec();
     eprintln!("{}: {}", row["cell_key"], moved.join(", "));

@@ -14,9 +14,9 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use executors::kubernetes::{self, CellControl, CellObjects, Endpoints, KubeExecutor};
 use http::{Request, Response, StatusCode};
 use kube::client::Body;
-use runner::exec::kubernetes::{self, CellControl, CellObjects, Endpoints, KubeExecutor};
 use serde_json::{json, Value};
 
 const TOKEN: &str = "k8s-test-token-never-printed-0123456789";
@@ -51,7 +51,7 @@ fn experiment_file(dir: &std::path::Path, extra: &str) -> std::path::PathBuf {
 fn render(args: &[&str]) -> (String, String) {
     let out = common::runner()
         .args(args)
-        .env(runner::exec::agent::TOKEN_ENV, TOKEN)
+        .env(executors::agent::TOKEN_ENV, TOKEN)
         .output()
         .unwrap();
     let text = common::output_text(&out);
@@ -165,7 +165,7 @@ fn rendered_manifests_carry_the_settings_and_no_secret() {
 
     // The same objects as the library builds them, field by field.
     let exp = settings(&file);
-    let cells = runner::plan::plan(&exp);
+    let cells = experiment::plan::plan(&exp);
     let o = kubernetes::cell_objects(&cells[0], 1);
     assert_eq!(o.namespace, "bench-ns");
     let job = o.agents_job.spec.as_ref().unwrap();
@@ -345,10 +345,10 @@ fn rendered_manifests_carry_the_settings_and_no_secret() {
     );
 }
 
-fn settings(file: &std::path::Path) -> runner::settings::Experiment {
-    let (_, knobs) = runner::settings::file::read(file).unwrap();
-    let exp = runner::settings::resolve(Some(&knobs), &Default::default());
-    exp.validate(&runner::registry::names()).unwrap();
+fn settings(file: &std::path::Path) -> experiment::settings::Experiment {
+    let (_, knobs) = experiment::settings::file::read(file).unwrap();
+    let exp = experiment::settings::resolve(Some(&knobs), &Default::default());
+    exp.validate(&stacks::names()).unwrap();
     exp
 }
 
@@ -513,7 +513,7 @@ impl CellControl for FakeControl {
 async fn run_scenario(scenario: Scenario) -> (anyhow::Result<Endpoints>, Vec<String>) {
     let dir = tempfile::tempdir().unwrap();
     let exp = settings(&experiment_file(dir.path(), ""));
-    let cells = runner::plan::plan(&exp);
+    let cells = experiment::plan::plan(&exp);
     let objects = kubernetes::cell_objects(&cells[0], 1);
     let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let client = kube::Client::new(service, "default");
@@ -668,7 +668,7 @@ impl PodAgent {
         let mut child = common::runner()
             .args(["agent", "--listen", &format!("{ip}:0"), "--certs"])
             .arg(certs)
-            .env(runner::exec::agent::TOKEN_ENV, TOKEN)
+            .env(executors::agent::TOKEN_ENV, TOKEN)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::inherit())
@@ -828,8 +828,8 @@ k8s_agents = 2
     executor.poll = std::time::Duration::from_millis(10);
     executor.server_port = 0;
     let ca = bench_core::tls::CertPaths::new(&certs).ca_cert();
-    let link = runner::exec::agent::AgentLink::new(&ca, "localhost", TOKEN.into()).unwrap();
-    let ctx = runner::exec::run::RunContext {
+    let link = executors::agent::AgentLink::new(&ca, "localhost", TOKEN.into()).unwrap();
+    let ctx = runner::run::RunContext {
         certs_dir: certs.clone(),
         client_threads: 1,
         pinning: "none".into(),
@@ -838,7 +838,7 @@ k8s_agents = 2
         service: None,
         service_pid: None,
         agents: None,
-        executor: Some(Arc::new(runner::exec::kubernetes::Kubernetes::new(
+        executor: Some(Arc::new(executors::kubernetes::Kubernetes::new(
             executor, link,
         ))),
         argv: Vec::new(),
@@ -846,7 +846,7 @@ k8s_agents = 2
     };
     let outcome = tokio::time::timeout(
         std::time::Duration::from_secs(120),
-        runner::exec::run::run(exp, ctx, None),
+        runner::run::run(exp, ctx, None),
     )
     .await
     .expect("the run ends")
@@ -945,9 +945,9 @@ fn the_kubernetes_executor_refuses_bad_input_with_one_line() {
         .args(extra)
         .env("KUBECONFIG", tmp.path().join("no-such-kubeconfig"))
         .env_remove("KUBERNETES_SERVICE_HOST")
-        .env_remove(runner::exec::agent::TOKEN_ENV);
+        .env_remove(executors::agent::TOKEN_ENV);
         if let Some(t) = token {
-            cmd.env(runner::exec::agent::TOKEN_ENV, t);
+            cmd.env(executors::agent::TOKEN_ENV, t);
         }
         let output = cmd.output().unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr).to_string();
@@ -1127,7 +1127,7 @@ fn the_kubernetes_api_client_verifies_the_servers_certificate() {
             .arg(&certs)
             .env("KUBECONFIG", &kubeconfig)
             .env_remove("KUBERNETES_SERVICE_HOST")
-            .env(runner::exec::agent::TOKEN_ENV, TOKEN)
+            .env(executors::agent::TOKEN_ENV, TOKEN)
             .output()
             .unwrap()
     };

@@ -8,9 +8,9 @@ mod common;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use executors::kubernetes::KubeExecutor;
 use http::{Request, Response, StatusCode};
 use kube::client::Body;
-use runner::exec::kubernetes::KubeExecutor;
 use serde_json::{json, Value};
 
 const TOKEN: &str = "k8s-interrupt-token-0123456789";
@@ -37,9 +37,9 @@ k8s_agents = 1
 "#,
     )
     .unwrap();
-    let (_, knobs) = runner::settings::file::read(&file).unwrap();
-    let mut exp = runner::settings::resolve(Some(&knobs), &Default::default());
-    exp.validate(&runner::registry::names()).unwrap();
+    let (_, knobs) = experiment::settings::file::read(&file).unwrap();
+    let mut exp = experiment::settings::resolve(Some(&knobs), &Default::default());
+    exp.validate(&stacks::names()).unwrap();
     exp.out = tmp.path().join("results");
 
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
@@ -98,8 +98,8 @@ k8s_agents = 1
     let mut executor = KubeExecutor::new(client, "bench-ns");
     executor.poll = std::time::Duration::from_millis(50);
     let ca = bench_core::tls::CertPaths::new(&certs).ca_cert();
-    let link = runner::exec::agent::AgentLink::new(&ca, "localhost", TOKEN.into()).unwrap();
-    let ctx = runner::exec::run::RunContext {
+    let link = executors::agent::AgentLink::new(&ca, "localhost", TOKEN.into()).unwrap();
+    let ctx = runner::run::RunContext {
         certs_dir: certs.clone(),
         client_threads: 1,
         pinning: "none".into(),
@@ -108,7 +108,7 @@ k8s_agents = 1
         service: None,
         service_pid: None,
         agents: None,
-        executor: Some(Arc::new(runner::exec::kubernetes::Kubernetes::new(
+        executor: Some(Arc::new(executors::kubernetes::Kubernetes::new(
             executor, link,
         ))),
         argv: Vec::new(),
@@ -116,7 +116,7 @@ k8s_agents = 1
     };
     let outcome = tokio::time::timeout(
         std::time::Duration::from_secs(60),
-        runner::exec::run::run(exp, ctx, None),
+        runner::run::run(exp, ctx, None),
     )
     .await
     .expect("the run ends")

@@ -13,10 +13,11 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::Stdio;
 use std::time::Duration;
 
+use bench_core::HttpVersion;
 use common::*;
-use runner::exec::proxy::{Hop, ListenTls, ProxyProcess, UpstreamTls};
-use runner::settings::mesh::{Carried, HopProtocol};
-use runner::settings::{Pool, ProxyKind};
+use executors::proxy::{Hop, ListenTls, ProxyProcess, UpstreamTls};
+use experiment::settings::mesh::Carried;
+use experiment::settings::{Pool, ProxyKind};
 
 /// The proxies installed here; each missing one is skipped with a note (a failure when its
 /// TBENCH_REQUIRE_* is 1).
@@ -24,7 +25,7 @@ fn installed_proxies() -> Vec<ProxyKind> {
     ProxyKind::ALL
         .into_iter()
         .filter(|kind| {
-            let here = runner::exec::proxy::installed(*kind);
+            let here = executors::proxy::installed(*kind);
             if !here {
                 let var = format!("TBENCH_REQUIRE_{}", kind.as_str().to_uppercase());
                 test_servers::skip(
@@ -442,8 +443,8 @@ fn a_sidecar_with_another_cas_certificate_is_refused() {
             upstream,
             upstream_tls: None,
             carried: Carried {
-                front: HopProtocol::Http1,
-                protocol: HopProtocol::Http1,
+                front: HttpVersion::Http1,
+                protocol: HttpVersion::Http1,
                 grpc: false,
                 server_stack: "h1",
             },
@@ -509,7 +510,7 @@ fn a_sidecar_with_another_cas_certificate_is_refused() {
 #[test]
 fn each_installed_proxy_reports_its_version() {
     for kind in installed_proxies() {
-        let v = runner::exec::proxy::version(kind);
+        let v = executors::proxy::version(kind);
         assert_ne!(v, "not installed");
         assert!(v.chars().any(|c| c.is_ascii_digit()), "{v}");
     }

@@ -129,11 +129,7 @@ fn a_rate_sweep_measures_each_rate_and_draws_its_curve() {
 
 /// HTTP/1.1's colour: the first of the registry's palette.
 fn chart_colour_of_h1() -> &'static str {
-    report::chart::PALETTE[runner::registry::names()
-        .iter()
-        .position(|n| *n == "h1")
-        .unwrap()]
-    .colour
+    report::chart::PALETTE[stacks::names().iter().position(|n| *n == "h1").unwrap()].colour
 }
 
 #[test]

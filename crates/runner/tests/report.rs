@@ -65,7 +65,7 @@ fn close(html: &str, csv_value: f64, what: &str) {
 
 /// The stack a report's label names, from the registry (smoke.toml runs every stack).
 fn stack_of(label: &str) -> &'static str {
-    runner::registry::stacks()
+    stacks::stacks()
         .into_iter()
         .find(|s| s.label() == label)
         .unwrap_or_else(|| panic!("unknown label {label}"))
@@ -142,7 +142,7 @@ fn html_report_has_every_section_with_the_csv_numbers() {
     );
 
     // Peak summary: the highest concurrency (8 in smoke).
-    let stacks = runner::registry::names().len();
+    let stacks = stacks::names().len();
     let cards: Vec<_> = doc.select(&sel("section#peak .card")).collect();
     assert_eq!(cards.len(), 2 * stacks, "one per stack and regime");
     for card in cards {

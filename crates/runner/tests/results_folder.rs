@@ -500,7 +500,7 @@ fn the_cell_order_follows_the_manifests_seed_and_a_resume_replays_it() {
         .experiment
         .cell_order_seed
         .expect("the manifest records the drawn seed");
-    let planned: Vec<String> = runner::plan::plan(&first.experiment)
+    let planned: Vec<String> = experiment::plan::plan(&first.experiment)
         .iter()
         .map(|c| c.key())
         .collect();

@@ -14,7 +14,7 @@ async fn every_stack_serves_as_a_process_and_stops_on_sigterm() {
     bench_core::tls::install_crypto_provider();
     let certs = tempfile::tempdir().unwrap();
     // Every registered stack, from the registry itself.
-    for stack in runner::registry::names() {
+    for stack in stacks::names() {
         let mut child = runner()
             .args([
                 "serve",
@@ -40,7 +40,7 @@ async fn every_stack_serves_as_a_process_and_stops_on_sigterm() {
         let addr: std::net::SocketAddr = ready["addr"].as_str().unwrap().parse().unwrap();
         assert!(addr.ip().is_loopback());
 
-        let s = runner::registry::find(stack).expect("a registered stack");
+        let s = stacks::find(stack).expect("a registered stack");
         let client = s
             .client(&client_settings(
                 addr,

@@ -34,7 +34,7 @@ fn smoke_experiment_writes_every_cell_with_consistent_figures() {
     let mut keys: Vec<_> = rows.iter().map(|r| r["cell_key"].clone()).collect();
     keys.sort();
     // smoke.toml names no stacks: every registered stack runs.
-    let stacks = runner::registry::names();
+    let stacks = stacks::names();
     let mut expected = Vec::new();
     for stack in &stacks {
         for regime in ["new-conn", "reuse"] {

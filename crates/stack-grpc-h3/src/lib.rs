@@ -15,8 +15,10 @@ use bench_core::{
     BoundServer, Calls, Client, ClientImplementation, ClientSettings, ServerSettings, Stack,
 };
 
-/// gRPC over HTTP/3 negotiates HTTP/3's ALPN.
-pub const ALPN: &[u8] = b"h3";
+/// What this stack speaks ([`bench_core::Stack::http_version`]).
+pub const HTTP_VERSION: bench_core::HttpVersion = bench_core::HttpVersion::Http3;
+/// Its ALPN identifier, from [`HTTP_VERSION`].
+pub const ALPN: &[u8] = HTTP_VERSION.alpn_bytes();
 
 /// The gRPC-over-HTTP/3 stack.
 pub struct GrpcH3;
@@ -56,8 +58,8 @@ impl Stack for GrpcH3 {
             "h3-util",
         ]
     }
-    fn alpn(&self) -> &'static [u8] {
-        ALPN
+    fn http_version(&self) -> bench_core::HttpVersion {
+        HTTP_VERSION
     }
     fn supports_plaintext(&self) -> bool {
         false

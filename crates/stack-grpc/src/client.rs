@@ -1,5 +1,5 @@
 //! gRPC client: unary and streaming calls in gRPC's wire format (length-prefixed protobuf, grpc-status
-//! trailers) on an HTTP/2 connection we open ourselves (the `http2-client` crate's [`H2Conn`], shared with the HTTP/2 stack), so a
+//! trailers) on an HTTP/2 connection we open ourselves (the `h2-transport` crate's [`H2Conn`], shared with the HTTP/2 stack), so a
 //! "new connection" is exactly one new socket and handshake (no channel pool, no reconnects).
 //! tonic's client machinery cost twice h2load's CPU per call here (scripts/compare-anchors),
 //! which would make the load generator measure itself; the server is tonic's.
@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use bench_core::net::{TcpConnector, WireCounters};
 use bench_core::{Client, ClientSettings, Connected, Connection, Failure, Reply, WireBytes};
 use grpc_wire::ItemCalls;
-use http2_client::{H2Conn, RequestHead};
+use h2_transport::{H2Conn, RequestHead};
 
 use crate::wire::{check_status, read_stream, unframe};
 

@@ -9,7 +9,7 @@ use bench_core::net::TcpConnector;
 use bench_core::user_service::GrpcCalls;
 use bench_core::{ClientSettings, Failure};
 use bytes::Bytes;
-use http2_client::{H2Conn, RequestHead};
+use h2_transport::{H2Conn, RequestHead};
 use prost_reflect::DescriptorPool;
 
 use crate::wire;

@@ -13,7 +13,7 @@ use bench_core::net::{TcpConnector, WireCounters};
 use bench_core::user_service::GrpcCalls;
 use bench_core::{Call, Client, ClientSettings, Connected, Connection, Failure, Reply, WireBytes};
 use grpc_targets::Methods;
-use http2_client::{H2Conn, RequestHead};
+use h2_transport::{H2Conn, RequestHead};
 use prost_reflect::DescriptorPool;
 
 use crate::wire::{self, check_status, read_stream, unframe, GRPC_FIELDS, KEEP};

@@ -18,8 +18,10 @@ use bench_core::{
 /// Code generated from `proto/` (shared with the gRPC-over-HTTP/3 stack through `grpc-wire`).
 pub use grpc_wire::{health, pb};
 
-/// gRPC runs on HTTP/2.
-pub const ALPN: &[u8] = b"h2";
+/// What this stack speaks ([`bench_core::Stack::http_version`]).
+pub const HTTP_VERSION: bench_core::HttpVersion = bench_core::HttpVersion::Http2;
+/// Its ALPN identifier, from [`HTTP_VERSION`].
+pub const ALPN: &[u8] = HTTP_VERSION.alpn_bytes();
 
 /// Full method path of the workload's RPC.
 pub use grpc_wire::GET_ITEM_PATH;
@@ -50,15 +52,15 @@ impl Stack for Grpc {
     fn libraries(&self) -> &'static [&'static str] {
         &["tonic", "prost", "hyper", "h2"]
     }
-    fn alpn(&self) -> &'static [u8] {
-        ALPN
+    fn http_version(&self) -> bench_core::HttpVersion {
+        HTTP_VERSION
     }
     fn supports_plaintext(&self) -> bool {
         true
     }
     fn server_settings(&self) -> Vec<(&'static str, String)> {
         vec![
-            ("grpc", "tonic generated service (prost), served by hyper http2 on our TLS 1.3 streams (GetItem; ListItems, PutItems and ChatItems streaming, items produced as flow control takes them); client: lean = unary and streaming calls in gRPC wire format on our HTTP/2 client (http2-client), library = tonic's generated client on hyper http2 (the row's `client` says which ran)".into()),
+            ("grpc", "tonic generated service (prost), served by hyper http2 on our TLS 1.3 streams (GetItem; ListItems, PutItems and ChatItems streaming, items produced as flow control takes them); client: lean = unary and streaming calls in gRPC wire format on our HTTP/2 client (h2-transport), library = tonic's generated client on hyper http2 (the row's `client` says which ran)".into()),
             ("http", format!("max_concurrent_streams {}, initial stream window {} B, connection window {} B (client the same), max message 1 MiB", server::MAX_CONCURRENT_STREAMS, server::STREAM_WINDOW, server::CONNECTION_WINDOW)),
             ("tcp", "TCP_NODELAY on both sides; accept in one task, TLS handshake per connection task".into()),
             ("tls", bench_core::tls::tls_settings()),

@@ -18,7 +18,7 @@ use bench_core::{
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use hyper::client::conn::http2::SendRequest;
-use hyper_client::classify_hyper;
+use library_client::classify_hyper;
 use prost::Message;
 
 use crate::pb::item_service_client::ItemServiceClient;
@@ -64,12 +64,12 @@ fn max_message_bytes(settings: &ClientSettings) -> usize {
 #[async_trait]
 impl Client for TonicClient {
     async fn connect(&self) -> Result<Connected, Failure> {
-        let hyper_client::Opened {
+        let library_client::Opened {
             send,
             driver,
             counters,
             timing,
-        } = hyper_client::http2(
+        } = library_client::http2(
             &self.connector,
             crate::server::STREAM_WINDOW,
             crate::server::CONNECTION_WINDOW,

@@ -9,7 +9,7 @@ use bench_core::{ConnectTiming, Failure};
 use std::time::Instant;
 
 use bytes::Bytes;
-use http2_client::{Answer, H2Conn, RequestHead, StreamEvent};
+use h2_transport::{Answer, H2Conn, RequestHead, StreamEvent};
 
 pub(crate) use grpc_wire::{unframe, GRPC_FIELDS, KEEP};
 

@@ -12,8 +12,10 @@ use bench_core::{
     BoundServer, Client, ClientImplementation, ClientSettings, ServerSettings, Stack,
 };
 
-/// ALPN for HTTP/1.1.
-pub const ALPN: &[u8] = b"http/1.1";
+/// What this stack speaks ([`bench_core::Stack::http_version`]).
+pub const HTTP_VERSION: bench_core::HttpVersion = bench_core::HttpVersion::Http1;
+/// Its ALPN identifier, from [`HTTP_VERSION`].
+pub const ALPN: &[u8] = HTTP_VERSION.alpn_bytes();
 
 /// The HTTP/1.1 stack.
 pub struct Http1;
@@ -35,8 +37,8 @@ impl Stack for Http1 {
     fn libraries(&self) -> &'static [&'static str] {
         &["hyper"]
     }
-    fn alpn(&self) -> &'static [u8] {
-        ALPN
+    fn http_version(&self) -> bench_core::HttpVersion {
+        HTTP_VERSION
     }
     fn supports_plaintext(&self) -> bool {
         true

@@ -17,7 +17,7 @@ use bench_core::{
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::client::conn::http1::SendRequest;
-use hyper_client::{classify_hyper, read_rest_answer, read_rest_item, target_request};
+use library_client::{classify_hyper, read_rest_answer, read_rest_item, target_request};
 use tokio::sync::Mutex;
 
 pub struct HyperH1Client {
@@ -48,12 +48,12 @@ impl HyperH1Client {
 #[async_trait]
 impl Client for HyperH1Client {
     async fn connect(&self) -> Result<Connected, Failure> {
-        let hyper_client::Opened {
+        let library_client::Opened {
             send,
             driver,
             counters,
             timing,
-        } = hyper_client::http1(&self.connector).await?;
+        } = library_client::http1(&self.connector).await?;
         Ok(Connected {
             conn: Arc::new(HyperH1Connection {
                 send: Mutex::new(Some((send, RenderedRequest::default()))),

@@ -1,4 +1,4 @@
-//! HTTP/2 client: one [`http2_client::H2Conn`] per [`bench_core::Connection`]; concurrent
+//! HTTP/2 client: one [`h2_transport::H2Conn`] per [`bench_core::Connection`]; concurrent
 //! requests become concurrent streams. A REST target's requests are rendered per call and
 //! judged by the target's rules.
 
@@ -16,7 +16,7 @@ use bench_core::{
 };
 use bytes::Bytes;
 
-use http2_client::{H2Conn, RequestHead};
+use h2_transport::{H2Conn, RequestHead};
 
 pub struct H2Client {
     connector: TcpConnector,

@@ -1,5 +1,5 @@
 //! REST over HTTP/2 on TLS 1.3 (ALPN h2), or h2c with prior knowledge in plaintext: hyper's
-//! server, and the lean client of the `http2-client` crate or hyper's client.
+//! server, and the lean client of the `h2-transport` crate or hyper's client.
 
 pub mod client;
 pub mod library_client;
@@ -12,8 +12,10 @@ use bench_core::{
     BoundServer, Client, ClientImplementation, ClientSettings, ServerSettings, Stack,
 };
 
-/// ALPN for HTTP/2 over TLS.
-pub const ALPN: &[u8] = b"h2";
+/// What this stack speaks ([`bench_core::Stack::http_version`]).
+pub const HTTP_VERSION: bench_core::HttpVersion = bench_core::HttpVersion::Http2;
+/// Its ALPN identifier, from [`HTTP_VERSION`].
+pub const ALPN: &[u8] = HTTP_VERSION.alpn_bytes();
 
 /// The HTTP/2 stack.
 pub struct Http2;
@@ -35,8 +37,8 @@ impl Stack for Http2 {
     fn libraries(&self) -> &'static [&'static str] {
         &["hyper", "h2"]
     }
-    fn alpn(&self) -> &'static [u8] {
-        ALPN
+    fn http_version(&self) -> bench_core::HttpVersion {
+        HTTP_VERSION
     }
     fn supports_plaintext(&self) -> bool {
         true

@@ -17,7 +17,7 @@ use bench_core::{
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::client::conn::http2::SendRequest;
-use hyper_client::{classify_hyper, read_rest_answer, read_rest_item, target_request};
+use library_client::{classify_hyper, read_rest_answer, read_rest_item, target_request};
 
 pub struct HyperH2Client {
     connector: TcpConnector,
@@ -65,12 +65,12 @@ impl HyperH2Client {
 #[async_trait]
 impl Client for HyperH2Client {
     async fn connect(&self) -> Result<Connected, Failure> {
-        let hyper_client::Opened {
+        let library_client::Opened {
             send,
             driver,
             counters,
             timing,
-        } = hyper_client::http2(
+        } = library_client::http2(
             &self.connector,
             crate::server::STREAM_WINDOW,
             crate::server::CONNECTION_WINDOW,

@@ -8,8 +8,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bench_core::{BoundServer, Client, ClientSettings, ServerSettings, Stack};
 
-/// ALPN for HTTP/3.
-pub const ALPN: &[u8] = b"h3";
+/// What this stack speaks ([`bench_core::Stack::http_version`]).
+pub const HTTP_VERSION: bench_core::HttpVersion = bench_core::HttpVersion::Http3;
+/// Its ALPN identifier, from [`HTTP_VERSION`].
+pub const ALPN: &[u8] = HTTP_VERSION.alpn_bytes();
 
 /// The HTTP/3 stack.
 pub struct Http3;
@@ -34,8 +36,8 @@ impl Stack for Http3 {
     fn libraries(&self) -> &'static [&'static str] {
         &["quinn", "quinn-proto", "h3", "h3-quinn"]
     }
-    fn alpn(&self) -> &'static [u8] {
-        ALPN
+    fn http_version(&self) -> bench_core::HttpVersion {
+        HTTP_VERSION
     }
     fn supports_plaintext(&self) -> bool {
         false

@@ -1,6 +1,9 @@
 //! Exact (Clopper–Pearson) bounds of a binomial proportion: `k` events in `n` trials. Exact
 //! means from the binomial distribution itself, so they stay valid at k = 0 and k = n, where
-//! normal approximations fail; the study's failure rates are mostly there.
+//! normal approximations fail; the study's failure rates are mostly there. Own code, not
+//! statrs's `Beta::inverse_cdf`: in 0.18 it misses the closed form 0.05^(1/5000) of 5,000
+//! successes in 5,000 by more than 1e-12 (`one_sided_bounds_have_the_closed_form_at_the_extremes`),
+//! where the exact inversion of the binomial sum below meets it.
 
 /// P(X ≤ k) for X ~ Binomial(n, p), summed in log space so that large n does not underflow.
 pub fn binomial_cdf(k: u64, n: u64, p: f64) -> f64 {

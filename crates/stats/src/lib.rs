@@ -1,5 +1,6 @@
 //! The suite's statistics, each written once: Student's t ([`t_cdf`], [`t_quantile`],
-//! [`t_975_table`]), the interval of a mean and between sessions ([`interval`],
+//! [`t_975_table`]; the distributions from statrs, the quantiles by exact inversion where
+//! statrs misses published values), the interval of a mean and between sessions ([`interval`],
 //! [`between_sessions`]), Welch's two-sample test ([`welch`]), ordinary least squares with an
 //! interval of the slope ([`ols`]) and exact binomial bounds ([`clopper_pearson`] and its
 //! one-sided forms), and what fits a proportion between sessions ([`wilson`],

@@ -19,8 +19,9 @@ use load::timewait::TimeWaitCounts;
 use results::exit::{Status, Stopped};
 use results::hlog;
 
-use crate::output::{CellResult, Manifest, ResultsWriter};
-use crate::plan::Cell;
+use crate::output::{Manifest, ResultsWriter};
+use executors::cell_result::CellResult;
+use experiment::plan::Cell;
 use results::rows::{self, CellRow, FailureRow, Row};
 
 /// Why a merge did not happen.
@@ -93,7 +94,7 @@ impl Input {
             order.push(row.cell_key.clone());
             cells.insert(row.cell_key.clone(), row);
         }
-        let plan = crate::plan::plan(&manifest.experiment)
+        let plan = experiment::plan::plan(&manifest.experiment)
             .into_iter()
             .map(|c| (c.key(), c))
             .collect();

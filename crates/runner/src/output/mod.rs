@@ -21,98 +21,11 @@ use serde::Serialize;
 use results::folder::REQUESTS_FILE;
 use results::hlog;
 use results::manifest::{MergedInput, ServiceRecord, StackInfo};
-use results::rows::{
-    self, AgentRow, CellRow, FailureRow, LatencyRow, RequestRow, ResourceRow, Row,
-};
+use results::rows::{self, AgentRow, FailureRow, LatencyRow, ResourceRow, Row};
 
-use crate::plan::Cell;
-use crate::settings::Experiment;
-use load::measurements::Measurements;
-use load::sampler::{ResourceSummary, Sample};
-
-/// Everything measured for one cell.
-pub struct CellResult {
-    pub cell: Cell,
-    pub measured: Measurements,
-    pub elapsed_s: f64,
-    /// Wall-clock start of the measured phase (seconds since the Unix epoch); `None` when
-    /// the cell did not run. With `elapsed_s` it is the window the `.hlog` file records and
-    /// `runner merge` unites.
-    pub measured_start_unix_s: Option<f64>,
-    /// Load generators whose measurements this result adds up: 1 for a cell this runner ran,
-    /// the sum of the inputs' for a cell of `runner merge`.
-    pub agents: u32,
-    pub cut_short: bool,
-    /// Whole request budgets the measured phase sent to meet `min_cell_seconds` (1 without a
-    /// repeat); `None` for a time-bound cell, a cell that did not run, and in runs from before.
-    pub budget_repeats: Option<u64>,
-    /// The phase sent more than one request budget: whole budgets (`budget_repeats` > 1), or,
-    /// in runs from before `budget_repeats`, past its budget by time.
-    pub extended: bool,
-    /// The window in which every worker was active (no ramp-up, no drain).
-    pub steady: Option<load::measurements::SteadyWindow>,
-    pub warmup: Measurements,
-    pub server: ResourceSummary,
-    pub client: ResourceSummary,
-    /// The server's exit status if it died during the cell.
-    pub server_exit: Option<String>,
-    /// Why the cell could not run at all (server failed to start, etc.).
-    pub error: Option<String>,
-    /// The load stopped because the cell's first requests all failed alike (why): the run
-    /// stops after this cell.
-    pub hopeless: Option<String>,
-    /// With network emulation: packets the emulator delayed and dropped.
-    pub emulated_packets: Option<(u64, u64)>,
-    /// Load average and steal time around the cell (`None` when the cell did not run).
-    pub environment: Option<crate::measure::environment::CellEnvironment>,
-    /// With agents: what each measured (their histograms are already merged above).
-    pub per_agent: Vec<load::measurements::AgentOutcome>,
-    /// On an edge or sidecar path: what its proxies used and what they were.
-    pub proxies: Option<crate::measure::proxies::ProxyReadings>,
-}
-
-impl CellResult {
-    pub fn success_rate(&self) -> f64 {
-        if self.measured.sent == 0 {
-            0.0
-        } else {
-            self.measured.ok as f64 / self.measured.sent as f64
-        }
-    }
-
-    /// Successes per second inside the steady window; `None` without one (fewer requests
-    /// than workers, or a cell that did not run).
-    pub fn throughput_steady_rps(&self) -> Option<f64> {
-        self.steady
-            .filter(|w| w.elapsed_s > 0.0)
-            .map(|w| w.ok as f64 / w.elapsed_s)
-    }
-
-    pub fn throughput_rps(&self) -> f64 {
-        if self.elapsed_s > 0.0 {
-            self.measured.ok as f64 / self.elapsed_s
-        } else {
-            0.0
-        }
-    }
-
-    /// The cell's row of `cells.csv`.
-    pub fn row(&self) -> CellRow {
-        row_of::finished(self)
-    }
-
-    /// One `requests.csv` row per name of the cell's request mix that the cell sent (none
-    /// without a mix).
-    pub fn request_rows(&self) -> Vec<RequestRow> {
-        let key = self.cell.key();
-        self.measured
-            .by_request
-            .iter()
-            .filter(|r| r.sent > 0)
-            .map(|r| row_of::request(&key, r))
-            .collect()
-    }
-}
+use executors::cell_result::CellResult;
+use experiment::settings::Experiment;
+use load::sampler::Sample;
 
 /// An append-only CSV file written whole rows at a time: each batch is encoded in memory and
 /// written with one call; if that fails (disk full), the file is cut back to where it was, so
@@ -278,7 +191,7 @@ impl ResultsWriter {
     }
 
     fn append_cell(&mut self, result: &CellResult, samples: &[Sample]) -> anyhow::Result<()> {
-        let row = result.row();
+        let row = row_of::finished(result);
         let key = &row.cell_key;
         let resources: Vec<ResourceRow> = samples
             .iter()
@@ -345,7 +258,7 @@ impl ResultsWriter {
                     cell_key: key.clone(),
                     class: c.as_str().to_string(),
                     count: n.count,
-                    example: crate::settings::mesh::answered_by_proxy(
+                    example: experiment::settings::answered_by_proxy(
                         &result.cell.settings,
                         *c,
                         code,
@@ -390,7 +303,7 @@ impl ResultsWriter {
         }
         latency.extend(quantiles(&m.message_gap, "", "message_gap"));
         self.latency.append(&latency)?;
-        let requests = result.request_rows();
+        let requests = row_of::requests(result);
         if !requests.is_empty() {
             if self.requests.is_none() {
                 self.requests = Some(CsvFile::open(self.dir.join(REQUESTS_FILE))?);
@@ -491,7 +404,7 @@ pub struct Manifest {
     /// The machine and kernel settings as the run started (docs/results-schema.md); absent
     /// in manifests written before it was recorded.
     #[serde(default)]
-    pub environment: Option<crate::measure::environment::Environment>,
+    pub environment: Option<executors::measure::environment::Environment>,
     /// The user's service when the run measured one (`[targets]`): where each target was,
     /// as resolved; `None` when our own servers were measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -515,7 +428,7 @@ pub struct ManifestProxy {
     pub variant: String,
     pub stack: String,
     #[serde(flatten)]
-    pub record: crate::measure::proxies::ProxyRecord,
+    pub record: executors::measure::proxies::ProxyRecord,
 }
 
 impl Manifest {
@@ -540,7 +453,7 @@ impl Manifest {
 
 /// The registry as [`Manifest::stacks`] records it.
 pub fn registered_stacks() -> Vec<StackInfo> {
-    crate::registry::stacks()
+    stacks::stacks()
         .into_iter()
         .map(|s| StackInfo {
             name: s.name().into(),
@@ -576,7 +489,7 @@ pub fn crate_versions() -> std::collections::BTreeMap<String, String> {
     const LOCK: &str = include_str!("../../../../Cargo.lock");
     /// The async runtime and the TLS library under every stack.
     const SHARED: [&str; 2] = ["tokio", "rustls"];
-    let stacks = crate::registry::stacks();
+    let stacks = stacks::stacks();
     let wanted: Vec<&str> = SHARED
         .into_iter()
         .chain(stacks.iter().flat_map(|s| s.libraries().iter().copied()))

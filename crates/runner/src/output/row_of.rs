@@ -5,8 +5,8 @@
 use bench_core::FailureClass;
 use results::rows::{steady_window_valid_for, CellRow, RequestRow};
 
-use crate::output::CellResult;
-use crate::plan::Cell;
+use executors::cell_result::CellResult;
+use experiment::plan::Cell;
 use load::measurements::{LatencySummary, RequestMeasurements};
 
 /// The columns a cell's plan fixes: coordinates and settings. The one place a row reads
@@ -14,10 +14,10 @@ use load::measurements::{LatencySummary, RequestMeasurements};
 pub fn planned(cell: &Cell) -> CellRow {
     let e = &cell.settings;
     let open = cell.rate().is_some();
-    let proxied = e.path != crate::settings::MeshPath::Direct;
-    let carried = crate::registry::find(&cell.stack)
+    let proxied = e.path != experiment::settings::MeshPath::Direct;
+    let carried = stacks::find(&cell.stack)
         .filter(|_| proxied)
-        .and_then(|s| crate::settings::mesh::carries(e.proxy, e.path, s).ok());
+        .and_then(|s| experiment::settings::mesh::carries(e.proxy, e.path, s).ok());
     // Only exponential draws use the seed.
     let seeded = e
         .service_time
@@ -34,7 +34,7 @@ pub fn planned(cell: &Cell) -> CellRow {
         payload: cell.payload().to_string(),
         plaintext: cell.plaintext(),
         handshake: cell.handshake().as_str().to_string(),
-        client: crate::registry::find(&cell.stack)
+        client: stacks::find(&cell.stack)
             .map(|s| s.client_implementation(cell.settings.client).to_string()),
         connections: cell.connections(),
         requests: cell.duration_s().is_none().then_some(cell.requests()),
@@ -58,7 +58,7 @@ pub fn planned(cell: &Cell) -> CellRow {
         quic_offload: e.quic_offload,
         quic_mtu_discovery: e.quic_mtu_discovery,
         quic_endpoint: Some(e.quic_endpoint.as_str().to_string()),
-        grpc_call: crate::registry::find(&cell.stack)
+        grpc_call: stacks::find(&cell.stack)
             .filter(|s| s.grpc_calls().len() > 1)
             .map(|_| e.grpc_call.as_str().to_string()),
         stream_messages: e.grpc_call.is_streaming().then_some(e.stream_messages),
@@ -238,6 +238,18 @@ fn steady_window_valid(ok: f64, window_s: f64, r: &CellResult) -> bool {
     steady_window_valid_for(ok, window_s, r.cell.concurrency, r.elapsed_s)
 }
 
+/// One `requests.csv` row per name of the cell's request mix that the cell sent (none
+/// without a mix).
+pub fn requests(r: &CellResult) -> Vec<RequestRow> {
+    let key = r.cell.key();
+    r.measured
+        .by_request
+        .iter()
+        .filter(|m| m.sent > 0)
+        .map(|m| request(&key, m))
+        .collect()
+}
+
 /// One name's row of a cell's `requests.csv`, from what it measured.
 pub fn request(cell_key: &str, r: &RequestMeasurements) -> RequestRow {
     let l = LatencySummary::of(&r.latency);
@@ -270,7 +282,7 @@ mod tests {
 
     #[test]
     fn net_counter_and_failure_columns_are_cell_row_columns() {
-        let read: Vec<&str> = crate::measure::netcounters::COUNTERS
+        let read: Vec<&str> = executors::measure::netcounters::COUNTERS
             .iter()
             .map(|c| c.column)
             .collect();
@@ -279,7 +291,7 @@ mod tests {
             read, columns,
             "the counters read are the net_* columns, in order"
         );
-        for c in crate::measure::netcounters::COUNTERS {
+        for c in executors::measure::netcounters::COUNTERS {
             assert_eq!(
                 <CellRow as results::rows::Row>::numeric(c.column),
                 Some(true),
@@ -288,7 +300,7 @@ mod tests {
             );
         }
         assert!(<CellRow as results::rows::Row>::COLUMNS
-            .contains(&crate::measure::netcounters::SCOPE_COLUMN));
+            .contains(&executors::measure::netcounters::SCOPE_COLUMN));
         for class in FailureClass::ALL {
             let column = format!("fail_{}", class.as_str());
             assert_eq!(

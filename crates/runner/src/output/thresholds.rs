@@ -10,8 +10,9 @@ use std::path::Path;
 use results::rows::fmt::number;
 use results::rows::{self, CellRow, RequestRow, Row, ThresholdRow};
 
-use crate::output::CellResult;
-use crate::settings::Experiment;
+use crate::output::row_of;
+use executors::cell_result::CellResult;
+use experiment::settings::Experiment;
 
 /// The file a run's threshold checks are written to.
 pub use results::folder::THRESHOLDS_FILE as FILE_NAME;
@@ -31,7 +32,7 @@ pub const ALIASES: &[(&str, &str, f64)] = &[
     ("client_rss_peak_mb", "client_rss_peak_bytes", 1e-6),
 ];
 
-pub use crate::settings::Threshold;
+pub use experiment::settings::Threshold;
 
 /// A threshold that failed validation: which one (1-based), the key at fault, and why.
 #[derive(Debug, Clone, PartialEq)]
@@ -381,7 +382,7 @@ pub fn validate(exp: &Experiment) -> Result<Vec<Parsed>, Invalid> {
     if parsed.is_empty() {
         return Ok(parsed);
     }
-    let records: Vec<CellRow> = crate::plan::plan(exp)
+    let records: Vec<CellRow> = experiment::plan::plan(exp)
         .iter()
         .map(crate::output::row_of::planned)
         .collect();
@@ -431,7 +432,7 @@ pub fn validate(exp: &Experiment) -> Result<Vec<Parsed>, Invalid> {
             // A REST entry's threshold that also selected the gRPC stacks' cells (or the
             // reverse) would fail there for want of the name: refuse it before the run.
             for r in records.iter().filter(|r| p.selects(r)) {
-                let Some(api) = crate::registry::find(&r.stack).map(|s| s.api()) else {
+                let Some(api) = stacks::find(&r.stack).map(|s| s.api()) else {
                     continue;
                 };
                 let of_api = exp.targets.request_names_of(api);
@@ -513,7 +514,11 @@ pub fn cell_marks(thresholds: &[Threshold], result: &CellResult) -> String {
     let Ok(parsed) = parse(thresholds) else {
         return String::new();
     };
-    let outcomes = evaluate(&parsed, &result.row(), &result.request_rows());
+    let outcomes = evaluate(
+        &parsed,
+        &row_of::finished(result),
+        &row_of::requests(result),
+    );
     if outcomes.is_empty() {
         return String::new();
     }
@@ -650,7 +655,7 @@ pub fn summary_block(outcomes: &[Outcome]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::settings::Regime;
+    use experiment::settings::Regime;
     use serde::Deserialize;
 
     fn threshold(toml_text: &str) -> Threshold {
