@@ -89,6 +89,9 @@ pub struct Tuning {
     /// Streaming calls: the messages each call streams (answers of a server-streaming or bidi
     /// call, requests of a client-streaming one).
     pub stream_messages: u32,
+    /// The bulk workload: one object moved per request instead of the item (`object`), on
+    /// the stacks that have it ([`Stack::bulk`]).
+    pub bulk: Option<crate::BulkObject>,
 }
 
 /// Which of the item service's methods a request of our own workload calls. Streaming calls
@@ -362,6 +365,10 @@ pub trait Stack: Send + Sync + 'static {
     /// only the gRPC stacks have more than the one request of the workload.
     fn grpc_calls(&self) -> &'static [GrpcCall] {
         &[GrpcCall::Unary]
+    }
+    /// Whether its servers and lean client move the bulk workload's objects (`object`).
+    fn bulk(&self) -> bool {
+        false
     }
     /// Binds the listener; the returned future serves.
     async fn bind(&self, settings: ServerSettings) -> anyhow::Result<BoundServer>;

@@ -60,6 +60,11 @@ const ADDED_SINCE_COMMITTED: &[&str] = &[
     "grpc_call",
     "stream_messages",
     "budget_repeats",
+    "object",
+    "object_bytes_moved",
+    "goodput_bytes_per_s",
+    "client_cpu_s_per_gib",
+    "server_cpu_s_per_gib",
 ];
 
 #[test]

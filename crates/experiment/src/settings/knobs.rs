@@ -248,6 +248,14 @@ knobs! {
     /// Streaming calls (`grpc_call`): the messages one call streams.
     #[arg(long, value_name = "N")]
     stream_messages: cell<u32> = bench_core::stack::DEFAULT_STREAM_MESSAGES;
+    /// The bulk workload: every request moves one object instead of the item,
+    /// download:<size> (the server streams it) or upload:<size> (the client streams it, the
+    /// server answers with the count it received), size in B, KiB, MiB or GiB (download:16MiB);
+    /// counted as it arrives and never held, each answer's byte count checked exactly. A
+    /// download above response_body_max_bytes is refused before the run (default: none, the
+    /// item).
+    #[arg(long, value_name = "download|upload:SIZE")]
+    object: cell_opt<Parsed<bench_core::BulkObject>> = None;
     /// Reuse regime only: connections shared by all workers (0 = one per worker).
     #[arg(long)]
     connections: cell<u32> = 0;

@@ -137,6 +137,7 @@ impl Experiment {
             quic_endpoint: self.quic_endpoint,
             grpc_call: self.grpc_call,
             stream_messages: self.stream_messages,
+            bulk: self.object.as_ref().and_then(|o| o.parsed().ok().copied()),
         }
     }
 

@@ -273,6 +273,7 @@ impl Experiment {
                 ),
             );
         }
+        self.check_object()?;
         if let Some(Err(e)) = self.netem.as_ref().map(|n| n.parsed()) {
             return fail("netem", e.to_string());
         }
@@ -561,8 +562,9 @@ impl Experiment {
                 );
             }
         }
-        let ours_only: [(&str, bool); 6] = [
+        let ours_only: [(&str, bool); 7] = [
             ("server_fault", self.server_fault.is_some()),
+            ("object", self.object.is_some()),
             ("service_time", self.service_time.is_some()),
             ("service_cpu_us", self.service_cpu_us > 0),
             ("payload", self.payload != PayloadProfile::default()),
@@ -592,6 +594,66 @@ pub struct Invalid {
 }
 
 impl Experiment {
+    /// The bulk workload's object against the stacks, the client and the answer limits: a
+    /// download larger than the body limit is refused here, naming the knob to raise, rather
+    /// than failing every request of the run.
+    fn check_object(&self) -> Result<(), Invalid> {
+        let fail = |message: String| {
+            Err(Invalid {
+                variant: None,
+                key: "object".to_string(),
+                message,
+            })
+        };
+        let Some(object) = &self.object else {
+            return Ok(());
+        };
+        let object = match object.parsed() {
+            Ok(o) => *o,
+            Err(e) => return fail(e.to_string()),
+        };
+        let without: Vec<&str> = self
+            .stacks
+            .iter()
+            .filter(|s| stacks::find(s).is_some_and(|stack| !stack.bulk()))
+            .map(String::as_str)
+            .collect();
+        if !without.is_empty() {
+            let with: Vec<&str> = stacks::stacks()
+                .into_iter()
+                .filter(|stack| stack.bulk())
+                .map(|stack| stack.name())
+                .collect();
+            return fail(format!(
+                "{} have no bulk workload yet (set stacks to {})",
+                without.join(", "),
+                with.join(", ")
+            ));
+        }
+        if self.client == bench_core::ClientImplementation::Library {
+            return fail(
+                "the library clients hold whole answers; the bulk workload needs client = \"lean\""
+                    .into(),
+            );
+        }
+        if self.grpc_call.is_streaming() {
+            return fail(format!(
+                "moves one object per request; it cannot be combined with grpc_call = \"{}\"",
+                self.grpc_call
+            ));
+        }
+        let limit = self
+            .response_body_max_bytes
+            .unwrap_or(bench_core::limits::DEFAULT_MAX_BODY_BYTES);
+        if object.direction == bench_core::bulk::Direction::Download && object.bytes > limit {
+            return fail(format!(
+                "{object} is {} B, above response_body_max_bytes ({limit} B): raise response_body_max_bytes to at least {}",
+                object.bytes, object.bytes
+            ));
+        }
+        Ok(())
+    }
+
     /// The mesh knobs against the rest: a proxy that cannot carry a stack, a path the
     /// executor cannot build, or a knob a proxied path contradicts, each as one line.
     pub(super) fn check_mesh(&self) -> Result<(), Invalid> {
