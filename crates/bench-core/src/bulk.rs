@@ -19,6 +19,15 @@ use crate::failure::{Failure, FailureClass};
 pub const BULK_PATH: &str = "/bulk/";
 /// The chunk both sides send slices of: the largest write one send makes.
 pub const CHUNK_BYTES: usize = 64 * 1024;
+/// gRPC: the size of each message of an object (its length prefix: the `bytes` field's tag,
+/// length and data), unless `object_message_bytes` says otherwise; and its bounds.
+pub const DEFAULT_MESSAGE_BYTES: u32 = 64 * 1024;
+pub const MIN_MESSAGE_BYTES: u32 = 1024;
+pub const MAX_MESSAGE_BYTES: u32 = 1 << 20;
+
+/// A body generated as the transport takes it (a bulk upload), a piece at a time.
+pub type Generated = Box<dyn Iterator<Item = Bytes> + Send>;
+
 /// Smallest and largest object the knob accepts.
 pub const MIN_OBJECT_BYTES: u64 = 1;
 pub const MAX_OBJECT_BYTES: u64 = 64 << 30;

@@ -92,6 +92,9 @@ pub struct Tuning {
     /// The bulk workload: one object moved per request instead of the item (`object`), on
     /// the stacks that have it ([`Stack::bulk`]).
     pub bulk: Option<crate::BulkObject>,
+    /// gRPC stacks, bulk workload: each message's size in bytes (0 =
+    /// [`crate::bulk::DEFAULT_MESSAGE_BYTES`]).
+    pub bulk_message_bytes: u32,
 }
 
 /// Which of the item service's methods a request of our own workload calls. Streaming calls

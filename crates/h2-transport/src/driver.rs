@@ -142,7 +142,7 @@ impl H2Conn {
         &self,
         head: &RequestHead<'_>,
         body: Option<Bytes>,
-        generated: Option<bench_core::bulk::Pieces>,
+        generated: Option<bench_core::bulk::Generated>,
         started: Instant,
     ) -> Result<StreamedCall<'_>, Failure> {
         let mut body = body;

@@ -163,7 +163,7 @@ struct Slot {
     to_send: Bytes,
     /// A generated request body (a bulk upload) still to come after `to_send`: taken a piece
     /// at a time as the windows open, so the object is never held.
-    generated: Option<bench_core::bulk::Pieces>,
+    generated: Option<std::iter::Peekable<bench_core::bulk::Generated>>,
     send_window: i64,
     /// DATA bytes received since our last WINDOW_UPDATE for this stream.
     recv_unacked: u32,
@@ -399,7 +399,7 @@ impl Connection {
         &mut self,
         head: &RequestHead<'_>,
         body: &mut Option<Bytes>,
-        generated: &mut Option<bench_core::bulk::Pieces>,
+        generated: &mut Option<bench_core::bulk::Generated>,
     ) -> Result<Opened, Failure> {
         if let Some(f) = &self.broken {
             return Err(f.clone());
@@ -441,7 +441,10 @@ impl Connection {
         let id = self.next_id;
         self.next_id += 2;
         let body = body.take().unwrap_or_default();
-        let generated = generated.take().filter(|g| g.left() > 0);
+        let mut generated = generated.take().map(Iterator::peekable);
+        if generated.as_mut().is_some_and(|g| g.peek().is_none()) {
+            generated = None;
+        }
         self.encode_head(head);
         frame::put_header_block(
             &mut self.tx,
@@ -482,7 +485,7 @@ impl Connection {
         &mut self,
         head: &RequestHead<'_>,
         body: &mut Option<Bytes>,
-        generated: &mut Option<bench_core::bulk::Pieces>,
+        generated: &mut Option<bench_core::bulk::Generated>,
     ) -> Result<Opened, Failure> {
         let opened = self.open_stream_with(head, body, generated)?;
         if let Opened::Stream(id) = opened {
@@ -673,7 +676,7 @@ impl Connection {
                     .min(slot.send_window)
                     .min(self.peer.max_frame_len as i64) as usize;
                 let chunk = slot.to_send.split_to(len);
-                let more = slot.generated.as_ref().is_some_and(|g| g.left() > 0);
+                let more = slot.generated.as_mut().is_some_and(|g| g.peek().is_some());
                 let flags = if slot.to_send.is_empty() && !more {
                     flag::END_STREAM
                 } else {

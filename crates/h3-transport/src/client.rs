@@ -497,7 +497,7 @@ impl H3Connection {
     pub async fn exchange_generated(
         &self,
         (req, body): Outgoing,
-        generated: Option<bench_core::bulk::Pieces>,
+        generated: Option<bench_core::bulk::Generated>,
         started: Instant,
         answer_limit: BodyLimit,
         on_data: &mut OnData<'_>,

@@ -5,8 +5,18 @@
 
 mod common;
 
+use bench_core::user_service::Api;
 use common::*;
 use results::rows::{self, CellRow};
+
+/// A stack of the gRPC API, from the registry.
+fn grpc_stack() -> &'static str {
+    stacks::stacks()
+        .into_iter()
+        .find(|s| s.api() == Api::Grpc)
+        .map(|s| s.name())
+        .unwrap()
+}
 
 /// The stacks that serve the bulk workload, from the registry.
 fn bulk_stacks() -> Vec<&'static str> {
@@ -52,7 +62,11 @@ fn run_object(stacks: &str, object: &str, requests: &str, extra: &[&str]) -> Vec
 #[test]
 fn downloads_and_uploads_move_exact_objects_with_consistent_columns() {
     let stacks = bulk_stacks();
-    assert!(stacks.len() >= 3, "{stacks:?}");
+    assert_eq!(
+        stacks.len(),
+        stacks::stacks().len(),
+        "every stack has the bulk workload: {stacks:?}"
+    );
     let object_bytes = 3 << 20;
     for object in ["download:3MiB", "upload:3MiB"] {
         let cells = run_object(&stacks.join(","), object, "4", &[]);
@@ -63,6 +77,12 @@ fn downloads_and_uploads_move_exact_objects_with_consistent_columns() {
                 "{object}: {row:?}"
             );
             assert_eq!(row.object.as_deref(), Some(object));
+            let grpc = stacks::find(&row.stack).unwrap().api() == Api::Grpc;
+            assert_eq!(
+                row.object_message_bytes,
+                grpc.then_some(64 * 1024),
+                "{row:?}"
+            );
             // Every success moved the whole object, counted exactly.
             assert_eq!(row.object_bytes_moved, Some(4 * object_bytes), "{row:?}");
             assert_eq!(row.body_bytes_per_ok, object_bytes as f64, "{row:?}");
@@ -93,6 +113,40 @@ fn downloads_and_uploads_move_exact_objects_with_consistent_columns() {
                 row.wire_sent_bytes
             };
             assert!(wire >= 4 * object_bytes, "{row:?}");
+        }
+    }
+}
+
+/// gRPC's messages of the largest size, and of a size whose data does not divide the object
+/// (the last message is shorter): the object still arrives and leaves exactly.
+#[test]
+fn grpc_objects_move_in_messages_of_the_chosen_size() {
+    let grpc: Vec<&str> = stacks::stacks()
+        .into_iter()
+        .filter(|s| s.bulk() && s.api() == Api::Grpc)
+        .map(|s| s.name())
+        .collect();
+    assert!(!grpc.is_empty());
+    for (object, message) in [
+        ("download:3MiB", "1048576"),
+        ("upload:3MiB", "1048576"),
+        ("download:1000000", "1500"),
+        ("upload:1000000", "1500"),
+    ] {
+        let cells = run_object(
+            &grpc.join(","),
+            object,
+            "2",
+            &["--object-message-bytes", message],
+        );
+        for row in &cells {
+            assert!(
+                row.ran() && row.ok == 2 && row.failed == 0,
+                "{object}: {row:?}"
+            );
+            assert_eq!(row.object_message_bytes, Some(message.parse().unwrap()));
+            let size: bench_core::BulkObject = object.parse().unwrap();
+            assert_eq!(row.object_bytes_moved, Some(2 * size.bytes), "{row:?}");
         }
     }
 }
@@ -183,7 +237,7 @@ fn a_download_above_the_body_limit_is_refused_before_the_run() {
 }
 
 #[test]
-fn bad_objects_and_stacks_without_the_workload_are_refused() {
+fn bad_objects_and_limits_are_refused_before_the_run() {
     let without: Vec<&str> = stacks::stacks()
         .into_iter()
         .filter(|s| !s.bulk())
@@ -195,6 +249,23 @@ fn bad_objects_and_stacks_without_the_workload_are_refused() {
         (
             vec!["--object", "download:1MiB", "--client", "library"],
             "client = \"lean\"",
+        ),
+        (
+            vec!["--object", "download:1MiB", "--object-message-bytes", "100"],
+            "must be 1024 to 1048576, got 100",
+        ),
+        (
+            vec![
+                "--object",
+                "download:1MiB",
+                "--object-message-bytes",
+                "1048576",
+                "--grpc-max-receive-message-bytes",
+                "65536",
+                "--stacks",
+                grpc_stack(),
+            ],
+            "raise grpc_max_receive_message_bytes to at least 1048576",
         ),
     ];
     if let Some(stack) = without.first() {

@@ -61,6 +61,7 @@ const ADDED_SINCE_COMMITTED: &[&str] = &[
     "stream_messages",
     "budget_repeats",
     "object",
+    "object_message_bytes",
     "object_bytes_moved",
     "goodput_bytes_per_s",
     "client_cpu_s_per_gib",

@@ -122,7 +122,8 @@ impl H2Connection {
             keep: &[],
             answer_limit: self.answer_limit,
         };
-        let generated = upload.then(|| Pieces::new(object.bytes, bulk::CHUNK_BYTES));
+        let generated = upload
+            .then(|| Box::new(Pieces::new(object.bytes, bulk::CHUNK_BYTES)) as bulk::Generated);
         let mut call = self
             .conn
             .open_streamed_with(&head, None, generated, started)

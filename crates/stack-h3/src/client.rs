@@ -107,7 +107,8 @@ impl H3Connection {
             builder = builder.header(http::header::CONTENT_LENGTH, object.bytes);
         }
         let req = builder.body(()).expect("valid request");
-        let generated = upload.then(|| Pieces::new(object.bytes, bulk::CHUNK_BYTES));
+        let generated = upload
+            .then(|| Box::new(Pieces::new(object.bytes, bulk::CHUNK_BYTES)) as bulk::Generated);
         let mut received = 0u64;
         let mut answer = Vec::new();
         let started = Instant::now();

@@ -256,6 +256,11 @@ knobs! {
     /// item).
     #[arg(long, value_name = "download|upload:SIZE")]
     object: cell_opt<Parsed<bench_core::BulkObject>> = None;
+    /// The bulk workload on the gRPC stacks: the size of each message of the object's stream
+    /// (Download's answers, Upload's requests), in bytes, 1024 to 1048576 (the `bytes` field's
+    /// header included).
+    #[arg(long, value_name = "BYTES")]
+    object_message_bytes: cell<u32> = bench_core::bulk::DEFAULT_MESSAGE_BYTES;
     /// Reuse regime only: connections shared by all workers (0 = one per worker).
     #[arg(long)]
     connections: cell<u32> = 0;

@@ -138,6 +138,7 @@ impl Experiment {
             grpc_call: self.grpc_call,
             stream_messages: self.stream_messages,
             bulk: self.object.as_ref().and_then(|o| o.parsed().ok().copied()),
+            bulk_message_bytes: self.object_message_bytes,
         }
     }
 

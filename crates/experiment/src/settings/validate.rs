@@ -642,14 +642,49 @@ impl Experiment {
                 self.grpc_call
             ));
         }
+        let apis: Vec<Api> = self
+            .stacks
+            .iter()
+            .filter_map(|s| stacks::find(s).map(|stack| stack.api()))
+            .collect();
         let limit = self
             .response_body_max_bytes
             .unwrap_or(bench_core::limits::DEFAULT_MAX_BODY_BYTES);
-        if object.direction == bench_core::bulk::Direction::Download && object.bytes > limit {
+        if apis.contains(&Api::Rest)
+            && object.direction == bench_core::bulk::Direction::Download
+            && object.bytes > limit
+        {
             return fail(format!(
                 "{object} is {} B, above response_body_max_bytes ({limit} B): raise response_body_max_bytes to at least {}",
                 object.bytes, object.bytes
             ));
+        }
+        let message = self.object_message_bytes;
+        let (min, max) = (
+            bench_core::bulk::MIN_MESSAGE_BYTES,
+            bench_core::bulk::MAX_MESSAGE_BYTES,
+        );
+        if !(min..=max).contains(&message) {
+            return Err(Invalid {
+                variant: None,
+                key: "object_message_bytes".into(),
+                message: format!("must be {min} to {max}, got {message}"),
+            });
+        }
+        let grpc_limit = self
+            .grpc_max_receive_message_bytes
+            .unwrap_or(bench_core::limits::DEFAULT_GRPC_MAX_RECEIVE_MESSAGE_BYTES);
+        if apis.contains(&Api::Grpc)
+            && object.direction == bench_core::bulk::Direction::Download
+            && u64::from(message) > grpc_limit
+        {
+            return Err(Invalid {
+                variant: None,
+                key: "object_message_bytes".into(),
+                message: format!(
+                    "messages of {message} B are above grpc_max_receive_message_bytes ({grpc_limit} B): raise grpc_max_receive_message_bytes to at least {message}"
+                ),
+            });
         }
         Ok(())
     }

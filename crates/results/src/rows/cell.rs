@@ -277,6 +277,9 @@ row_type! {
         /// The bulk workload's object (`download:16MiB`); empty for the item workload.
         #[serde(default)]
         pub object: Option<String>,
+        /// The bulk workload on a gRPC stack: each message's size; empty otherwise.
+        #[serde(default)]
+        pub object_message_bytes: Option<u32>,
         pub linger_zero: bool,
         /// Absent before the reference run's version: optional for that reason only.
         #[serde(default)]

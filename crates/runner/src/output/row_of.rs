@@ -63,6 +63,9 @@ pub fn planned(cell: &Cell) -> CellRow {
             .map(|_| e.grpc_call.as_str().to_string()),
         stream_messages: e.grpc_call.is_streaming().then_some(e.stream_messages),
         object: e.object.as_ref().map(|o| o.text().to_string()),
+        object_message_bytes: stacks::find(&cell.stack)
+            .filter(|s| e.object.is_some() && s.api() == bench_core::user_service::Api::Grpc)
+            .map(|_| e.object_message_bytes),
         linger_zero: e.linger_zero,
         source_addresses: Some(e.source_addresses),
         path: Some(e.path.as_str().to_string()),
