@@ -251,6 +251,19 @@ fn bad_objects_and_limits_are_refused_before_the_run() {
             "client = \"lean\"",
         ),
         (
+            vec!["--object", "download:1MiB", "--tcp-congestion", "nosuch"],
+            "'nosuch' is not in /proc/sys/net/ipv4/tcp_available_congestion_control",
+        ),
+        (
+            vec![
+                "--object",
+                "download:1MiB",
+                "--netem",
+                "rate=10mbit,queue=1",
+            ],
+            "queue '1' must be 2 to 100000 packets",
+        ),
+        (
             vec!["--object", "download:1MiB", "--object-message-bytes", "100"],
             "must be 1024 to 1048576, got 100",
         ),

@@ -60,6 +60,7 @@ const ADDED_SINCE_COMMITTED: &[&str] = &[
     "grpc_call",
     "stream_messages",
     "budget_repeats",
+    "tcp_congestion",
     "object",
     "object_message_bytes",
     "object_bytes_moved",

@@ -351,6 +351,10 @@ knobs! {
     /// net.core.somaxconn inside a private namespace (default: the kernel's).
     #[arg(long)]
     somaxconn: cell_opt<u32> = None;
+    /// net.ipv4.tcp_congestion_control inside the cell's private namespace: cubic, bbr, reno,
+    /// one of /proc/sys/net/ipv4/tcp_available_congestion_control (default: the kernel's).
+    #[arg(long, value_name = "cubic|bbr|...")]
+    tcp_congestion: cell_opt<String> = None;
     /// QUIC initial RTT estimate in ms (default: quinn's, 333).
     #[arg(long)]
     quic_initial_rtt_ms: cell_opt<u64> = None;

@@ -283,6 +283,19 @@ impl Experiment {
         if self.tcp_tw_reuse.is_some_and(|v| v > 2) {
             return fail("tcp_tw_reuse", "must be 0, 1 or 2".into());
         }
+        if let Some(cc) = &self.tcp_congestion {
+            const AVAILABLE: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";
+            let available = std::fs::read_to_string(AVAILABLE).unwrap_or_default();
+            if !available.split_whitespace().any(|a| a == cc) {
+                return fail(
+                    "tcp_congestion",
+                    format!(
+                        "'{cc}' is not in {AVAILABLE} ({}); load its module (modprobe tcp_{cc}) or pick one listed",
+                        available.trim()
+                    ),
+                );
+            }
+        }
         if self.somaxconn == Some(0) {
             return fail("somaxconn", "must be at least 1".into());
         }

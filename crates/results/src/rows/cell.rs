@@ -246,6 +246,8 @@ row_type! {
         pub tcp_tw_reuse: Option<u8>,
         #[serde(default)]
         pub somaxconn: Option<u32>,
+        #[serde(default)]
+        pub tcp_congestion: Option<String>,
         pub backlog: u32,
         #[serde(default)]
         pub client_nofile: Option<u64>,

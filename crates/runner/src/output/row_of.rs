@@ -46,6 +46,7 @@ pub fn planned(cell: &Cell) -> CellRow {
         port_range: e.port_range.as_ref().map(|r| r.text().to_string()),
         tcp_tw_reuse: e.tcp_tw_reuse,
         somaxconn: e.somaxconn,
+        tcp_congestion: e.tcp_congestion.clone(),
         backlog: e.backlog,
         client_nofile: e.client_nofile,
         request_timeout_ms: e.request_timeout_ms,
