@@ -255,7 +255,8 @@ pub struct Reply {
     pub ttfb: Duration,
     /// From issuing the request to the last body byte, validated.
     pub total: Duration,
-    /// Decoded body bytes (application payload, not wire bytes).
+    /// Decoded body bytes (application payload, not wire bytes); for the bulk workload the
+    /// object's size, whichever way it went (each counted exactly before the reply is made).
     pub body_bytes: u64,
     /// A socket the client opened inside this request because the server had ended the
     /// previous one (`Connection: close`, a close-delimited body, an idle close): its setup,
