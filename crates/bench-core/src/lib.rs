@@ -1,6 +1,7 @@
 //! Shared core of the transport benchmark: the [`stack::Stack`] trait, the workload and its
 //! validation, failure classes, TLS/certificate helpers and TCP plumbing.
 
+pub mod bulk;
 pub mod call;
 pub mod failure;
 pub mod limits;
@@ -13,6 +14,7 @@ pub mod tls;
 pub mod user_service;
 pub mod workload;
 
+pub use bulk::BulkObject;
 pub use call::Call;
 pub use failure::{classify_error, Failure, FailureClass, Phase};
 pub use service_time::{ServiceTime, ServiceTimeSpec};

@@ -89,6 +89,12 @@ pub struct Tuning {
     /// Streaming calls: the messages each call streams (answers of a server-streaming or bidi
     /// call, requests of a client-streaming one).
     pub stream_messages: u32,
+    /// The bulk workload: one object moved per request instead of the item (`object`), on
+    /// the stacks that have it ([`Stack::bulk`]).
+    pub bulk: Option<crate::BulkObject>,
+    /// gRPC stacks, bulk workload: each message's size in bytes (0 =
+    /// [`crate::bulk::DEFAULT_MESSAGE_BYTES`]).
+    pub bulk_message_bytes: u32,
 }
 
 /// Which of the item service's methods a request of our own workload calls. Streaming calls
@@ -249,7 +255,8 @@ pub struct Reply {
     pub ttfb: Duration,
     /// From issuing the request to the last body byte, validated.
     pub total: Duration,
-    /// Decoded body bytes (application payload, not wire bytes).
+    /// Decoded body bytes (application payload, not wire bytes); for the bulk workload the
+    /// object's size, whichever way it went (each counted exactly before the reply is made).
     pub body_bytes: u64,
     /// A socket the client opened inside this request because the server had ended the
     /// previous one (`Connection: close`, a close-delimited body, an idle close): its setup,
@@ -362,6 +369,10 @@ pub trait Stack: Send + Sync + 'static {
     /// only the gRPC stacks have more than the one request of the workload.
     fn grpc_calls(&self) -> &'static [GrpcCall] {
         &[GrpcCall::Unary]
+    }
+    /// Whether its servers and lean client move the bulk workload's objects (`object`).
+    fn bulk(&self) -> bool {
+        false
     }
     /// Binds the listener; the returned future serves.
     async fn bind(&self, settings: ServerSettings) -> anyhow::Result<BoundServer>;

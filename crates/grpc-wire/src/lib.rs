@@ -27,6 +27,7 @@ pub mod item_calls;
 pub mod streams;
 
 pub use item_calls::ItemCalls;
+pub mod bulk;
 
 /// Full method path of the workload's RPC.
 pub const GET_ITEM_PATH: &str = "/bench.v1.ItemService/GetItem";

@@ -69,3 +69,34 @@ pub async fn count_uploads(mut items: tonic::Streaming<Item>) -> Result<PutItems
     }
     Ok(reply)
 }
+
+/// A bulk download's answer: `Chunk`s of the requested size adding up to the object.
+pub type ChunkStream = Pin<Box<dyn Stream<Item = Result<crate::pb::Chunk, Status>> + Send>>;
+
+/// Download: the object's chunks, each made as the connection's flow control takes the one
+/// before (tonic encodes one at a time), so the object is never held.
+pub fn chunks(request: &crate::pb::DownloadRequest) -> Result<ChunkStream, Status> {
+    if !crate::bulk::valid_message_bytes(request.message_bytes) {
+        return Err(Status::invalid_argument(format!(
+            "message_bytes {} is outside {}..={}",
+            request.message_bytes,
+            bench_core::bulk::MIN_MESSAGE_BYTES,
+            bench_core::bulk::MAX_MESSAGE_BYTES
+        )));
+    }
+    let sizes = crate::bulk::message_data_sizes(request.total_bytes, request.message_bytes);
+    Ok(Box::pin(futures::stream::iter(
+        sizes.map(|n| Ok(crate::bulk::chunk_message(n))),
+    )))
+}
+
+/// Upload: the data of the chunks uploaded, counted as they arrive.
+pub async fn count_chunks(
+    mut chunks: tonic::Streaming<crate::pb::Chunk>,
+) -> Result<crate::pb::UploadReply, Status> {
+    let mut reply = crate::pb::UploadReply::default();
+    while let Some(chunk) = chunks.message().await? {
+        reply.bytes += chunk.data.len() as u64;
+    }
+    Ok(reply)
+}

@@ -133,10 +133,23 @@ impl H2Conn {
         body: Option<Bytes>,
         started: Instant,
     ) -> Result<StreamedCall<'_>, Failure> {
+        self.open_streamed_with(head, body, None, started).await
+    }
+
+    /// [`H2Conn::open_streamed`] with a generated body after `body` (a bulk upload: its pieces
+    /// are taken as the windows open, so the object is never held).
+    pub async fn open_streamed_with(
+        &self,
+        head: &RequestHead<'_>,
+        body: Option<Bytes>,
+        generated: Option<bench_core::bulk::Generated>,
+        started: Instant,
+    ) -> Result<StreamedCall<'_>, Failure> {
         let mut body = body;
+        let mut generated = generated;
         let id = poll_fn(|cx| {
             let mut driver = self.driver.lock().expect("connection lock");
-            match driver.core.open_streaming(head, &mut body) {
+            match driver.core.open_streaming(head, &mut body, &mut generated) {
                 Ok(Opened::Stream(id)) => {
                     driver.wakers.push((id, None));
                     Poll::Ready(Ok(id))

@@ -161,6 +161,9 @@ struct Slot {
     keep: &'static [&'static str],
     /// Request body not yet sent (flow control or frame size held it back).
     to_send: Bytes,
+    /// A generated request body (a bulk upload) still to come after `to_send`: taken a piece
+    /// at a time as the windows open, so the object is never held.
+    generated: Option<std::iter::Peekable<bench_core::bulk::Generated>>,
     send_window: i64,
     /// DATA bytes received since our last WINDOW_UPDATE for this stream.
     recv_unacked: u32,
@@ -387,6 +390,17 @@ impl Connection {
         head: &RequestHead<'_>,
         body: &mut Option<Bytes>,
     ) -> Result<Opened, Failure> {
+        self.open_stream_with(head, body, &mut None)
+    }
+
+    /// [`Connection::open_stream`] with a generated body (`generated`, taken when the stream
+    /// opens) after `body`.
+    pub fn open_stream_with(
+        &mut self,
+        head: &RequestHead<'_>,
+        body: &mut Option<Bytes>,
+        generated: &mut Option<bench_core::bulk::Generated>,
+    ) -> Result<Opened, Failure> {
         if let Some(f) = &self.broken {
             return Err(f.clone());
         }
@@ -427,18 +441,23 @@ impl Connection {
         let id = self.next_id;
         self.next_id += 2;
         let body = body.take().unwrap_or_default();
+        let mut generated = generated.take().map(Iterator::peekable);
+        if generated.as_mut().is_some_and(|g| g.peek().is_none()) {
+            generated = None;
+        }
         self.encode_head(head);
         frame::put_header_block(
             &mut self.tx,
             id,
             &self.block,
-            body.is_empty(),
+            body.is_empty() && generated.is_none(),
             self.peer.max_frame_len,
         );
         self.slots.push(Slot {
             id,
             keep: head.keep,
             to_send: body,
+            generated,
             send_window: self.peer.initial_window,
             recv_unacked: 0,
             status: None,
@@ -466,8 +485,9 @@ impl Connection {
         &mut self,
         head: &RequestHead<'_>,
         body: &mut Option<Bytes>,
+        generated: &mut Option<bench_core::bulk::Generated>,
     ) -> Result<Opened, Failure> {
-        let opened = self.open_stream(head, body)?;
+        let opened = self.open_stream_with(head, body, generated)?;
         if let Opened::Stream(id) = opened {
             if let Some(index) = self.slot_index(id) {
                 self.slots[index].streaming = true;
@@ -512,7 +532,8 @@ impl Connection {
             return None;
         }
         let slot = self.slots.swap_remove(index);
-        if !slot.to_send.is_empty() && slot.error.is_none() && self.broken.is_none() {
+        let unsent = !slot.to_send.is_empty() || slot.generated.is_some();
+        if unsent && slot.error.is_none() && self.broken.is_none() {
             // Answered before our body was all sent (RFC 9113 §8.1): stop sending it.
             frame::put_rst_stream(&mut self.tx, id, ErrorCode::NoError);
         }
@@ -637,13 +658,26 @@ impl Connection {
     /// Queues request DATA as far as the windows and the frame size allow.
     fn send_bodies(&mut self) {
         for slot in self.slots.iter_mut() {
-            while !slot.to_send.is_empty() && self.send_window > 0 && slot.send_window > 0 {
+            loop {
+                if slot.to_send.is_empty() {
+                    match slot.generated.as_mut().and_then(Iterator::next) {
+                        Some(piece) => slot.to_send = piece,
+                        None => {
+                            slot.generated = None;
+                            break;
+                        }
+                    }
+                }
+                if self.send_window <= 0 || slot.send_window <= 0 {
+                    break;
+                }
                 let len = (slot.to_send.len() as i64)
                     .min(self.send_window)
                     .min(slot.send_window)
                     .min(self.peer.max_frame_len as i64) as usize;
                 let chunk = slot.to_send.split_to(len);
-                let flags = if slot.to_send.is_empty() {
+                let more = slot.generated.as_mut().is_some_and(|g| g.peek().is_some());
+                let flags = if slot.to_send.is_empty() && !more {
                     flag::END_STREAM
                 } else {
                     0

@@ -483,7 +483,21 @@ impl H3Connection {
     /// error from it fails the request and drops (stops) the stream.
     pub async fn exchange_streamed(
         &self,
+        outgoing: Outgoing,
+        started: Instant,
+        answer_limit: BodyLimit,
+        on_data: &mut OnData<'_>,
+    ) -> Result<Answer, Failure> {
+        self.exchange_generated(outgoing, None, started, answer_limit, on_data)
+            .await
+    }
+
+    /// [`H3Connection::exchange_streamed`] with a generated body after the request's own (a
+    /// bulk upload): each piece is sent as QUIC's flow control takes it, none held longer.
+    pub async fn exchange_generated(
+        &self,
         (req, body): Outgoing,
+        generated: Option<bench_core::bulk::Generated>,
         started: Instant,
         answer_limit: BodyLimit,
         on_data: &mut OnData<'_>,
@@ -496,6 +510,12 @@ impl H3Connection {
         let mut sent = Ok(());
         if let Some(body) = body.filter(|b| !b.is_empty()) {
             sent = stream.send_data(body).await;
+        }
+        for piece in generated.into_iter().flatten() {
+            if sent.is_err() {
+                break;
+            }
+            sent = stream.send_data(piece).await;
         }
         if sent.is_ok() {
             sent = stream.finish().await;

@@ -19,6 +19,8 @@ pub struct Cli {
     pub run: RunArgs,
 }
 
+// Parsed once per process: the serve options' size (its transport tuning) costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Serve one stack until SIGINT/SIGTERM; prints one JSON ready line.

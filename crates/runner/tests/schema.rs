@@ -60,6 +60,13 @@ const ADDED_SINCE_COMMITTED: &[&str] = &[
     "grpc_call",
     "stream_messages",
     "budget_repeats",
+    "tcp_congestion",
+    "object",
+    "object_message_bytes",
+    "object_bytes_moved",
+    "goodput_bytes_per_s",
+    "client_cpu_s_per_gib",
+    "server_cpu_s_per_gib",
 ];
 
 #[test]

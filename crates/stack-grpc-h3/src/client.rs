@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bench_core::{Call, Client, ClientSettings, Connected, Connection, Failure, Reply, WireBytes};
+use grpc_wire::bulk::BulkCalls;
 use grpc_wire::{check_status, unframe, ItemCalls, GRPC_FIELDS};
 use h3_transport::{Answer, H3Transport};
 
@@ -17,6 +18,8 @@ pub struct GrpcH3Client {
     calls: ItemCalls,
     /// `https://{server name}:{port}/bench.v1.ItemService/{method}`.
     uri: http::Uri,
+    /// The bulk workload's calls, instead of the item's, and their URI.
+    bulk: Option<(BulkCalls, http::Uri)>,
 }
 
 impl GrpcH3Client {
@@ -29,10 +32,24 @@ impl GrpcH3Client {
             calls.path()
         )
         .parse()?;
+        let bulk = match BulkCalls::new(settings) {
+            Some(b) => Some((
+                b,
+                format!(
+                    "https://{}:{}{}",
+                    settings.server_name,
+                    settings.target.port(),
+                    b.path()
+                )
+                .parse()?,
+            )),
+            None => None,
+        };
         Ok(GrpcH3Client {
             transport: H3Transport::new(settings, crate::ALPN)?,
             calls,
             uri,
+            bulk,
         })
     }
 }
@@ -46,6 +63,7 @@ impl Client for GrpcH3Client {
                 conn,
                 uri: self.uri.clone(),
                 calls: self.calls.clone(),
+                bulk: self.bulk.clone(),
             }),
             timing,
         })
@@ -60,6 +78,7 @@ struct GrpcH3Connection {
     conn: h3_transport::H3Connection,
     uri: http::Uri,
     calls: ItemCalls,
+    bulk: Option<(BulkCalls, http::Uri)>,
 }
 
 /// A unary call's request head: POST to the method's path with gRPC's two required fields.
@@ -98,6 +117,43 @@ pub(crate) fn answer_status(answer: &Answer) -> Result<(), Failure> {
 }
 
 impl GrpcH3Connection {
+    /// One bulk object: Download's chunks counted as QUIC hands them over, or Upload's chunks
+    /// sent as flow control takes them and the count that comes back checked.
+    async fn bulk(&self, bulk: BulkCalls, uri: &http::Uri) -> Result<Reply, Failure> {
+        let started = Instant::now();
+        let (body, generated) = bulk.body();
+        let mut counter = bulk.counter();
+        let mut answer = Vec::new();
+        let upload = bulk.upload();
+        let end = self
+            .conn
+            .exchange_generated(
+                (call_head(uri), body),
+                generated,
+                started,
+                bulk.answer_limit(),
+                &mut |chunk, _, status| {
+                    not_grpc(status)?;
+                    if upload {
+                        answer.extend_from_slice(chunk);
+                        Ok(())
+                    } else {
+                        counter.feed(chunk)
+                    }
+                },
+            )
+            .await;
+        let total = started.elapsed();
+        let end = end?;
+        answer_status(&end)?;
+        let message = if upload {
+            Some(unframe(&bytes::Bytes::from(answer))?)
+        } else {
+            None
+        };
+        bulk.reply(&counter, message.as_deref(), end.ttfb, total)
+    }
+
     /// A server-streaming or bidi call: the answer's items read and checked as they arrive,
     /// each gap between two told to `on_message`.
     async fn streamed(
@@ -136,6 +192,9 @@ impl Connection for GrpcH3Connection {
         call: Call,
         on_message: &mut (dyn FnMut(Duration) + Send),
     ) -> Result<Reply, Failure> {
+        if let Some((bulk, uri)) = &self.bulk {
+            return self.bulk(*bulk, uri).await;
+        }
         let id = call.id;
         if self.calls.streamed_answer() {
             return self.streamed(id, on_message).await;

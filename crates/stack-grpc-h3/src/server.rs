@@ -9,8 +9,11 @@ use std::sync::Arc;
 use bench_core::workload::{padding, FaultInjector, FaultKind};
 use bench_core::{BoundServer, ServerSettings, ServiceTimeSpec};
 use bytes::{Buf, Bytes};
+use grpc_wire::bulk::{framed_chunks, valid_message_bytes, DOWNLOAD_PATH, UPLOAD_PATH};
 use grpc_wire::health::{health_check_response::ServingStatus, HealthCheckResponse};
-use grpc_wire::pb::{GetItemRequest, Item, ListItemsRequest, PutItemsReply};
+use grpc_wire::pb::{
+    Chunk, DownloadRequest, GetItemRequest, Item, ListItemsRequest, PutItemsReply, UploadReply,
+};
 use grpc_wire::{
     frame, MessageReader, Refusal, CHAT_ITEMS_PATH, GET_ITEM_PATH, HEALTH_CHECK_PATH,
     LIST_ITEMS_PATH, MAX_MESSAGE_BYTES, PUT_ITEMS_PATH, STATUS_INTERNAL, STATUS_UNIMPLEMENTED,
@@ -51,6 +54,8 @@ enum Answer {
     /// A streaming answer: the items of these ids, one message each (a ListItems range is not
     /// collected: its count is the client's).
     Items(Box<dyn Iterator<Item = u64> + Send>),
+    /// A bulk download: its framed chunks, generated as they are sent.
+    Chunks(bench_core::bulk::Generated),
 }
 
 async fn serve_request(resolver: Request, service: &Service) -> anyhow::Result<()> {
@@ -63,6 +68,7 @@ async fn serve_request(resolver: Request, service: &Service) -> anyhow::Result<(
     let mut messages: Vec<Bytes> = Vec::new();
     let mut kept = 0usize;
     let mut upload = PutItemsReply::default();
+    let mut uploaded = UploadReply::default();
     let mut refused: Option<Refusal> = None;
     while let Some(mut chunk) = stream.recv_data().await? {
         if refused.is_none() {
@@ -74,6 +80,10 @@ async fn serve_request(resolver: Request, service: &Service) -> anyhow::Result<(
             }
             loop {
                 match reader.next_message() {
+                    Ok(Some(message)) if path == UPLOAD_PATH => match Chunk::decode(message) {
+                        Ok(chunk) => uploaded.bytes += chunk.data.len() as u64,
+                        Err(_) => refused = Some(not_a("Chunk")),
+                    },
                     Ok(Some(message)) if path == PUT_ITEMS_PATH => match Item::decode(message) {
                         Ok(item) => {
                             upload.count += 1;
@@ -146,6 +156,14 @@ async fn serve_request(resolver: Request, service: &Service) -> anyhow::Result<(
                 }
             }
             PUT_ITEMS_PATH => Answer::Message(frame(&upload)),
+            UPLOAD_PATH => Answer::Message(frame(&uploaded)),
+            DOWNLOAD_PATH => match unary(&messages).map(DownloadRequest::decode) {
+                Ok(Ok(r)) if valid_message_bytes(r.message_bytes) => {
+                    Answer::Chunks(framed_chunks(r.total_bytes, r.message_bytes))
+                }
+                Ok(_) => Answer::Status(not_a("DownloadRequest")),
+                Err(refusal) => Answer::Status(refusal),
+            },
             HEALTH_CHECK_PATH => match unary(&messages) {
                 Ok(_) => Answer::Message(frame(&HealthCheckResponse {
                     status: ServingStatus::Serving as i32,
@@ -160,6 +178,9 @@ async fn serve_request(resolver: Request, service: &Service) -> anyhow::Result<(
     };
     if let Answer::Items(ids) = answer {
         return stream_items(&mut stream, ids, service).await;
+    }
+    if let Answer::Chunks(pieces) = answer {
+        return stream_chunks(&mut stream, pieces).await;
     }
     send(&mut stream, answer).await
 }
@@ -184,6 +205,8 @@ fn not_a(what: &'static str) -> Refusal {
         message: match what {
             "Item" => "request is not an Item",
             "ListItemsRequest" => "request is not a ListItemsRequest",
+            "Chunk" => "request is not a Chunk",
+            "DownloadRequest" => "request is not a valid DownloadRequest",
             _ => "request is not a GetItemRequest",
         },
     }
@@ -231,6 +254,26 @@ async fn stream_items(
             _ => frame(&grpc_wire::item(id, &service.description)),
         };
         stream.send_data(message).await?;
+    }
+    let mut trailers = http::HeaderMap::new();
+    trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+    stream.send_trailers(trailers).await?;
+    stream.finish().await?;
+    Ok(())
+}
+
+/// A bulk download: each piece of its framed chunks sent as QUIC's flow control takes it.
+async fn stream_chunks(
+    stream: &mut Stream,
+    pieces: bench_core::bulk::Generated,
+) -> anyhow::Result<()> {
+    let head = http::Response::builder()
+        .status(200)
+        .header(http::header::CONTENT_TYPE, "application/grpc")
+        .body(())?;
+    stream.send_response(head).await?;
+    for piece in pieces {
+        stream.send_data(piece).await?;
     }
     let mut trailers = http::HeaderMap::new();
     trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
@@ -296,6 +339,7 @@ async fn send(stream: &mut Stream, answer: Answer) -> anyhow::Result<()> {
             stream.send_response(head).await?;
         }
         Answer::Items(_) => unreachable!("streamed by stream_items"),
+        Answer::Chunks(_) => unreachable!("streamed by stream_chunks"),
         Answer::Http(status) => {
             stream
                 .send_response(http::Response::builder().status(status).body(())?)

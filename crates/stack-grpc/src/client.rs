@@ -10,8 +10,10 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use bench_core::net::{TcpConnector, WireCounters};
 use bench_core::{Client, ClientSettings, Connected, Connection, Failure, Reply, WireBytes};
+use bytes::Bytes;
+use grpc_wire::bulk::BulkCalls;
 use grpc_wire::ItemCalls;
-use h2_transport::{H2Conn, RequestHead};
+use h2_transport::{H2Conn, RequestHead, StreamEvent};
 
 use crate::wire::{check_status, read_stream, unframe};
 
@@ -21,6 +23,8 @@ pub struct GrpcClient {
     authority: String,
     /// The method each request calls, its body and how its answer is checked.
     calls: ItemCalls,
+    /// The bulk workload's calls, instead of the item's.
+    bulk: Option<BulkCalls>,
 }
 
 impl GrpcClient {
@@ -30,6 +34,7 @@ impl GrpcClient {
             https: settings.tls.is_some(),
             authority: format!("{}:{}", settings.server_name, settings.target.port()),
             calls: ItemCalls::new(settings),
+            bulk: BulkCalls::new(settings),
         })
     }
 }
@@ -53,6 +58,7 @@ impl Client for GrpcClient {
                     answer_limit: self.calls.answer_limit(),
                 },
                 calls: self.calls.clone(),
+                bulk: self.bulk,
             }),
             timing,
         })
@@ -64,9 +70,55 @@ struct GrpcConnection {
     counters: Arc<WireCounters>,
     head: RequestHead<'static>,
     calls: ItemCalls,
+    bulk: Option<BulkCalls>,
 }
 
 impl GrpcConnection {
+    /// One bulk object: Download's chunks counted as they arrive (the stream's window reopened
+    /// as each is counted), or Upload's chunks sent as the windows take them and the count
+    /// that comes back checked.
+    async fn bulk(&self, bulk: BulkCalls) -> Result<Reply, Failure> {
+        let started = Instant::now();
+        let head = RequestHead {
+            method: "POST",
+            path: bulk.path(),
+            fields: &crate::wire::GRPC_FIELDS,
+            keep: crate::wire::KEEP,
+            answer_limit: bulk.answer_limit(),
+        };
+        let (body, generated) = bulk.body();
+        let mut call = self
+            .conn
+            .open_streamed_with(&head, body, generated, started)
+            .await?;
+        let mut counter = bulk.counter();
+        // An upload's answer: one small message, kept to be read.
+        let mut answer = Vec::new();
+        loop {
+            match call.next().await? {
+                StreamEvent::Data { data, status, .. } => {
+                    if status != 200 {
+                        grpc_wire::check_status(status, None, |_| None)?;
+                    }
+                    if bulk.upload() {
+                        answer.extend_from_slice(&data);
+                    } else {
+                        counter.feed(&data)?;
+                    }
+                }
+                StreamEvent::End(end) => {
+                    check_status(&end)?;
+                    let message = if bulk.upload() {
+                        Some(unframe(&Bytes::from(answer))?)
+                    } else {
+                        None
+                    };
+                    return bulk.reply(&counter, message.as_deref(), end.ttfb, end.total);
+                }
+            }
+        }
+    }
+
     /// A server-streaming or bidi call: the answer's items read and checked as they arrive,
     /// each gap between two told to `on_message`.
     async fn streamed(
@@ -97,6 +149,9 @@ impl Connection for GrpcConnection {
         call: bench_core::Call,
         on_message: &mut (dyn FnMut(Duration) + Send),
     ) -> Result<Reply, Failure> {
+        if let Some(bulk) = self.bulk {
+            return self.bulk(bulk).await;
+        }
         let id = call.id;
         if self.calls.streamed_answer() {
             return self.streamed(id, on_message).await;

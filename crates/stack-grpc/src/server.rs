@@ -90,6 +90,24 @@ impl ItemService for Items {
         Ok(Response::new(reply))
     }
 
+    type DownloadStream = streams::ChunkStream;
+
+    async fn download(
+        &self,
+        req: Request<crate::pb::DownloadRequest>,
+    ) -> Result<Response<streams::ChunkStream>, Status> {
+        streams::chunks(req.get_ref()).map(Response::new)
+    }
+
+    async fn upload(
+        &self,
+        req: Request<tonic::Streaming<crate::pb::Chunk>>,
+    ) -> Result<Response<crate::pb::UploadReply>, Status> {
+        Ok(Response::new(
+            streams::count_chunks(req.into_inner()).await?,
+        ))
+    }
+
     type ChatItemsStream = ItemStream;
 
     async fn chat_items(

@@ -20,9 +20,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use bench_core::bulk::{self, Direction, Pieces};
 use bench_core::net::{Closer, Stream, TcpConnector, WireCounters};
 use bench_core::user_service::{RenderedRequest, RestCalls};
 use bench_core::workload::{rest_reply, ITEMS_PATH};
+use bench_core::BulkObject;
 use bench_core::{
     classify_error, Call, Calls, Client, ClientSettings, Connected, Connection, Failure,
     FailureClass, PayloadProfile, Phase, Reply, WireBytes,
@@ -48,12 +50,16 @@ const CLOSE_BOUND: Duration = Duration::from_secs(1);
 /// Sockets closing in the background per connection; past this the oldest is dropped, so a
 /// server that says `Connection: close` and then never closes cannot pile up descriptors.
 const MAX_CLOSING: usize = 4;
+/// The most a bulk object's read takes into the buffer at once: its body is counted and
+/// dropped, never held.
+const SINK_READ: usize = 64 * 1024;
 
 pub struct H1Client {
     connector: Arc<TcpConnector>,
     payload: PayloadProfile,
     calls: Calls,
     limits: ResponseLimits,
+    bulk: Option<BulkObject>,
 }
 
 impl H1Client {
@@ -75,6 +81,7 @@ impl H1Client {
             payload: settings.payload,
             calls: settings.calls.clone(),
             limits,
+            bulk: settings.tuning.bulk,
         })
     }
 }
@@ -106,6 +113,7 @@ impl Client for H1Client {
                 connector: self.connector.clone(),
                 payload: self.payload,
                 calls: self.calls.clone(),
+                bulk: self.bulk,
             }),
             timing,
         })
@@ -118,6 +126,8 @@ struct H1Connection {
     connector: Arc<TcpConnector>,
     payload: PayloadProfile,
     calls: Calls,
+    /// The bulk workload's object, moved by every request instead of the item.
+    bulk: Option<BulkObject>,
 }
 
 /// Bytes at the socket over every socket this connection has had.
@@ -177,6 +187,8 @@ struct Read {
     /// Bytes of the buffer the response took.
     len: usize,
     body: std::ops::Range<usize>,
+    /// Body bytes counted and dropped (a bulk object's), not in `body`.
+    sunk: u64,
     keep_alive: bool,
 }
 
@@ -205,7 +217,10 @@ impl Io {
                 in_flight: false,
             });
         }
-        let read = match self.send_and_read(&conn.calls, call, started).await {
+        let read = match self
+            .send_and_read(&conn.calls, conn.bulk, call, started)
+            .await
+        {
             Ok(read) => read,
             Err(failure) => {
                 self.retire(conn, Retire::Abort);
@@ -221,8 +236,11 @@ impl Io {
             live.in_flight = false;
         }
         let body = &self.buf[read.body];
-        let reply = match &conn.calls {
-            Calls::Rest(calls) => calls.judge(&call, read.status, body, read.ttfb, total),
+        let reply = match (&conn.calls, conn.bulk) {
+            (Calls::Rest(calls), _) => calls.judge(&call, read.status, body, read.ttfb, total),
+            (_, Some(object)) => {
+                bulk::reply(object, read.status, body, read.sunk, read.ttfb, total)
+            }
             _ => rest_reply(read.status, body, call.id, conn.payload, read.ttfb, total),
         }
         .map(|reply| Reply { reopened, ..reply });
@@ -259,6 +277,7 @@ impl Io {
     async fn send_and_read(
         &mut self,
         calls: &Calls,
+        bulk: Option<BulkObject>,
         call: Call,
         started: Instant,
     ) -> Result<Read, Failure> {
@@ -270,6 +289,23 @@ impl Io {
                 calls.render(&call, &mut self.rendered);
                 write_target_request(&mut self.request, calls, &self.rendered);
                 calls.method(&self.rendered) == "HEAD"
+            }
+            _ if bulk.is_some() => {
+                let object = bulk.expect("checked");
+                write!(
+                    self.request,
+                    "{} {} HTTP/1.1\r\nhost: {}\r\n",
+                    object.rest_method(),
+                    object.rest_path(),
+                    bench_core::tls::SERVER_NAME
+                )
+                .expect("writing to a Vec");
+                if object.direction == Direction::Upload {
+                    write!(self.request, "content-length: {}\r\n", object.bytes)
+                        .expect("writing to a Vec");
+                }
+                self.request.extend_from_slice(b"\r\n");
+                false
             }
             _ => {
                 write!(
@@ -284,7 +320,16 @@ impl Io {
         };
         let io_err = |e: std::io::Error| classify_error(Phase::Request, &e);
         live.stream.write_all(&self.request).await.map_err(io_err)?;
+        if let Some(object) = bulk.filter(|o| o.direction == Direction::Upload) {
+            // The object goes as slices of the shared chunk: nothing of its size is held.
+            for piece in Pieces::new(object.bytes, bulk::CHUNK_BYTES) {
+                live.stream.write_all(&piece).await.map_err(io_err)?;
+            }
+        }
         live.stream.flush().await.map_err(io_err)?;
+        // A download is counted and dropped as it arrives; an upload's answer is its count.
+        let sink = bulk.is_some_and(|o| o.direction == Direction::Download);
+        let mut sunk = 0u64;
 
         let bad = |e: FramingError| match e {
             FramingError::Incomplete => Failure::new(FailureClass::ConnReset, e.to_string()),
@@ -299,6 +344,10 @@ impl Io {
         loop {
             let step = self.parser.advance(&self.buf[pos..]).map_err(bad)?;
             match step.event {
+                Event::Data(range) if sink => {
+                    sunk += range.len() as u64;
+                    pos += step.consumed;
+                }
                 Event::Data(range) => {
                     let (from, to) = (pos + range.start, pos + range.end);
                     if from != body.end {
@@ -329,6 +378,7 @@ impl Io {
                         .parser
                         .body_remaining()
                         .map_or(0, |r| usize::try_from(r).unwrap_or(usize::MAX));
+                    let want = if sink { want.min(SINK_READ) } else { want };
                     make_room(&mut self.buf, want.max(READ_CHUNK / 4));
                     let live = self.live.as_mut().expect("a socket is open");
                     match live.stream.read_buf(&mut self.buf).await {
@@ -352,6 +402,7 @@ impl Io {
             ttfb,
             len: pos,
             body,
+            sunk,
             keep_alive: head.keep_alive,
         })
     }

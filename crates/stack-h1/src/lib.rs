@@ -54,6 +54,9 @@ impl Stack for Http1 {
             ("tls", bench_core::tls::tls_settings()),
         ]
     }
+    fn bulk(&self) -> bool {
+        true
+    }
     async fn bind(&self, settings: ServerSettings) -> anyhow::Result<BoundServer> {
         server::bind(settings)
     }

@@ -16,7 +16,9 @@ use bench_core::{
 };
 use bytes::Bytes;
 
-use h2_transport::{H2Conn, RequestHead};
+use bench_core::bulk::{self, Direction, Pieces};
+use bench_core::BulkObject;
+use h2_transport::{H2Conn, RequestHead, StreamEvent};
 
 pub struct H2Client {
     connector: TcpConnector,
@@ -26,6 +28,7 @@ pub struct H2Client {
     authority: String,
     /// Each answer's body bound (`response_body_max_bytes`).
     answer_limit: BodyLimit,
+    bulk: Option<BulkObject>,
 }
 
 impl H2Client {
@@ -49,6 +52,7 @@ impl H2Client {
             answer_limit: BodyLimit::Bytes(
                 ResponseLimits::from_tuning(&settings.tuning).max_body_bytes,
             ),
+            bulk: settings.tuning.bulk,
         })
     }
 }
@@ -74,6 +78,7 @@ impl Client for H2Client {
                 calls: self.calls.clone(),
                 scratch: Mutex::new(Vec::new()),
                 answer_limit: self.answer_limit,
+                bulk: self.bulk,
             }),
             timing,
         })
@@ -89,6 +94,8 @@ struct H2Connection {
     /// in flight at once).
     scratch: Mutex<Vec<Scratch>>,
     answer_limit: BodyLimit,
+    /// The bulk workload's object, moved by every request instead of the item.
+    bulk: Option<BulkObject>,
 }
 
 /// One target request's buffers.
@@ -99,6 +106,46 @@ struct Scratch {
 }
 
 impl H2Connection {
+    /// One bulk object: a download read as it arrives and counted, never held (the stream's
+    /// window reopens as each piece is counted); an upload sent as the windows take it.
+    async fn bulk_request(&self, object: BulkObject) -> Result<Reply, Failure> {
+        let started = Instant::now();
+        let path = object.rest_path();
+        let length = object.bytes.to_string();
+        let upload = object.direction == Direction::Upload;
+        let upload_fields = [("content-length", length.as_str())];
+        let fields: &[(&str, &str)] = if upload { &upload_fields } else { &[] };
+        let head = RequestHead {
+            method: object.rest_method(),
+            path: &path,
+            fields,
+            keep: &[],
+            answer_limit: self.answer_limit,
+        };
+        let generated = upload
+            .then(|| Box::new(Pieces::new(object.bytes, bulk::CHUNK_BYTES)) as bulk::Generated);
+        let mut call = self
+            .conn
+            .open_streamed_with(&head, None, generated, started)
+            .await?;
+        let mut received = 0u64;
+        // An upload's answer is its count: a few bytes, kept to be read.
+        let mut answer = Vec::new();
+        loop {
+            match call.next().await? {
+                StreamEvent::Data { data, .. } => {
+                    received += data.len() as u64;
+                    if upload && answer.len() < 64 {
+                        answer.extend_from_slice(&data[..data.len().min(64)]);
+                    }
+                }
+                StreamEvent::End(end) => {
+                    return bulk::reply(object, end.status, &answer, received, end.ttfb, end.total)
+                }
+            }
+        }
+    }
+
     async fn target_request(&self, calls: &RestCalls, call: Call) -> Result<Reply, Failure> {
         let mut scratch = self
             .scratch
@@ -144,6 +191,9 @@ impl Connection for H2Connection {
     async fn request(&self, call: Call) -> Result<Reply, Failure> {
         if let Calls::Rest(calls) = &self.calls {
             return self.target_request(calls, call).await;
+        }
+        if let Some(object) = self.bulk {
+            return self.bulk_request(object).await;
         }
         let id = call.id;
         let path = item_path(id);

@@ -10,8 +10,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use bench_core::bulk::{self, Direction, Pieces};
+use bench_core::limits::{BodyLimit, ResponseLimits};
 use bench_core::user_service::{RenderedRequest, RestCalls};
 use bench_core::workload::{item_path, rest_reply};
+use bench_core::BulkObject;
 use bench_core::{
     Call, Calls, Client, ClientSettings, Connected, Connection, Failure, FailureClass,
     PayloadProfile, Reply, WireBytes,
@@ -24,6 +27,8 @@ pub struct H3Client {
     payload: PayloadProfile,
     calls: Calls,
     uri_prefix: String,
+    bulk: Option<BulkObject>,
+    answer_limit: BodyLimit,
 }
 
 impl H3Client {
@@ -50,6 +55,10 @@ impl H3Client {
             payload: settings.payload,
             calls: settings.calls.clone(),
             uri_prefix,
+            bulk: settings.tuning.bulk,
+            answer_limit: BodyLimit::Bytes(
+                ResponseLimits::from_tuning(&settings.tuning).max_body_bytes,
+            ),
         })
     }
 }
@@ -64,6 +73,8 @@ impl Client for H3Client {
                 payload: self.payload,
                 calls: self.calls.clone(),
                 uri_prefix: self.uri_prefix.clone(),
+                bulk: self.bulk,
+                answer_limit: self.answer_limit,
             }),
             timing,
         })
@@ -79,9 +90,48 @@ struct H3Connection {
     payload: PayloadProfile,
     calls: Calls,
     uri_prefix: String,
+    /// The bulk workload's object, moved by every request instead of the item.
+    bulk: Option<BulkObject>,
+    answer_limit: BodyLimit,
 }
 
 impl H3Connection {
+    /// One bulk object: a download counted as QUIC hands it over, never held (the stream's
+    /// window reopens as it is read); an upload sent piece by piece as flow control takes it.
+    async fn bulk_request(&self, object: BulkObject) -> Result<Reply, Failure> {
+        let upload = object.direction == Direction::Upload;
+        let mut builder = http::Request::builder()
+            .method(object.rest_method())
+            .uri(format!("{}{}", self.uri_prefix, object.rest_path()));
+        if upload {
+            builder = builder.header(http::header::CONTENT_LENGTH, object.bytes);
+        }
+        let req = builder.body(()).expect("valid request");
+        let generated = upload
+            .then(|| Box::new(Pieces::new(object.bytes, bulk::CHUNK_BYTES)) as bulk::Generated);
+        let mut received = 0u64;
+        let mut answer = Vec::new();
+        let started = Instant::now();
+        let end = self
+            .conn
+            .exchange_generated(
+                (req, None),
+                generated,
+                started,
+                self.answer_limit,
+                &mut |chunk, _, _| {
+                    received += chunk.len() as u64;
+                    if upload && answer.len() < 64 {
+                        answer.extend_from_slice(&chunk[..chunk.len().min(64)]);
+                    }
+                    Ok(())
+                },
+            )
+            .await?;
+        let total = started.elapsed();
+        bulk::reply(object, end.status, &answer, received, end.ttfb, total)
+    }
+
     /// A target's request for `call`, or a failure if the rendering is not valid HTTP.
     fn target_request(&self, calls: &RestCalls, call: &Call) -> Result<Outgoing, Failure> {
         let mut rendered = RenderedRequest::default();
@@ -111,6 +161,9 @@ impl H3Connection {
 #[async_trait]
 impl Connection for H3Connection {
     async fn request(&self, call: Call) -> Result<Reply, Failure> {
+        if let (Some(object), Calls::Item) = (self.bulk, &self.calls) {
+            return self.bulk_request(object).await;
+        }
         let outgoing = match &self.calls {
             Calls::Rest(calls) => self.target_request(calls, &call)?,
             _ => (

@@ -51,6 +51,9 @@ impl Stack for H1Copy {
     fn server_settings(&self) -> Vec<(&'static str, String)> {
         H1.server_settings()
     }
+    fn bulk(&self) -> bool {
+        H1.bulk()
+    }
     // `async_trait`'s desugared signature, delegating to the HTTP/1.1 stack's future.
     fn bind<'life0, 'async_trait>(
         &'life0 self,

@@ -85,16 +85,40 @@ impl Netns {
             ns.kind = crate::netem::emulator::select(netem, || {
                 run("tc", &qdisc.iter().map(String::as_str).collect::<Vec<_>>()).is_ok()
             });
-            // The netem qdisc takes the rate itself; otherwise tbf shapes it.
-            let qdisc_has_rate = ns.kind == Some(EmulatorKind::NetemQdisc);
+            // The netem qdisc takes the rate itself (unless a queue is asked for, which is
+            // tbf's); otherwise tbf shapes it.
+            let qdisc_has_rate =
+                ns.kind == Some(EmulatorKind::NetemQdisc) && netem.queue_packets.is_none();
             if let Some(rate) = netem.rate.as_ref().filter(|_| !qdisc_has_rate) {
+                let mut args: Vec<String> = [
+                    "-n", &ns.name, "qdisc", "add", "dev", "lo", "root", "tbf", "rate", rate,
+                ]
+                .map(String::from)
+                .to_vec();
+                // A shaped link carries link-sized packets: loopback's 64 KiB ones are larger
+                // than the bucket (tbf drops them, and a bulk transfer crawls), and would make
+                // a queue of N packets one of megabytes.
+                let mtu = experiment::settings::Netem::LINK_MTU;
                 run(
-                    "tc",
-                    &[
-                        "-n", &ns.name, "qdisc", "add", "dev", "lo", "root", "tbf", "rate", rate,
-                        "burst", "64kb", "latency", "1s",
-                    ],
+                    "ip",
+                    &["-n", &ns.name, "link", "set", "lo", "mtu", &mtu.to_string()],
                 )?;
+                match netem.queue_packets {
+                    Some(packets) => {
+                        // The bucket holds what the kernel's timer lets through between ticks
+                        // (rate / 250 Hz), at least two packets.
+                        let bits = netem.rate_bits_per_s().unwrap_or(1e9);
+                        let burst = ((bits / 8.0 / 250.0) as u64).max(2 * u64::from(mtu));
+                        args.extend([
+                            "burst".into(),
+                            burst.to_string(),
+                            "limit".into(),
+                            (u64::from(packets) * u64::from(mtu)).to_string(),
+                        ]);
+                    }
+                    None => args.extend(["burst", "64kb", "latency", "1s"].map(String::from)),
+                }
+                run("tc", &args.iter().map(String::as_str).collect::<Vec<_>>())?;
             }
             if ns.kind.is_some() {
                 // A queued packet still counts as in the host, and TCP autocorking would hold
@@ -226,7 +250,11 @@ pub(crate) fn netem_qdisc_args(ns: &str, dev: &str, netem: &Netem) -> Vec<String
     if netem.loss_pct > 0.0 {
         args.extend(["loss".into(), format!("{}%", netem.loss_pct)]);
     }
-    if let Some(rate) = &netem.rate {
+    if let Some(rate) = netem
+        .rate
+        .as_ref()
+        .filter(|_| netem.queue_packets.is_none())
+    {
         args.extend(["rate".into(), rate.clone()]);
     }
     args

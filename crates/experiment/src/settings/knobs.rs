@@ -248,6 +248,19 @@ knobs! {
     /// Streaming calls (`grpc_call`): the messages one call streams.
     #[arg(long, value_name = "N")]
     stream_messages: cell<u32> = bench_core::stack::DEFAULT_STREAM_MESSAGES;
+    /// The bulk workload: every request moves one object instead of the item,
+    /// download:<size> (the server streams it) or upload:<size> (the client streams it, the
+    /// server answers with the count it received), size in B, KiB, MiB or GiB (download:16MiB);
+    /// counted as it arrives and never held, each answer's byte count checked exactly. A
+    /// download above response_body_max_bytes is refused before the run (default: none, the
+    /// item).
+    #[arg(long, value_name = "download|upload:SIZE")]
+    object: cell_opt<Parsed<bench_core::BulkObject>> = None;
+    /// The bulk workload on the gRPC stacks: the size of each message of the object's stream
+    /// (Download's answers, Upload's requests), in bytes, 1024 to 1048576 (the `bytes` field's
+    /// header included).
+    #[arg(long, value_name = "BYTES")]
+    object_message_bytes: cell<u32> = bench_core::bulk::DEFAULT_MESSAGE_BYTES;
     /// Reuse regime only: connections shared by all workers (0 = one per worker).
     #[arg(long)]
     connections: cell<u32> = 0;
@@ -338,6 +351,10 @@ knobs! {
     /// net.core.somaxconn inside a private namespace (default: the kernel's).
     #[arg(long)]
     somaxconn: cell_opt<u32> = None;
+    /// net.ipv4.tcp_congestion_control inside the cell's private namespace: cubic, bbr, reno,
+    /// one of /proc/sys/net/ipv4/tcp_available_congestion_control (default: the kernel's).
+    #[arg(long, value_name = "cubic|bbr|...")]
+    tcp_congestion: cell_opt<String> = None;
     /// QUIC initial RTT estimate in ms (default: quinn's, 333).
     #[arg(long)]
     quic_initial_rtt_ms: cell_opt<u64> = None;

@@ -98,6 +98,9 @@ impl Experiment {
         if let Some(v) = self.somaxconn {
             sysctls.push(format!("net.core.somaxconn={v}"));
         }
+        if let Some(v) = &self.tcp_congestion {
+            sysctls.push(format!("net.ipv4.tcp_congestion_control={v}"));
+        }
         sysctls
     }
 
@@ -106,6 +109,7 @@ impl Experiment {
             || self.port_range.is_some()
             || self.tcp_tw_reuse.is_some()
             || self.somaxconn.is_some()
+            || self.tcp_congestion.is_some()
     }
 
     /// These settings as results record them: targets with literal credentials redacted
@@ -137,6 +141,8 @@ impl Experiment {
             quic_endpoint: self.quic_endpoint,
             grpc_call: self.grpc_call,
             stream_messages: self.stream_messages,
+            bulk: self.object.as_ref().and_then(|o| o.parsed().ok().copied()),
+            bulk_message_bytes: self.object_message_bytes,
         }
     }
 

@@ -273,6 +273,7 @@ impl Experiment {
                 ),
             );
         }
+        self.check_object()?;
         if let Some(Err(e)) = self.netem.as_ref().map(|n| n.parsed()) {
             return fail("netem", e.to_string());
         }
@@ -281,6 +282,19 @@ impl Experiment {
         }
         if self.tcp_tw_reuse.is_some_and(|v| v > 2) {
             return fail("tcp_tw_reuse", "must be 0, 1 or 2".into());
+        }
+        if let Some(cc) = &self.tcp_congestion {
+            const AVAILABLE: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";
+            let available = std::fs::read_to_string(AVAILABLE).unwrap_or_default();
+            if !available.split_whitespace().any(|a| a == cc) {
+                return fail(
+                    "tcp_congestion",
+                    format!(
+                        "'{cc}' is not in {AVAILABLE} ({}); load its module (modprobe tcp_{cc}) or pick one listed",
+                        available.trim()
+                    ),
+                );
+            }
         }
         if self.somaxconn == Some(0) {
             return fail("somaxconn", "must be at least 1".into());
@@ -561,8 +575,9 @@ impl Experiment {
                 );
             }
         }
-        let ours_only: [(&str, bool); 6] = [
+        let ours_only: [(&str, bool); 7] = [
             ("server_fault", self.server_fault.is_some()),
+            ("object", self.object.is_some()),
             ("service_time", self.service_time.is_some()),
             ("service_cpu_us", self.service_cpu_us > 0),
             ("payload", self.payload != PayloadProfile::default()),
@@ -592,6 +607,101 @@ pub struct Invalid {
 }
 
 impl Experiment {
+    /// The bulk workload's object against the stacks, the client and the answer limits: a
+    /// download larger than the body limit is refused here, naming the knob to raise, rather
+    /// than failing every request of the run.
+    fn check_object(&self) -> Result<(), Invalid> {
+        let fail = |message: String| {
+            Err(Invalid {
+                variant: None,
+                key: "object".to_string(),
+                message,
+            })
+        };
+        let Some(object) = &self.object else {
+            return Ok(());
+        };
+        let object = match object.parsed() {
+            Ok(o) => *o,
+            Err(e) => return fail(e.to_string()),
+        };
+        let without: Vec<&str> = self
+            .stacks
+            .iter()
+            .filter(|s| stacks::find(s).is_some_and(|stack| !stack.bulk()))
+            .map(String::as_str)
+            .collect();
+        if !without.is_empty() {
+            let with: Vec<&str> = stacks::stacks()
+                .into_iter()
+                .filter(|stack| stack.bulk())
+                .map(|stack| stack.name())
+                .collect();
+            return fail(format!(
+                "{} have no bulk workload yet (set stacks to {})",
+                without.join(", "),
+                with.join(", ")
+            ));
+        }
+        if self.client == bench_core::ClientImplementation::Library {
+            return fail(
+                "the library clients hold whole answers; the bulk workload needs client = \"lean\""
+                    .into(),
+            );
+        }
+        if self.grpc_call.is_streaming() {
+            return fail(format!(
+                "moves one object per request; it cannot be combined with grpc_call = \"{}\"",
+                self.grpc_call
+            ));
+        }
+        let apis: Vec<Api> = self
+            .stacks
+            .iter()
+            .filter_map(|s| stacks::find(s).map(|stack| stack.api()))
+            .collect();
+        let limit = self
+            .response_body_max_bytes
+            .unwrap_or(bench_core::limits::DEFAULT_MAX_BODY_BYTES);
+        if apis.contains(&Api::Rest)
+            && object.direction == bench_core::bulk::Direction::Download
+            && object.bytes > limit
+        {
+            return fail(format!(
+                "{object} is {} B, above response_body_max_bytes ({limit} B): raise response_body_max_bytes to at least {}",
+                object.bytes, object.bytes
+            ));
+        }
+        let message = self.object_message_bytes;
+        let (min, max) = (
+            bench_core::bulk::MIN_MESSAGE_BYTES,
+            bench_core::bulk::MAX_MESSAGE_BYTES,
+        );
+        if !(min..=max).contains(&message) {
+            return Err(Invalid {
+                variant: None,
+                key: "object_message_bytes".into(),
+                message: format!("must be {min} to {max}, got {message}"),
+            });
+        }
+        let grpc_limit = self
+            .grpc_max_receive_message_bytes
+            .unwrap_or(bench_core::limits::DEFAULT_GRPC_MAX_RECEIVE_MESSAGE_BYTES);
+        if apis.contains(&Api::Grpc)
+            && object.direction == bench_core::bulk::Direction::Download
+            && u64::from(message) > grpc_limit
+        {
+            return Err(Invalid {
+                variant: None,
+                key: "object_message_bytes".into(),
+                message: format!(
+                    "messages of {message} B are above grpc_max_receive_message_bytes ({grpc_limit} B): raise grpc_max_receive_message_bytes to at least {message}"
+                ),
+            });
+        }
+        Ok(())
+    }
+
     /// The mesh knobs against the rest: a proxy that cannot carry a stack, a path the
     /// executor cannot build, or a knob a proxied path contradicts, each as one line.
     pub(super) fn check_mesh(&self) -> Result<(), Invalid> {

@@ -216,6 +216,18 @@ row_type! {
         pub message_gap_p999_us: Option<u64>,
         #[serde(default)]
         pub message_gap_max_us: Option<u64>,
+        /// Bulk workload: the application bytes the successful requests moved (objects
+        /// downloaded or uploaded, each counted exactly), those bytes per second of the
+        /// measured phase (`elapsed_s`), and the load generator's and the server's CPU seconds
+        /// per GiB of them; empty for the item workload.
+        #[serde(default)]
+        pub object_bytes_moved: Option<u64>,
+        #[serde(default, serialize_with = "fmt::opt_dec::<1, _>")]
+        pub goodput_bytes_per_s: Option<f64>,
+        #[serde(default, serialize_with = "fmt::opt_dec::<4, _>")]
+        pub client_cpu_s_per_gib: Option<f64>,
+        #[serde(default, serialize_with = "fmt::opt_dec::<4, _>")]
+        pub server_cpu_s_per_gib: Option<f64>,
         /// TCP connections in TIME_WAIT in the load generator's network namespace (summed
         /// over load generators) at the measured phase's start, at its end, and the largest
         /// sampled reading; empty when not read, and in runs from before.
@@ -234,6 +246,8 @@ row_type! {
         pub tcp_tw_reuse: Option<u8>,
         #[serde(default)]
         pub somaxconn: Option<u32>,
+        #[serde(default)]
+        pub tcp_congestion: Option<String>,
         pub backlog: u32,
         #[serde(default)]
         pub client_nofile: Option<u64>,
@@ -262,6 +276,12 @@ row_type! {
         pub grpc_call: Option<String>,
         #[serde(default)]
         pub stream_messages: Option<u32>,
+        /// The bulk workload's object (`download:16MiB`); empty for the item workload.
+        #[serde(default)]
+        pub object: Option<String>,
+        /// The bulk workload on a gRPC stack: each message's size; empty otherwise.
+        #[serde(default)]
+        pub object_message_bytes: Option<u32>,
         pub linger_zero: bool,
         /// Absent before the reference run's version: optional for that reason only.
         #[serde(default)]

@@ -46,6 +46,7 @@ pub fn planned(cell: &Cell) -> CellRow {
         port_range: e.port_range.as_ref().map(|r| r.text().to_string()),
         tcp_tw_reuse: e.tcp_tw_reuse,
         somaxconn: e.somaxconn,
+        tcp_congestion: e.tcp_congestion.clone(),
         backlog: e.backlog,
         client_nofile: e.client_nofile,
         request_timeout_ms: e.request_timeout_ms,
@@ -62,6 +63,10 @@ pub fn planned(cell: &Cell) -> CellRow {
             .filter(|s| s.grpc_calls().len() > 1)
             .map(|_| e.grpc_call.as_str().to_string()),
         stream_messages: e.grpc_call.is_streaming().then_some(e.stream_messages),
+        object: e.object.as_ref().map(|o| o.text().to_string()),
+        object_message_bytes: stacks::find(&cell.stack)
+            .filter(|s| e.object.is_some() && s.api() == bench_core::user_service::Api::Grpc)
+            .map(|_| e.object_message_bytes),
         linger_zero: e.linger_zero,
         source_addresses: Some(e.source_addresses),
         path: Some(e.path.as_str().to_string()),
@@ -96,6 +101,13 @@ pub fn finished(r: &CellResult) -> CellRow {
     let net = env.and_then(|e| e.net);
     let counter = |column: &str| net.and_then(|n| n.deltas.get(column));
     let (server, client) = (&r.server, &r.client);
+    // The bulk workload: every success moved one object, counted exactly (`body_bytes`).
+    let bulk = r.cell.settings.object.is_some();
+    let moved = bulk.then_some(m.body_bytes);
+    let per_gib = |cpu_s: f64| {
+        let gib = m.body_bytes as f64 / f64::from(1u32 << 30);
+        (gib > 0.0).then(|| cpu_s / gib)
+    };
     let proxy_client = r.proxies.as_ref().and_then(|p| p.client);
     let proxy_server = r.proxies.as_ref().and_then(|p| p.server);
     CellRow {
@@ -205,6 +217,14 @@ pub fn finished(r: &CellResult) -> CellRow {
         message_gap_p99_us: gaps(gap.p99),
         message_gap_p999_us: gaps(gap.p999),
         message_gap_max_us: gaps(gap.max),
+        object_bytes_moved: moved,
+        goodput_bytes_per_s: moved
+            .filter(|_| r.elapsed_s > 0.0)
+            .map(|b| b as f64 / r.elapsed_s),
+        client_cpu_s_per_gib: moved.and_then(|_| per_gib(client.cpu_s)),
+        server_cpu_s_per_gib: moved
+            .filter(|_| server.sampled)
+            .and_then(|_| per_gib(server.cpu_s)),
         tcp_time_wait_before: client.tcp_time_wait.map(|t| t.before),
         tcp_time_wait_after: client.tcp_time_wait.map(|t| t.after),
         tcp_time_wait_peak: client.tcp_time_wait.map(|t| t.peak),

@@ -36,6 +36,23 @@ macro_rules! item_service {
             Ok(tonic::Response::new(reply))
         }
 
+        type DownloadStream = grpc_wire::streams::ChunkStream;
+
+        async fn download(
+            &self,
+            req: tonic::Request<grpc_wire::pb::DownloadRequest>,
+        ) -> Result<tonic::Response<Self::DownloadStream>, tonic::Status> {
+            grpc_wire::streams::chunks(req.get_ref()).map(tonic::Response::new)
+        }
+
+        async fn upload(
+            &self,
+            req: tonic::Request<tonic::Streaming<grpc_wire::pb::Chunk>>,
+        ) -> Result<tonic::Response<grpc_wire::pb::UploadReply>, tonic::Status> {
+            let reply = grpc_wire::streams::count_chunks(req.into_inner()).await?;
+            Ok(tonic::Response::new(reply))
+        }
+
         type ChatItemsStream = grpc_wire::streams::ItemStream;
 
         async fn chat_items(
