@@ -103,7 +103,7 @@ pub fn reply(
     received: u64,
     ttfb: std::time::Duration,
     total: std::time::Duration,
-) -> Result<crate::Reply, Failure> {
+) -> Result<crate::reply::Reply, Failure> {
     if status != 200 {
         return Err(
             Failure::new(FailureClass::BadStatus, format!("HTTP status {status}"))
@@ -114,7 +114,7 @@ pub fn reply(
         Direction::Download => object.check_received(received)?,
         Direction::Upload => object.check_upload_answer(answer)?,
     }
-    Ok(crate::Reply {
+    Ok(crate::reply::Reply {
         ttfb,
         total,
         body_bytes: object.bytes,

@@ -6,6 +6,7 @@ pub mod call;
 pub mod failure;
 pub mod limits;
 pub mod net;
+pub mod reply;
 pub mod service_time;
 pub mod source;
 pub mod stack;
@@ -17,11 +18,11 @@ pub mod workload;
 pub use bulk::BulkObject;
 pub use call::Call;
 pub use failure::{classify_error, Failure, FailureClass, Phase};
+pub use reply::{ConnectTiming, Reply};
 pub use service_time::{ServiceTime, ServiceTimeSpec};
 pub use stack::{
-    BoundServer, Client, ClientImplementation, ClientSettings, ConnectTiming, Connected,
-    Connection, GrpcCall, HttpVersion, QuicEndpoint, Reply, ServerSettings, Stack, Tuning,
-    WireBytes,
+    BoundServer, Client, ClientImplementation, ClientSettings, Connected, Connection, GrpcCall,
+    HttpVersion, QuicEndpoint, ServerSettings, Stack, Tuning, WireBytes,
 };
 pub use tls::{ClientTls, HandshakeVariant};
 pub use user_service::{Api, Calls};

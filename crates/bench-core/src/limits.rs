@@ -4,7 +4,8 @@
 //! as `bad_body`, naming the limit, instead of holding the load generator until the request
 //! timeout; each worker holds at most one answer that large, so the limits bound its memory.
 
-use crate::{Failure, FailureClass, Tuning};
+use crate::failure::{Failure, FailureClass};
+use crate::stack::Tuning;
 
 /// Default bound on a response head: status line, header lines and the blank line, together
 /// with any interim (1xx) heads before it (HTTP/1.1); the decoded field section (HTTP/3).

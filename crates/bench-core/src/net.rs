@@ -15,8 +15,9 @@ pub use tokio_rustls::TlsAcceptor;
 use tokio_rustls::TlsConnector;
 
 use crate::failure::{classify_error, timeout_class, Failure, Phase};
+use crate::reply::ConnectTiming;
 use crate::source::{bind_tcp_source, SourceAddresses};
-use crate::stack::{ClientSettings, ConnectTiming, ServerSettings, WireBytes};
+use crate::stack::{ClientSettings, ServerSettings, WireBytes};
 
 /// Byte counters of one connection, shared between the stream and its owner.
 #[derive(Debug, Default)]

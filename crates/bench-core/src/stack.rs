@@ -9,6 +9,7 @@ use futures::future::BoxFuture;
 
 use crate::call::Call;
 use crate::failure::Failure;
+use crate::reply::{ConnectTiming, Reply};
 use crate::service_time::ServiceTimeSpec;
 use crate::tls::{ClientTls, ServerIdentity};
 use crate::user_service::{Api, Calls};
@@ -91,7 +92,7 @@ pub struct Tuning {
     pub stream_messages: u32,
     /// The bulk workload: one object moved per request instead of the item (`object`), on
     /// the stacks that have it ([`Stack::bulk`]).
-    pub bulk: Option<crate::BulkObject>,
+    pub bulk: Option<crate::bulk::BulkObject>,
     /// gRPC stacks, bulk workload: each message's size in bytes (0 =
     /// [`crate::bulk::DEFAULT_MESSAGE_BYTES`]).
     pub bulk_message_bytes: u32,
@@ -235,40 +236,6 @@ pub struct BoundServer {
     pub local_addr: SocketAddr,
     /// Serves until dropped or until it fails.
     pub serving: BoxFuture<'static, anyhow::Result<()>>,
-}
-
-/// Time spent opening a connection, by phase.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ConnectTiming {
-    /// TCP three-way handshake (zero for QUIC).
-    pub tcp_connect: Duration,
-    /// TLS handshake over TCP, or the QUIC handshake (zero in plaintext).
-    pub handshake: Duration,
-    /// Whether the TLS/QUIC session was resumed rather than fully negotiated.
-    pub resumed: bool,
-}
-
-/// A validated successful answer.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Reply {
-    /// From issuing the request to receiving the response head.
-    pub ttfb: Duration,
-    /// From issuing the request to the last body byte, validated.
-    pub total: Duration,
-    /// Decoded body bytes (application payload, not wire bytes); for the bulk workload the
-    /// object's size, whichever way it went (each counted exactly before the reply is made).
-    pub body_bytes: u64,
-    /// A socket the client opened inside this request because the server had ended the
-    /// previous one (`Connection: close`, a close-delimited body, an idle close): its setup,
-    /// so that it is counted with the connections the runner opened.
-    pub reopened: Option<ConnectTiming>,
-    /// A streaming call's messages: received (server streaming, bidi) or sent (client
-    /// streaming); 0 for a call that streams nothing. For a streaming answer `ttfb` is the
-    /// first message's arrival.
-    pub messages: u32,
-    /// The call was a streaming one (client-streaming, server-streaming or bidi), whatever
-    /// its `messages`: the calls `messages_per_call_mean` averages over.
-    pub streamed: bool,
 }
 
 /// Cumulative bytes at the socket for one connection: TCP payload (including TLS records and

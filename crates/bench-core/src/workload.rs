@@ -213,7 +213,7 @@ pub fn rest_reply(
     profile: PayloadProfile,
     ttfb: Duration,
     total: Duration,
-) -> Result<crate::Reply, Failure> {
+) -> Result<crate::reply::Reply, Failure> {
     if status != 200 {
         return Err(
             Failure::new(FailureClass::BadStatus, format!("HTTP status {status}"))
@@ -221,7 +221,7 @@ pub fn rest_reply(
         );
     }
     validate_json_item(body, id, profile)?;
-    Ok(crate::Reply {
+    Ok(crate::reply::Reply {
         messages: 0,
         reopened: None,
         streamed: false,

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use crate::call::Call;
 use crate::failure::{Failure, FailureClass};
+use crate::reply::Reply;
 use crate::user_service::{DataRows, Endpoint, IdRange, RequestMix, RestTarget, Sources, Template};
-use crate::Reply;
 
 /// A REST target compiled for sending: one request (the short form) or a weighted mix.
 #[derive(Debug)]

@@ -12,7 +12,7 @@ use super::mesh::{MeshPath, Pool, ProxyKind};
 use super::netem_spec::Netem;
 use super::parsed::Parsed;
 use super::rate_sweep::RateSweep;
-use super::types::{CellOrder, Executor, HostNamespaces, Pacing, Threshold};
+use super::types::{CellOrder, Executor, HostNamespaces, ListenAddr, Pacing, Threshold};
 use super::values::{
     parse_duration_s, parse_labels, parse_name, parse_regimes, Labels, PodResources, PortRange,
     RegimeList,
@@ -327,7 +327,7 @@ knobs! {
     /// (on 127.0.0.1) or IP:PORT; an address other than loopback also needs
     /// metrics_listen_public (default: none, no endpoint).
     #[arg(long, value_name = "[IP:]PORT")]
-    metrics_listen: run_opt<super::Parsed<super::ListenAddr>> = None;
+    metrics_listen: run_opt<Parsed<ListenAddr>> = None;
     /// Let metrics_listen be an address other than loopback: whoever reaches it reads the
     /// run's cells and figures (the endpoint has no authentication).
     #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
