@@ -4,50 +4,13 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use common::*;
 
 const TOKEN: &str = "agents-test-token-0123456789";
-
-/// A `runner agent` on 127.0.0.1 (port chosen by the kernel), killed when dropped.
-struct Agent {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Agent {
-    fn start(certs: &Path, token: &str) -> Agent {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_runner"))
-            .args(["agent", "--listen", "127.0.0.1:0", "--certs"])
-            .arg(certs)
-            .env("TBENCH_AGENT_TOKEN", token)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("runner agent starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let ready: serde_json::Value = serde_json::from_str(&line).expect("ready line");
-        Agent {
-            child,
-            addr: ready["agent"].as_str().unwrap().to_string(),
-        }
-    }
-}
 
 fn run_with_agents(
     agents: &[&Agent],

@@ -10,7 +10,7 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -296,41 +296,7 @@ fn a_non_loopback_address_needs_metrics_listen_public() {
     );
 }
 
-/// A `runner agent` on 127.0.0.1, killed when dropped.
-struct Agent {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 const TOKEN: &str = "live-metrics-test-token-0123456789";
-
-fn start_agent(certs: &Path) -> Agent {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_runner"))
-        .args(["agent", "--listen", "127.0.0.1:0", "--certs"])
-        .arg(certs)
-        .env("TBENCH_AGENT_TOKEN", TOKEN)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("runner agent starts");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let ready: serde_json::Value = serde_json::from_str(&line).expect("ready line");
-    Agent {
-        child,
-        addr: ready["agent"].as_str().unwrap().to_string(),
-    }
-}
 
 /// The value of the sample of `metric` whose line holds `with`, in an exposition.
 fn sample(text: &str, metric: &str, with: &str) -> Option<f64> {
@@ -344,7 +310,7 @@ fn sample(text: &str, metric: &str, with: &str) -> Option<f64> {
 fn with_agents_the_runners_endpoint_shows_their_sum() {
     let tmp = tempfile::tempdir().unwrap();
     let certs = tmp.path().join("certs");
-    let agents = [start_agent(&certs), start_agent(&certs)];
+    let agents = [Agent::start(&certs, TOKEN), Agent::start(&certs, TOKEN)];
     let list = format!("{},{}", agents[0].addr, agents[1].addr);
     let port = test_servers::free_port();
     // The test is the scraper: every 100 ms until the run is over.

@@ -200,3 +200,41 @@ pub fn resume(dir: &Path, certs: &Path) -> Output {
         .output()
         .unwrap()
 }
+
+/// A `runner agent` on 127.0.0.1 (port chosen by the kernel), killed when dropped.
+pub struct Agent {
+    pub child: std::process::Child,
+    pub addr: String,
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Agent {
+    pub fn start(certs: &Path, token: &str) -> Agent {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_runner"))
+            .args(["agent", "--listen", "127.0.0.1:0", "--certs"])
+            .arg(certs)
+            .env("TBENCH_AGENT_TOKEN", token)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .expect("runner agent starts");
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let ready: serde_json::Value = serde_json::from_str(&line).expect("ready line");
+        Agent {
+            child,
+            addr: ready["agent"].as_str().unwrap().to_string(),
+        }
+    }
+}
