@@ -154,6 +154,34 @@ pub(crate) fn ticks(lo: f64, hi: f64) -> Vec<f64> {
     (first..=last).map(|i| i as f64 * step).collect()
 }
 
+/// The x ticks' labels under the plot, both axes and their labels: the same on every chart.
+pub(crate) fn x_ticks_and_axes(
+    svg: &mut String,
+    x_ticks: &[f64],
+    px: impl Fn(f64) -> f64,
+    x_label: &str,
+    y_label: &str,
+) {
+    for x in x_ticks {
+        let _ = write!(
+            svg,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="10" font-family="sans-serif">{}</text>"#,
+            px(*x),
+            H - BOTTOM + 14.0,
+            fmt_tick(*x)
+        );
+    }
+    let _ = write!(
+        svg,
+        r##"<line x1="{LEFT}" y1="{b:.1}" x2="{r:.1}" y2="{b:.1}" stroke="#333"/><line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{b:.1}" stroke="#333"/><text x="{cx:.1}" y="{:.1}" text-anchor="middle" font-size="11" font-family="sans-serif">{x_label}</text><text transform="translate(14 {cy:.1}) rotate(-90)" text-anchor="middle" font-size="11" font-family="sans-serif">{y_label}</text>"##,
+        H - 8.0,
+        b = H - BOTTOM,
+        r = W - RIGHT,
+        cx = (W - RIGHT + LEFT) / 2.0,
+        cy = (H - BOTTOM + TOP) / 2.0,
+    );
+}
+
 pub(crate) fn fmt_tick(v: f64) -> String {
     if v.abs() >= 10_000.0 {
         format!("{:.0}k", v / 1000.0)
@@ -254,24 +282,7 @@ pub fn line_chart_on(
     let mut x_values: Vec<f64> = xs.clone();
     x_values.sort_by(f64::total_cmp);
     x_values.dedup();
-    for x in &x_values {
-        let _ = write!(
-            svg,
-            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="10" font-family="sans-serif">{}</text>"#,
-            px(*x),
-            H - BOTTOM + 14.0,
-            fmt_tick(*x)
-        );
-    }
-    let _ = write!(
-        svg,
-        r##"<line x1="{LEFT}" y1="{b:.1}" x2="{r:.1}" y2="{b:.1}" stroke="#333"/><line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{b:.1}" stroke="#333"/><text x="{cx:.1}" y="{:.1}" text-anchor="middle" font-size="11" font-family="sans-serif">{x_label}</text><text transform="translate(14 {cy:.1}) rotate(-90)" text-anchor="middle" font-size="11" font-family="sans-serif">{y_label}</text>"##,
-        H - 8.0,
-        b = H - BOTTOM,
-        r = W - RIGHT,
-        cx = (W - RIGHT + LEFT) / 2.0,
-        cy = (H - BOTTOM + TOP) / 2.0,
-    );
+    x_ticks_and_axes(&mut svg, &x_values, px, x_label, y_label);
     for (i, s) in series.iter().enumerate() {
         let look = style(s.style);
         let colour = look.colour;

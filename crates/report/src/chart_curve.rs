@@ -89,23 +89,12 @@ fn chart(title: &str, percentile: usize, curves: &[(&Vec<CurveRow>, usize)]) -> 
             if t < 1.0 { format!("{t}") } else { fmt_tick(t) }
         );
     }
-    for t in &x_ticks {
-        let _ = write!(
-            svg,
-            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="10" font-family="sans-serif">{}</text>"#,
-            px(*t),
-            H - BOTTOM + 14.0,
-            fmt_tick(*t)
-        );
-    }
-    let _ = write!(
-        svg,
-        r##"<line x1="{LEFT}" y1="{b:.1}" x2="{r:.1}" y2="{b:.1}" stroke="#333"/><line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{b:.1}" stroke="#333"/><text x="{cx:.1}" y="{:.1}" text-anchor="middle" font-size="11" font-family="sans-serif">achieved throughput (req/s)</text><text transform="translate(14 {cy:.1}) rotate(-90)" text-anchor="middle" font-size="11" font-family="sans-serif">{name} latency (ms, log)</text>"##,
-        H - 8.0,
-        b = H - BOTTOM,
-        r = W - RIGHT,
-        cx = (W - RIGHT + LEFT) / 2.0,
-        cy = (H - BOTTOM + TOP) / 2.0,
+    chart::x_ticks_and_axes(
+        &mut svg,
+        &x_ticks,
+        px,
+        "achieved throughput (req/s)",
+        &format!("{name} latency (ms, log)"),
     );
     for (i, (points, style_index)) in curves.iter().enumerate() {
         let look = style(*style_index);
