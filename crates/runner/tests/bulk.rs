@@ -287,6 +287,50 @@ fn bad_objects_and_limits_are_refused_before_the_run() {
             "no bulk workload",
         ));
     }
+    // A server nobody here wrote serves REST downloads as static files, and nginx 1.22 no
+    // HTTP/3 (refused before the installed check: the same on every machine).
+    let rest_over = |quic: bool| {
+        stacks::stacks()
+            .into_iter()
+            .find(|s| s.bulk() && s.api() == Api::Rest && s.http_version().over_quic() == quic)
+            .map(|s| s.name())
+    };
+    cases.extend([
+        (
+            vec!["--object", "upload:1MiB", "--server", "caddy"],
+            "set object = \"download:<size>\"",
+        ),
+        (vec!["--server", "nginx"], "set object = \"download:<size>\""),
+        (
+            vec!["--object", "download:1MiB", "--server", "caddy", "--stacks", grpc_stack()],
+            "is a gRPC API",
+        ),
+        (
+            vec!["--object", "download:1MiB", "--server", "caddy", "--plaintext"],
+            "server = \"caddy\": it serves over TLS 1.3",
+        ),
+    ]);
+    if let Some(h3) = rest_over(true) {
+        cases.push((
+            vec!["--object", "download:1MiB", "--server", "nginx", "--stacks", h3],
+            "nginx 1.22 has no HTTP/3",
+        ));
+    }
+    if let Some(tcp) = rest_over(false) {
+        cases.push((
+            vec![
+                "--object",
+                "download:1MiB",
+                "--server",
+                "caddy",
+                "--stacks",
+                tcp,
+                "--handshake",
+                "resumed",
+            ],
+            "its session resumption is not configured here",
+        ));
+    }
     for (args, expected) in cases {
         let out = tempfile::tempdir().unwrap();
         let mut command = runner();

@@ -5,6 +5,7 @@
 pub mod file;
 mod knobs;
 pub mod mesh;
+pub mod origin;
 mod netem_spec;
 mod parsed;
 mod rate_sweep;
@@ -14,6 +15,7 @@ mod values;
 
 pub use knobs::{Experiment, Knobs, KEYS};
 pub use mesh::{MeshPath, Pool, ProxyKind};
+pub use origin::ServerKind;
 pub use netem_spec::Netem;
 pub use parsed::Parsed;
 pub use rate_sweep::{ladder, RateSweep, MAX_RATE_POINTS};

@@ -417,7 +417,8 @@ pub struct Manifest {
     pub merged_from: Vec<MergedInput>,
     /// On edge and sidecar paths: each proxy that ran, once per variant, stack and role, with
     /// its version and the configuration of the first cell it served (paths to keys, never
-    /// keys). Absent when every path was direct.
+    /// keys); likewise a server nobody here wrote (`server`, role `origin-server`). Absent
+    /// when every path was direct to our own servers.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub proxies: Vec<ManifestProxy>,
 }
