@@ -370,7 +370,8 @@ impl Launch<'_> {
         }
         // taskset execs the program: same pid, and every thread it makes inherits the CPU.
         if let Some(cpu) = self.cpu {
-            cmd.args(["taskset", "-c", &cpu.to_string()]);
+            let cpu = cpu.to_string();
+            cmd.args(["taskset", "-c", cpu.as_str()]);
         }
         let stderr = std::fs::File::create(dir.join("stderr.log"))?;
         cmd.arg(&program)
