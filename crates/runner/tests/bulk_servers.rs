@@ -150,3 +150,29 @@ fn no_server_outlives_its_run() {
     assert!(output.status.success(), "{}", output_text(&output));
     assert_eq!(programs_left_by(pid), Vec::<String>::new());
 }
+
+/// The bulk study's experiment (experiments/bulk/goodput.toml) validates here, every variant
+/// with its link, object and server, as `scripts/reproduce-bulk` checks it before running;
+/// skipped without root (its links need namespaces) or without Caddy and nginx.
+#[test]
+fn the_bulk_study_experiment_validates() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: the bulk study's shaped links need root");
+        return;
+    }
+    if !installed(ServerKind::Caddy) || !installed(ServerKind::Nginx) {
+        return;
+    }
+    let file = workspace().join("experiments/bulk/goodput.toml");
+    let output = runner().arg("check").arg(&file).output().unwrap();
+    let text = output_text(&output);
+    assert!(output.status.success(), "{text}");
+    // The plan's budget: 5 objects a cell; the quick one: 1.
+    let quick = runner()
+        .arg("check")
+        .arg(&file)
+        .args(["--requests-reuse", "1"])
+        .output()
+        .unwrap();
+    assert!(quick.status.success(), "{}", output_text(&quick));
+}
