@@ -7,7 +7,7 @@
 use bench_core::HttpVersion;
 use serde::{Deserialize, Serialize};
 
-use super::mesh::ProxyKind;
+use super::mesh::{ProxyKind, NGINX_NO_QUIC};
 
 /// The program that answers a cell's requests.
 #[derive(
@@ -58,7 +58,7 @@ impl ServerKind {
         }
         match (self, stack.http_version()) {
             (ServerKind::Nginx, HttpVersion::Http3) => Err(format!(
-                "nginx 1.22 has no HTTP/3 (QUIC came in 1.25), so it cannot serve {name}; caddy can"
+                "{NGINX_NO_QUIC}, so it cannot serve {name}; caddy can"
             )),
             _ => Ok(()),
         }
