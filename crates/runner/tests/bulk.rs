@@ -298,19 +298,42 @@ fn bad_objects_and_limits_are_refused_before_the_run() {
             vec!["--object", "upload:1MiB", "--server", "caddy"],
             "set object = \"download:<size>\"",
         ),
-        (vec!["--server", "nginx"], "set object = \"download:<size>\""),
         (
-            vec!["--object", "download:1MiB", "--server", "caddy", "--stacks", grpc_stack()],
+            vec!["--server", "nginx"],
+            "set object = \"download:<size>\"",
+        ),
+        (
+            vec![
+                "--object",
+                "download:1MiB",
+                "--server",
+                "caddy",
+                "--stacks",
+                grpc_stack(),
+            ],
             "is a gRPC API",
         ),
         (
-            vec!["--object", "download:1MiB", "--server", "caddy", "--plaintext"],
+            vec![
+                "--object",
+                "download:1MiB",
+                "--server",
+                "caddy",
+                "--plaintext",
+            ],
             "server = \"caddy\": it serves over TLS 1.3",
         ),
     ]);
     if let Some(h3) = rest_over_quic {
         cases.push((
-            vec!["--object", "download:1MiB", "--server", "nginx", "--stacks", h3],
+            vec![
+                "--object",
+                "download:1MiB",
+                "--server",
+                "nginx",
+                "--stacks",
+                h3,
+            ],
             "nginx 1.22 has no HTTP/3",
         ));
     }

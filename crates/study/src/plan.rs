@@ -655,7 +655,11 @@ mod tests {
                     .map(|s| s.as_str().unwrap())
                     .collect();
                 for s in &stacks {
-                    assert!(runs.contains(&s.as_str()), "rule {}: {s} not in {name}", r.id);
+                    assert!(
+                        runs.contains(&s.as_str()),
+                        "rule {}: {s} not in {name}",
+                        r.id
+                    );
                 }
             }
         }

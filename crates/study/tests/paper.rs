@@ -1021,11 +1021,17 @@ some_hold = "In part: {holds}; not in {fails}{undecided}."
     let text = std::fs::read_to_string(&out).unwrap();
     assert!(text.starts_with("# A second study\n"), "{text}");
     let answer = section(&text, "## The answer");
-    assert!(answer.contains("Is HTTP/3 capped under new connections?"), "{answer}");
+    assert!(
+        answer.contains("Is HTTP/3 capped under new connections?"),
+        "{answer}"
+    );
     // Every level of the committed run is far above 42.9 req/s: the engine says so.
     assert!(answer.contains("Not capped:"), "{answer}");
     assert!(section(&text, "## Runs").contains("c4-h3-cap"), "{text}");
-    assert!(section(&text, "## The claims, judged").contains("X-cap"), "{text}");
+    assert!(
+        section(&text, "## The claims, judged").contains("X-cap"),
+        "{text}"
+    );
     assert!(!text.contains("## What ran out"), "{text}");
     assert!(
         section(&text, "## Artifact").contains("`scripts/rerun-second`"),

@@ -362,7 +362,9 @@ pub fn origin(origin: &Origin, dir: &Path) -> anyhow::Result<Rendered> {
     match origin.kind {
         ServerKind::Caddy => caddy_origin(origin, dir),
         ServerKind::Nginx => nginx_origin(origin, dir),
-        ServerKind::Ours => anyhow::bail!("our own server is `runner serve`, not a program to configure"),
+        ServerKind::Ours => {
+            anyhow::bail!("our own server is `runner serve`, not a program to configure")
+        }
     }
 }
 

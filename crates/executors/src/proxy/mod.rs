@@ -243,7 +243,10 @@ impl ProxyProcess {
 
     /// Starts a server nobody here wrote (`server`), pinned to `cpu` when given, in the
     /// caller's network namespace, and waits until it listens: its object written first.
-    pub fn start_origin(origin: &config::Origin, cpu: Option<usize>) -> anyhow::Result<ProxyProcess> {
+    pub fn start_origin(
+        origin: &config::Origin,
+        cpu: Option<usize>,
+    ) -> anyhow::Result<ProxyProcess> {
         if !crate::netem::netns::suite_address(origin.listen.ip()) {
             bail!(
                 "{}: {} is neither loopback nor inside 198.18.0.0/15",
@@ -354,7 +357,8 @@ impl Launch<'_> {
         render: impl FnOnce(&Path) -> anyhow::Result<config::Rendered>,
     ) -> anyhow::Result<ProxyProcess> {
         let dir = private_dir()?;
-        let rendered = match render(&dir).and_then(|r| write_files(&r, &dir).map(|text| (r, text))) {
+        let rendered = match render(&dir).and_then(|r| write_files(&r, &dir).map(|text| (r, text)))
+        {
             Ok(r) => r,
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&dir);
@@ -666,8 +670,8 @@ pub struct OriginServer {
 impl OriginServer {
     pub fn start(cell: &Cell, certs: &Path, cpu: Option<usize>) -> anyhow::Result<OriginServer> {
         let e = &cell.settings;
-        let stack = stacks::find(&cell.stack)
-            .ok_or_else(|| anyhow!("unknown stack {}", cell.stack))?;
+        let stack =
+            stacks::find(&cell.stack).ok_or_else(|| anyhow!("unknown stack {}", cell.stack))?;
         let object = e
             .object
             .as_ref()

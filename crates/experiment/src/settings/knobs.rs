@@ -9,8 +9,8 @@ use bench_core::{ClientImplementation, GrpcCall, HandshakeVariant, PayloadProfil
 use serde::{Deserialize, Serialize};
 
 use super::mesh::{MeshPath, Pool, ProxyKind};
-use super::origin::ServerKind;
 use super::netem_spec::Netem;
+use super::origin::ServerKind;
 use super::parsed::Parsed;
 use super::rate_sweep::RateSweep;
 use super::types::{CellOrder, Executor, HostNamespaces, ListenAddr, Pacing, Threshold};

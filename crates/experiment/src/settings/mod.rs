@@ -5,8 +5,8 @@
 pub mod file;
 mod knobs;
 pub mod mesh;
-pub mod origin;
 mod netem_spec;
+pub mod origin;
 mod parsed;
 mod rate_sweep;
 mod types;
@@ -15,8 +15,8 @@ mod values;
 
 pub use knobs::{Experiment, Knobs, KEYS};
 pub use mesh::{MeshPath, Pool, ProxyKind};
-pub use origin::ServerKind;
 pub use netem_spec::Netem;
+pub use origin::ServerKind;
 pub use parsed::Parsed;
 pub use rate_sweep::{ladder, RateSweep, MAX_RATE_POINTS};
 pub use types::{

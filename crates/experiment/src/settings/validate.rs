@@ -740,20 +740,32 @@ impl Experiment {
         let why = if !self.targets.is_empty() {
             Some(("targets", "with [targets] no server is started"))
         } else if self.executor != Executor::Local || self.server_agent.is_some() {
-            Some(("executor", "it is started beside the load by the local executor, without server_agent"))
+            Some((
+                "executor",
+                "it is started beside the load by the local executor, without server_agent",
+            ))
         } else if self.path != MeshPath::Direct {
             Some(("path", "it is measured on the direct path"))
         } else if self.plaintext {
-            Some(("plaintext", "it serves over TLS 1.3 with the suite's certificate"))
+            Some((
+                "plaintext",
+                "it serves over TLS 1.3 with the suite's certificate",
+            ))
         } else if self.handshake != HandshakeVariant::Full {
             Some(("handshake", "its session resumption is not configured here; new connections run full handshakes"))
         } else if self.server_fault.is_some()
             || self.service_time.is_some()
             || self.service_cpu_us > 0
         {
-            Some(("server", "server_fault, service_time and service_cpu_us change our own server"))
+            Some((
+                "server",
+                "server_fault, service_time and service_cpu_us change our own server",
+            ))
         } else if self.quic_server_endpoints.is_some() {
-            Some(("quic_server_endpoints", "it is a knob of our own HTTP/3 server"))
+            Some((
+                "quic_server_endpoints",
+                "it is a knob of our own HTTP/3 server",
+            ))
         } else {
             None
         };

@@ -206,10 +206,10 @@ pub fn finished(r: &CellResult) -> CellRow {
             .as_ref()
             .filter(|_| r.cell.settings.path != experiment::settings::MeshPath::Direct)
             .map(|_| {
-            cpu_per_1k(
-                proxy_client.map_or(0.0, |p| p.cpu_s) + proxy_server.map_or(0.0, |p| p.cpu_s),
-            )
-        }),
+                cpu_per_1k(
+                    proxy_client.map_or(0.0, |p| p.cpu_s) + proxy_server.map_or(0.0, |p| p.cpu_s),
+                )
+            }),
         short_phase: server.short_phase || client.short_phase,
         wire_sent_bytes: m.wire.sent,
         wire_received_bytes: m.wire.received,
