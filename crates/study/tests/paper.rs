@@ -962,6 +962,13 @@ fn committed_claim_cells_under_the_plan_are_exactly_its_budget() {
 #[test]
 fn judge_writes_the_paper_of_another_plan_with_the_same_engine() {
     let tmp = tempfile::tempdir().unwrap();
+    let run = workspace().join("results/claims/c4-h3-cap");
+    // The plan's budget is the committed run's own (it is the run's, not this test's).
+    let budget = read_csv(&run.join("cells.csv"))
+        .into_iter()
+        .find(|r| r["stage"] == "stress" && r["regime"] == "new-conn")
+        .map(|r| r["sent"].clone())
+        .expect("a new-connection cell");
     let plan = tmp.path().join("plan.toml");
     std::fs::write(
         &plan,
@@ -971,7 +978,7 @@ confidence = 0.95
 [budgets]
 column = "sent"
 [budgets.attempts]
-new-conn = 5000
+new-conn = BUDGET
 [min_sample]
 repetitions = 3
 sessions = 1
@@ -1003,10 +1010,10 @@ rules = ["X-cap"]
 all_hold = "Capped ({holds})."
 none_hold = "Not capped: {fails}{undecided}."
 some_hold = "In part: {holds}; not in {fails}{undecided}."
-"#,
+"#
+        .replace("BUDGET", &budget),
     )
     .unwrap();
-    let run = workspace().join("results/claims/c4-h3-cap");
     let out = tmp.path().join("second.md");
     let done = study()
         .args(["judge", "--plan"])
