@@ -225,9 +225,7 @@ pub fn finished(r: &CellResult) -> CellRow {
         message_gap_p999_us: gaps(gap.p999),
         message_gap_max_us: gaps(gap.max),
         object_bytes_moved: moved,
-        goodput_bytes_per_s: moved
-            .filter(|_| r.elapsed_s > 0.0)
-            .map(|b| b as f64 / r.elapsed_s),
+        goodput_bytes_per_s: r.goodput_bytes_per_s(),
         client_cpu_s_per_gib: moved.and_then(|_| per_gib(client.cpu_s)),
         server_cpu_s_per_gib: moved
             .filter(|_| server.sampled)
