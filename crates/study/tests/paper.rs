@@ -248,7 +248,8 @@ fn a_dirty_commit_or_another_machine_is_refused() {
 }
 
 /// Every condition of every rule gets a row, and data measured with cells stretched by time
-/// (attempts other than the plan's budget) are not judged, with the reason.
+/// (attempts other than the plan's budget: here C1's reuse cells made to send twice it) are
+/// not judged, with the reason.
 #[test]
 fn every_condition_of_a_rule_gets_a_row_and_stretched_cells_are_not_judged() {
     let tmp = tempfile::tempdir().unwrap();
@@ -258,6 +259,11 @@ fn every_condition_of_a_rule_gets_a_row_and_stretched_cells_are_not_judged() {
     for dir in [&c1, &c3] {
         same_provenance_as(dir, &reference);
     }
+    edit_cells(&c1, |row| {
+        if get(row, "stage") == "stress" && get(row, "regime") == "reuse" {
+            set(row, "sent", "100000".into());
+        }
+    });
     let out = tmp.path().join("paper");
     let run = paper(&reference, &[&c1, &c3], &out, &[]);
     assert!(run.status.success(), "{}", output_text(&run));
