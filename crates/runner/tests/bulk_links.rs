@@ -115,7 +115,7 @@ fn a_tcp_download_under_emulated_delay_keeps_to_the_link() {
     ]) {
         let goodput_bits = row.goodput_bytes_per_s.unwrap() * 8.0;
         assert!(
-            goodput_bits >= 0.6 * RATE && goodput_bits <= 1.1 * RATE,
+            (0.6 * RATE..=1.1 * RATE).contains(&goodput_bits),
             "{}: {goodput_bits} bit/s of objects on a 10 Mbit/s link with 15 ms each way",
             row.stack
         );
