@@ -10,18 +10,8 @@ use results::rows::{self, CellRow};
 fn cells(args: &[&str]) -> Vec<CellRow> {
     let run = run_ok(
         &[
-            &[
-                "--regime",
-                "reuse",
-                "--concurrency",
-                "1",
-                "--warmup-fraction",
-                "0",
-                "--baseline-seconds",
-                "0",
-                "--repetitions",
-                "1",
-            ][..],
+            &["--regime", "reuse", "--concurrency", "1"][..],
+            &NO_WARMUP_ONE_REPETITION[..],
             args,
         ]
         .concat(),

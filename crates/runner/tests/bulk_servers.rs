@@ -51,28 +51,28 @@ fn caddy_and_nginx_serve_every_rest_stacks_downloads_measured_as_the_server() {
             .map(|s| s.name())
             .collect();
         assert!(!served.is_empty(), "{kind:?} serves some stack");
-        let run = run_ok(&[
-            "--stacks",
-            &served.join(","),
-            "--regime",
-            "reuse",
-            "--concurrency",
-            "1",
-            "--requests",
-            &REQUESTS.to_string(),
-            "--warmup-fraction",
-            "0",
-            "--baseline-seconds",
-            "0",
-            "--repetitions",
-            "1",
-            "--sample-interval-ms",
-            "10",
-            "--object",
-            "download:3MiB",
-            "--server",
-            kind.as_str(),
-        ]);
+        let run = run_ok(
+            &[
+                &[
+                    "--stacks",
+                    &served.join(","),
+                    "--regime",
+                    "reuse",
+                    "--concurrency",
+                    "1",
+                    "--requests",
+                    &REQUESTS.to_string(),
+                    "--sample-interval-ms",
+                    "10",
+                    "--object",
+                    "download:3MiB",
+                    "--server",
+                    kind.as_str(),
+                ][..],
+                &NO_WARMUP_ONE_REPETITION[..],
+            ]
+            .concat(),
+        );
         let cells = rows::read::<CellRow>(&run.dir().join("cells.csv"))
             .unwrap()
             .rows;
