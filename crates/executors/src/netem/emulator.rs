@@ -43,6 +43,17 @@ impl EmulatorKind {
             EmulatorKind::Nfqueue => "nfqueue",
         }
     }
+
+    /// Where a delayed packet waits (`emulator_delays_at` in manifest.json): the qdisc holds it
+    /// as it leaves, orphaned from its socket; this thread on receipt (iptables `INPUT`).
+    /// Manifests without the field are of runs whose NFQUEUE emulator held packets at `OUTPUT`,
+    /// where TCP Small Queues throttled a TCP sender under delay.
+    pub fn delays_at(self) -> &'static str {
+        match self {
+            EmulatorKind::NetemQdisc => "qdisc",
+            EmulatorKind::Nfqueue => "input",
+        }
+    }
 }
 
 /// The emulator a cell ran with and what its thread cost.

@@ -392,6 +392,10 @@ pub struct Manifest {
     /// (docs/conditions.md); `None` without delay, jitter or loss.
     #[serde(default)]
     pub emulator: Option<String>,
+    /// Where the emulator held a delayed packet: `qdisc` or `input` (`EmulatorKind::delays_at`);
+    /// absent in manifests of runs whose NFQUEUE emulator held packets at `OUTPUT`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulator_delays_at: Option<String>,
     /// Each stack's server settings, as the stack states them (docs/fairness.md).
     #[serde(default)]
     pub stack_settings:
