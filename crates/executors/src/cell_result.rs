@@ -70,4 +70,11 @@ impl CellResult {
             0.0
         }
     }
+
+    /// The bulk workload's goodput: application bytes of the objects moved ÷ elapsed
+    /// (`goodput_bytes_per_s`); `None` for the item workload or a cell that did not run.
+    pub fn goodput_bytes_per_s(&self) -> Option<f64> {
+        (self.cell.settings.object.is_some() && self.elapsed_s > 0.0)
+            .then(|| self.measured.body_bytes as f64 / self.elapsed_s)
+    }
 }

@@ -16,7 +16,7 @@ use crate::load_child::LoadJob;
 use crate::netem::netns::Netns;
 use crate::serve::{ServeOptions, ServerHandle, ServerProcess};
 use experiment::plan::Cell;
-use experiment::settings::MeshPath;
+use experiment::settings::{MeshPath, ServerKind};
 
 pub struct Local {
     certs_dir: PathBuf,
@@ -80,6 +80,10 @@ impl CellSite for LocalCell {
             Some((agent, agents)) => {
                 crate::executor::agent_server(agent, 0, &agents.link, serve).await
             }
+            // A server nobody here wrote, where ours would run (validated: local, direct).
+            None if self.cell.settings.server != ServerKind::Ours => Ok(Box::new(
+                crate::proxy::OriginServer::start(&self.cell, &self.certs_dir, serve.cpu)?,
+            )),
             None => {
                 let serve = ServeOptions {
                     listen: "127.0.0.1:0".parse().expect("address"),

@@ -322,6 +322,20 @@ fn validated(args: &cli::RunArgs) -> Result<settings::Experiment, String> {
             return Err(format!("experiment '{}': {why}", exp.name));
         }
     }
+    // A program the run starts (a proxy of a path, a server nobody here wrote) must be
+    // there before the first cell, not fail every cell that needs it.
+    for (_, e) in exp.variant_experiments() {
+        let proxy = (e.path != settings::MeshPath::Direct).then_some(("proxy", e.proxy));
+        let server = e.server.program().map(|p| ("server", p));
+        for (key, program) in proxy.into_iter().chain(server) {
+            if !executors::proxy::installed(program) {
+                return Err(format!(
+                    "{key} = \"{name}\": {name} is not installed here (apt-get install {name})",
+                    name = program.as_str()
+                ));
+            }
+        }
+    }
     if !exp.targets.is_empty() {
         if args.target.is_some() {
             return Err("--target measures a running `runner serve`; the experiment's [targets] name your service: give one or the other".into());

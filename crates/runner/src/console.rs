@@ -76,6 +76,10 @@ pub fn cell_line(r: &CellResult) -> String {
         r.throughput_rps(),
         r.measured.failed()
     );
+    // A bulk cell moves a few objects a second: its rate is its goodput.
+    if let Some(bytes_per_s) = r.goodput_bytes_per_s() {
+        line.push_str(&format!(", goodput {:.1} Mbit/s", bytes_per_s * 8e-6));
+    }
     if let Some(e) = &r.error {
         line.push_str(&format!(", could not run: {}", one_line(e, 200)));
     }

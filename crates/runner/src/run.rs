@@ -222,6 +222,7 @@ pub async fn run_cells(
         server_threads: exp.server_threads,
         argv: ctx.argv.clone(),
         emulator: None,
+        emulator_delays_at: None,
         stacks: output::registered_stacks(),
         stack_settings: exp
             .stacks
@@ -347,6 +348,7 @@ pub async fn run_cells(
         }
         if let Some(e) = result.environment.and_then(|e| e.emulation) {
             manifest.emulator = Some(e.kind.as_str().to_string());
+            manifest.emulator_delays_at = Some(e.kind.delays_at().to_string());
         }
         manifest.add_proxies(&result);
         manifest.cells_done += 1;

@@ -30,16 +30,11 @@ fn cell(stack: &str, extra: &[&str]) -> HashMap<String, String> {
             "4",
             "--requests",
             "12",
-            "--warmup-fraction",
-            "0",
-            "--baseline-seconds",
-            "0",
-            "--repetitions",
-            "1",
             "--timeout",
             "0.3",
             "--keep-going",
         ][..],
+        &NO_WARMUP_ONE_REPETITION[..],
         extra,
     ]
     .concat();

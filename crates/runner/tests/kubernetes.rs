@@ -648,44 +648,6 @@ async fn a_refused_create_deletes_only_what_was_created() {
 // The kubernetes executor end to end: the mock API's pods are real agents on loopback.
 // ---------------------------------------------------------------------------------------
 
-/// A `runner agent` on `ip` (port chosen by the kernel) standing in for a pod; killed when
-/// dropped.
-struct PodAgent {
-    child: std::process::Child,
-    addr: std::net::SocketAddr,
-}
-
-impl Drop for PodAgent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl PodAgent {
-    fn start(ip: &str, certs: &std::path::Path) -> PodAgent {
-        use std::io::BufRead;
-        let mut child = common::runner()
-            .args(["agent", "--listen", &format!("{ip}:0"), "--certs"])
-            .arg(certs)
-            .env(executors::agent::TOKEN_ENV, TOKEN)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::inherit())
-            .spawn()
-            .expect("runner agent starts");
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let ready: Value = serde_json::from_str(&line).expect("ready line");
-        PodAgent {
-            child,
-            addr: ready["agent"].as_str().unwrap().parse().unwrap(),
-        }
-    }
-}
-
 /// A ready pod at `agent` (its IP as `status.podIP`, its port as the `control` port).
 fn ready_pod(name: &str, agent: std::net::SocketAddr, index: Option<u32>) -> Value {
     let mut pod = json!({
@@ -791,10 +753,10 @@ async fn the_kubernetes_executor_runs_cells_end_to_end_on_agent_pods() {
     let certs = tmp.path().join("certs");
     bench_core::tls::ensure_certs(&certs).unwrap();
     bench_core::tls::install_crypto_provider();
-    let server = PodAgent::start("127.0.0.2", &certs);
+    let server = common::Agent::start_on("127.0.0.2", &certs, TOKEN);
     let agents = [
-        PodAgent::start("127.0.0.3", &certs),
-        PodAgent::start("127.0.0.4", &certs),
+        common::Agent::start_on("127.0.0.3", &certs, TOKEN),
+        common::Agent::start_on("127.0.0.4", &certs, TOKEN),
     ];
     let file = tmp.path().join("e2e.toml");
     std::fs::write(
@@ -819,8 +781,8 @@ k8s_agents = 2
     let log: Log = Arc::default();
     let api = tokio::spawn(pods_api(
         handle,
-        server.addr,
-        agents.iter().map(|a| a.addr).collect(),
+        server.socket_addr(),
+        agents.iter().map(|a| a.socket_addr()).collect(),
         "tb-k8s-e2e-c1",
         log.clone(),
     ));
@@ -876,7 +838,7 @@ k8s_agents = 2
             .collect();
         // Shard i went to agent pod i, and the shares add up to the row.
         let addresses: Vec<&str> = shares.iter().map(|r| r["address"].as_str()).collect();
-        let expected: Vec<String> = agents.iter().map(|a| a.addr.to_string()).collect();
+        let expected: Vec<String> = agents.iter().map(|a| a.addr.clone()).collect();
         assert_eq!(addresses, expected);
         let ok: f64 = shares.iter().map(|r| common::num(r, "ok")).sum();
         assert_eq!(ok, 400.0);

@@ -67,6 +67,7 @@ const ADDED_SINCE_COMMITTED: &[&str] = &[
     "goodput_bytes_per_s",
     "client_cpu_s_per_gib",
     "server_cpu_s_per_gib",
+    "server",
 ];
 
 #[test]

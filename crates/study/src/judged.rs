@@ -790,13 +790,16 @@ pub(crate) fn plan_section(
         .join(", ");
     let _ = writeln!(
         out,
-        "Every verdict below is computed by one engine from the analysis plan `{plan_path}` (its reasons: `experiments/study/README.md`). {when} A cell is a fixed budget of attempts ({budgets}; the `{}` column), never stretched by time; a repetition with another count is not judged. A verdict rests on at least {} repetitions per session and {}; these data hold {sessions} session(s). Outcomes are computed from the bounds: a rule holds when its whole bound lies on the rule's side, fails when it lies wholly on the other, and is undecided otherwise.\n",
+        "Every verdict below is computed by one engine from the analysis plan `{plan_path}` (its reasons: `{reasons}`). {when} A cell is a fixed budget of attempts ({budgets}; the `{}` column), never stretched by time; a repetition with another count is not judged. A verdict rests on at least {} repetitions per session and {}; these data hold {sessions} session(s). Outcomes are computed from the bounds: a rule holds when its whole bound lies on the rule's side, fails when it lies wholly on the other, and is undecided otherwise.\n",
         plan.budgets.column,
         plan.min_sample.repetitions,
         match plan.quick_of_sessions {
             Some(n) => format!("1 session (quick; the full plan asks for {n})"),
             None => format!("{} sessions", plan.min_sample.sessions),
-        }
+        },
+        reasons = std::path::Path::new(plan_path)
+            .with_file_name("README.md")
+            .display(),
     );
     let _ = writeln!(
         out,

@@ -31,6 +31,7 @@ mod judged;
 pub mod mesh;
 mod observe;
 pub mod plan;
+pub mod plan_paper;
 mod provenance;
 mod run;
 mod scale;
@@ -292,6 +293,7 @@ pub fn write_with_scale(
         &mut out,
         &provs[0],
         &generated(&reference.dir, &provs[0].commit),
+        STUDY_RERUN,
     );
 
     std::fs::create_dir_all(out_dir)
@@ -310,10 +312,13 @@ pub fn write_with_scale(
 /// The artifact section: the data commit and how to rerun the study from main (no tag or
 /// branch other than main is ever published), then on a line of its own the commit that
 /// generated the paper and the files under `crates/` changed since the data commit.
-fn artifact(out: &mut String, reference: &Provenance, generated: &Generated) {
+/// How the study's paper says it is rerun.
+const STUDY_RERUN: &str = "`scripts/reproduce-paper --sessions 3` (it prints its plan and expected duration first, and `--dry-run` shows them only; where `results/sessions` holds sessions of other code it refuses unless `--replace-sessions`; `--quick` runs every claim experiment at reduced size for a first look, into a paper marked quick)";
+
+fn artifact(out: &mut String, reference: &Provenance, generated: &Generated, rerun: &str) {
     let _ = writeln!(
         out,
-        "## Artifact\n\nThe data of this paper were measured at commit `{commit}` of this repository, an ancestor of `main` (licensed MIT OR Apache-2.0: LICENSE-MIT, LICENSE-APACHE; cite with CITATION.cff); its results directories are committed beside the code. To rerun the study from `main`: `scripts/reproduce-paper --sessions 3` (it prints its plan and expected duration first, and `--dry-run` shows them only; where `results/sessions` holds sessions of other code it refuses unless `--replace-sessions`; `--quick` runs every claim experiment at reduced size for a first look, into a paper marked quick).\n",
+        "## Artifact\n\nThe data of this paper were measured at commit `{commit}` of this repository, an ancestor of `main` (licensed MIT OR Apache-2.0: LICENSE-MIT, LICENSE-APACHE; cite with CITATION.cff); its results directories are committed beside the code. To rerun the study from `main`: {rerun}.\n",
         commit = reference.commit,
     );
     let changed = if generated.crates_changed.is_empty() {

@@ -1,5 +1,6 @@
 //! `study`: the study's command line. `study paper` writes OUT/reproduction.md from the
-//! committed results directories (see `scripts/reproduce-paper`).
+//! committed results directories (see `scripts/reproduce-paper`); `study judge` writes the
+//! paper of another plan (a second study) from its runs, with the same engine.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -23,47 +24,75 @@ enum Command {
     /// Write OUT/reproduction.md from a reference run of the default sweep and claim runs
     /// (the study is described in paper/study.md). Refuses runs from different commits,
     /// CPU models or kernels, or a dirty tree, unless --allow-mixed.
-    Paper {
-        /// Results directory of the default sweep.
+    Paper(PaperArgs),
+    /// Write the paper of a plan alone (a second study: its answer, runs, plan, verdicts and
+    /// artifact) from the runs of the plan's experiments, judged by the study's engine.
+    Judge {
+        /// The analysis plan (e.g. experiments/bulk/plan.toml).
         #[arg(long)]
-        reference: PathBuf,
-        /// Results directories of the experiments in experiments/claims/.
-        #[arg(long, num_args = 0..)]
-        claims: Vec<PathBuf>,
-        /// Results directory of experiments/scale.toml: adds the "Beyond 500" section (each
-        /// stack's knee past the study's 500 workers, and why).
-        #[arg(long)]
-        scale: Option<PathBuf>,
-        /// `breakdown.csv` of scripts/quic-breakdown: adds the section on where QUIC's
-        /// instructions go (per request, by group, both sides, both regimes).
-        #[arg(long)]
-        breakdown: Option<PathBuf>,
-        /// Results directory of experiments/mesh.toml: adds the "Through a mesh" section
-        /// (does the C2/C3 contrast survive a sidecar path, with the proxies pooling their
-        /// upstream connections and without).
-        #[arg(long)]
-        mesh: Option<PathBuf>,
-        /// The analysis plan whose rules judge the claims (relative paths are looked up in the
-        /// current directory, then at the top of the git checkout holding the reference).
-        #[arg(long, default_value = "experiments/study/plan.toml")]
         plan: PathBuf,
-        /// A quick paper (`scripts/reproduce-paper --quick`): judged at the plan's reduced
-        /// budgets on one session, and marked quick throughout.
+        /// Results directories of the plan's experiments; an experiment's runs, in the order
+        /// given, are its sessions.
+        #[arg(long, num_args = 1..)]
+        runs: Vec<PathBuf>,
+        /// Judged at the plan's reduced budgets, in one session, and marked quick throughout.
         #[arg(long)]
         quick: bool,
-        /// Directory that receives reproduction.md.
-        #[arg(long, default_value = "paper")]
+        /// The command that measures the runs again, as the artifact section names it.
+        #[arg(long, value_name = "COMMAND")]
+        rerun: String,
+        /// The Markdown file to write.
+        #[arg(long)]
         out: PathBuf,
-        /// Write the paper even if the runs differ in commit, CPU model or kernel, or ran on
-        /// a dirty tree; it then opens with a warning saying what is mixed.
+        /// Write the paper even if the runs differ in commit, CPU model or kernel, or ran on a
+        /// dirty tree; it then opens with a warning saying what is mixed.
         #[arg(long)]
         allow_mixed: bool,
-        /// Write the paper even if the code (crates, scripts, experiments, proto, Cargo files)
-        /// at HEAD differs from the reference's data commit; the differing files are listed as
-        /// a warning. Without it such a paper is refused, naming them.
-        #[arg(long)]
-        allow_code_drift: bool,
     },
+}
+
+/// `study paper`'s arguments.
+#[derive(clap::Args, Debug)]
+struct PaperArgs {
+    /// Results directory of the default sweep.
+    #[arg(long)]
+    reference: PathBuf,
+    /// Results directories of the experiments in experiments/claims/.
+    #[arg(long, num_args = 0..)]
+    claims: Vec<PathBuf>,
+    /// Results directory of experiments/scale.toml: adds the "Beyond 500" section (each
+    /// stack's knee past the study's 500 workers, and why).
+    #[arg(long)]
+    scale: Option<PathBuf>,
+    /// `breakdown.csv` of scripts/quic-breakdown: adds the section on where QUIC's
+    /// instructions go (per request, by group, both sides, both regimes).
+    #[arg(long)]
+    breakdown: Option<PathBuf>,
+    /// Results directory of experiments/mesh.toml: adds the "Through a mesh" section
+    /// (does the C2/C3 contrast survive a sidecar path, with the proxies pooling their
+    /// upstream connections and without).
+    #[arg(long)]
+    mesh: Option<PathBuf>,
+    /// The analysis plan whose rules judge the claims (relative paths are looked up in the
+    /// current directory, then at the top of the git checkout holding the reference).
+    #[arg(long, default_value = "experiments/study/plan.toml")]
+    plan: PathBuf,
+    /// A quick paper (`scripts/reproduce-paper --quick`): judged at the plan's reduced
+    /// budgets on one session, and marked quick throughout.
+    #[arg(long)]
+    quick: bool,
+    /// Directory that receives reproduction.md.
+    #[arg(long, default_value = "paper")]
+    out: PathBuf,
+    /// Write the paper even if the runs differ in commit, CPU model or kernel, or ran on
+    /// a dirty tree; it then opens with a warning saying what is mixed.
+    #[arg(long)]
+    allow_mixed: bool,
+    /// Write the paper even if the code (crates, scripts, experiments, proto, Cargo files)
+    /// at HEAD differs from the reference's data commit; the differing files are listed as
+    /// a warning. Without it such a paper is refused, naming them.
+    #[arg(long)]
+    allow_code_drift: bool,
 }
 
 fn main() -> ExitCode {
@@ -78,7 +107,22 @@ fn main() -> ExitCode {
             };
         }
     };
-    let Command::Paper {
+    match cli.command {
+        Command::Judge {
+            plan,
+            runs,
+            quick,
+            rerun,
+            out,
+            allow_mixed,
+        } => judge(&plan, &runs, quick, &rerun, &out, allow_mixed),
+        Command::Paper(args) => paper(args),
+    }
+}
+
+/// `study paper`: the study's paper.
+fn paper(args: PaperArgs) -> ExitCode {
+    let PaperArgs {
         reference,
         claims,
         scale,
@@ -89,7 +133,7 @@ fn main() -> ExitCode {
         out,
         allow_mixed,
         allow_code_drift,
-    } = cli.command;
+    } = args;
     let plan = study::find_plan(&plan, &reference);
     // The paper describes the code that measured its data: HEAD must be that code.
     let drift = match study::code_drift(&reference) {
@@ -135,6 +179,34 @@ fn main() -> ExitCode {
         &out,
         allow_mixed,
     ) {
+        Ok(written) => {
+            for w in &written.warnings {
+                eprintln!("warning: {w}");
+            }
+            println!("paper: {}", written.path.display());
+            Status::Success.into()
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            Status::Invalid.into()
+        }
+    }
+}
+
+/// `study judge`: the paper of a plan alone.
+fn judge(
+    plan: &std::path::Path,
+    runs: &[PathBuf],
+    quick: bool,
+    rerun: &str,
+    out: &std::path::Path,
+    allow_mixed: bool,
+) -> ExitCode {
+    let choice = study::PlanChoice {
+        file: plan.to_path_buf(),
+        quick,
+    };
+    match study::plan_paper::write(&choice, runs, out, rerun, allow_mixed) {
         Ok(written) => {
             for w in &written.warnings {
                 eprintln!("warning: {w}");

@@ -591,11 +591,88 @@ mod tests {
         assert!(plan.budgets.attempts["new-conn"] >= 4992, "C3 needs 4,992");
     }
 
+    /// The committed plans: the study's and the bulk-transfer study's.
+    const PLANS: [&str; 2] = ["experiments/study/plan.toml", "experiments/bulk/plan.toml"];
+
+    fn root() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+    }
+
+    /// The variant `name` of the experiment file `file`, with the file's top-level keys under
+    /// the variant's own.
+    fn variant_of(file: &str, name: &str) -> toml::Table {
+        let text = std::fs::read_to_string(root().join(file)).unwrap();
+        let exp: toml::Table = text.parse().unwrap();
+        let mut merged = exp.clone();
+        merged.remove("variants");
+        let variant = exp["variants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"].as_str() == Some(name))
+            .unwrap_or_else(|| panic!("{file}: no variant {name}"));
+        for (k, v) in variant.as_table().unwrap() {
+            merged.insert(k.clone(), v.clone());
+        }
+        merged
+    }
+
+    /// A second study fits the same file format and engine: the bulk plan is valid, its
+    /// experiment's cells are its budget, and every rule's stacks run in its conditions.
+    #[test]
+    fn the_bulk_plan_is_valid_and_its_rules_stacks_run_where_judged() {
+        let plan = Plan::load(&root().join(PLANS[1])).unwrap();
+        let ids: Vec<&str> = plan.claims.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids, ["Z1", "Z2", "I1", "S"]);
+        for c in &plan.conditions {
+            let (_, variant) = c.name.split_once('/').unwrap();
+            let v = variant_of(&c.experiment, variant);
+            assert_eq!(
+                v["requests_reuse"].as_integer().map(|n| n as u64),
+                Some(plan.budgets.attempts["reuse"]),
+                "{}",
+                c.name
+            );
+            assert_eq!(v["concurrency"].as_array().unwrap().len(), 1, "{}", c.name);
+        }
+        for r in &plan.rules {
+            let mut stacks = vec![r.subject.stack.clone()];
+            if let RuleKind::Stacks(s) = r.kind() {
+                stacks.push(s);
+            }
+            let versus = match r.kind() {
+                RuleKind::Conditions(c) => Some(c),
+                _ => None,
+            };
+            for name in r.conditions.iter().chain(versus.as_ref()) {
+                let c = plan.conditions.iter().find(|c| &c.name == name).unwrap();
+                let (_, variant) = name.split_once('/').unwrap();
+                let v = variant_of(&c.experiment, variant);
+                let runs: Vec<&str> = v["stacks"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|s| s.as_str().unwrap())
+                    .collect();
+                for s in &stacks {
+                    assert!(
+                        runs.contains(&s.as_str()),
+                        "rule {}: {s} not in {name}",
+                        r.id
+                    );
+                }
+            }
+        }
+    }
+
     /// Every condition names a variant its experiment file really has.
     #[test]
     fn every_condition_is_a_variant_of_its_experiment() {
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-        for c in committed().conditions {
+        let root = root();
+        for c in PLANS
+            .iter()
+            .flat_map(|p| Plan::load(&root.join(p)).unwrap().conditions)
+        {
             let text = std::fs::read_to_string(root.join(&c.experiment))
                 .unwrap_or_else(|e| panic!("{}: {e}", c.experiment));
             let exp: toml::Table = text.parse().unwrap();

@@ -68,6 +68,32 @@ fn bridged(run: &Run) -> bool {
     run.results.manifest["experiment"]["executor"].as_str() == Some("hosts")
 }
 
+/// The emulated cells of runs whose NFQUEUE emulator held packets as they left the sender
+/// (`OUTPUT`: a manifest with `emulator` = `nfqueue` and no `emulator_delays_at`), where TCP
+/// Small Queues throttled a TCP sender under delay; nothing when there are none.
+fn held_on_send(out: &mut String, runs: &[&Run], is_emulated: &dyn Fn(&Row) -> bool) {
+    let mut named = Vec::new();
+    let mut cells = 0;
+    for run in runs {
+        let m = &run.results.manifest;
+        if m["emulator"].as_str() != Some("nfqueue") || !m["emulator_delays_at"].is_null() {
+            continue;
+        }
+        let n = run.stress().iter().filter(|r| is_emulated(r)).count();
+        if n > 0 {
+            cells += n;
+            named.push(format!("`{}`", run.name()));
+        }
+    }
+    if cells > 0 {
+        let _ = writeln!(
+            out,
+            "- **Emulated delay held on send.** {cells} emulated cell(s) (runs {}) were measured while the emulator held each packet as it left its sender (their manifests have no `emulator_delays_at`): a held packet still counted against its socket, and TCP Small Queues then throttled a TCP sender under delay (docs/conditions.md). Later runs hold packets on receipt. How much this moved these cells is not measured by them.",
+            named.join(", ")
+        );
+    }
+}
+
 /// Whether a row ran on the hosts executor in namespaces kept across cells
 /// (`host_namespaces` = "sweep" or the default "run", not "cell"), so that TIME_WAIT
 /// accumulates from level to level.
@@ -243,6 +269,7 @@ pub(crate) fn threats(
         out,
         "- **Emulator limits.** Where the kernel has no `sch_netem` (this machine), delay and loss are applied by a user-space emulator thread in the runner (the `emulator` column says which ran): it shares the same cores as server and client (so emulated runs have less CPU for the protocols), it drops a GSO super-packet as one unit (one loss event can remove several QUIC datagrams at once, unlike a wire), and it draws loss and jitter from one fixed seed, so each emulated cell is one sample of the loss pattern, not an average over patterns."
     );
+    held_on_send(out, runs, &is_emulated);
     issue_33_threats(out, runs, sessions);
     if !problems.is_empty() {
         let _ = writeln!(

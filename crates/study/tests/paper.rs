@@ -248,7 +248,8 @@ fn a_dirty_commit_or_another_machine_is_refused() {
 }
 
 /// Every condition of every rule gets a row, and data measured with cells stretched by time
-/// (attempts other than the plan's budget) are not judged, with the reason.
+/// (attempts other than the plan's budget: here C1's reuse cells made to send twice it) are
+/// not judged, with the reason.
 #[test]
 fn every_condition_of_a_rule_gets_a_row_and_stretched_cells_are_not_judged() {
     let tmp = tempfile::tempdir().unwrap();
@@ -258,6 +259,11 @@ fn every_condition_of_a_rule_gets_a_row_and_stretched_cells_are_not_judged() {
     for dir in [&c1, &c3] {
         same_provenance_as(dir, &reference);
     }
+    edit_cells(&c1, |row| {
+        if get(row, "stage") == "stress" && get(row, "regime") == "reuse" {
+            set(row, "sent", "100000".into());
+        }
+    });
     let out = tmp.path().join("paper");
     let run = paper(&reference, &[&c1, &c3], &out, &[]);
     assert!(run.status.success(), "{}", output_text(&run));
@@ -953,4 +959,103 @@ fn committed_claim_cells_under_the_plan_are_exactly_its_budget() {
             );
         }
     }
+}
+
+/// `study judge`: a second study is a plan file judged by the same engine, with no code of
+/// its own. A plan written here judges a committed claim run: the paper opens with its
+/// answer, names its runs, its plan and its verdicts, says how to rerun it, and has no "What
+/// ran out" when the plan names no failure column. No run given is refused with exit 2.
+#[test]
+fn judge_writes_the_paper_of_another_plan_with_the_same_engine() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = workspace().join("results/claims/c4-h3-cap");
+    // The plan's budget is the committed run's own (it is the run's, not this test's).
+    let budget = read_csv(&run.join("cells.csv"))
+        .into_iter()
+        .find(|r| r["stage"] == "stress" && r["regime"] == "new-conn")
+        .map(|r| r["sent"].clone())
+        .expect("a new-connection cell");
+    let plan = tmp.path().join("plan.toml");
+    std::fs::write(
+        &plan,
+        r#"study = "A second study"
+question = "Is HTTP/3 capped under new connections?"
+confidence = 0.95
+[budgets]
+column = "sent"
+[budgets.attempts]
+new-conn = BUDGET
+[min_sample]
+repetitions = 3
+sessions = 1
+[quantities.throughput]
+kind = "mean"
+unit = "req/s"
+definition = "ok ÷ elapsed_s"
+source = { value = "ok", per = "elapsed_s" }
+[[conditions]]
+name = "c4-h3-cap/default"
+experiment = "experiments/claims/c4-h3-cap.toml"
+mechanism = "loopback"
+can_refute = true
+[[claims]]
+id = "X"
+statement = "HTTP/3 is capped at 39 req/s."
+hypothesis = "At most 42.9 req/s at every level."
+[[rules]]
+id = "X-cap"
+claim = "X"
+hypothesis = "HTTP/3's new-connection throughput is at most 42.9 req/s."
+quantity = "throughput"
+subject = { stack = "h3", regime = "new-conn", workers = "every" }
+conditions = ["c4-h3-cap/default"]
+test = { op = "<=", value = 42.9, sided = "one" }
+labels = { holds = "capped", fails = "not capped", undecided = "undecided" }
+[[answer]]
+rules = ["X-cap"]
+all_hold = "Capped ({holds})."
+none_hold = "Not capped: {fails}{undecided}."
+some_hold = "In part: {holds}; not in {fails}{undecided}."
+"#
+        .replace("BUDGET", &budget),
+    )
+    .unwrap();
+    let out = tmp.path().join("second.md");
+    let done = study()
+        .args(["judge", "--plan"])
+        .arg(&plan)
+        .arg("--runs")
+        .arg(&run)
+        .args(["--rerun", "`scripts/rerun-second`", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(done.status.success(), "{}", output_text(&done));
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.starts_with("# A second study\n"), "{text}");
+    let answer = section(&text, "## The answer");
+    assert!(
+        answer.contains("Is HTTP/3 capped under new connections?"),
+        "{answer}"
+    );
+    // Every level of the committed run is far above 42.9 req/s: the engine says so.
+    assert!(answer.contains("Not capped:"), "{answer}");
+    assert!(section(&text, "## Runs").contains("c4-h3-cap"), "{text}");
+    assert!(
+        section(&text, "## The claims, judged").contains("X-cap"),
+        "{text}"
+    );
+    assert!(!text.contains("## What ran out"), "{text}");
+    assert!(
+        section(&text, "## Artifact").contains("`scripts/rerun-second`"),
+        "{text}"
+    );
+    let none = study()
+        .args(["judge", "--plan"])
+        .arg(&plan)
+        .args(["--rerun", "x", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(none.status.code(), Some(2), "{}", output_text(&none));
 }

@@ -149,7 +149,11 @@ impl Executor for HostsExecutor {
         // The hosts are namespaces already: the cell's sysctls go to every one of them.
         set.hosts.apply_sysctls(&cell.settings.sysctls())?;
         let emulation = match &cell.settings.netem {
-            Some(netem) => LinkEmulation::start(&set.hosts.agent_links(), netem.value())?,
+            Some(netem) => LinkEmulation::start(
+                &set.hosts.agent_links(),
+                &set.hosts.server_host(),
+                netem.value(),
+            )?,
             None => None,
         };
         Ok(Arc::new(HostsCell {

@@ -224,6 +224,15 @@ impl Hosts {
             .collect()
     }
 
+    /// The server's host (for per-link emulation: the NFQUEUE emulator delays there what the
+    /// agents send).
+    pub fn server_host(&self) -> crate::netem::links::ServerHost {
+        crate::netem::links::ServerHost {
+            namespace: self.server.name.clone(),
+            handle: self.server.handle.clone(),
+        }
+    }
+
     /// Bytes each agent host's interface has received and sent so far.
     pub fn agent_link_bytes(&self) -> Vec<Option<(u64, u64)>> {
         self.agents

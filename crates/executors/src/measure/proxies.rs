@@ -40,7 +40,8 @@ pub struct ProxyReadings {
 /// One proxy of a cell as the manifest records it: no private key, only paths to them.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ProxyRecord {
-    /// `edge`, `client-sidecar` or `server-sidecar`.
+    /// `edge`, `client-sidecar` or `server-sidecar`; `origin-server` for a server nobody
+    /// here wrote that answered the cell (`server`), measured as the server.
     pub role: String,
     /// The program (`haproxy`, `nginx`, `caddy`).
     pub proxy: String,

@@ -2,11 +2,15 @@
 //! the kernel's netem qdisc ([`select`]).
 //!
 //! Debian's cloud kernels (and this machine's) ship without `sch_netem`; there the delay,
-//! jitter and loss of `--netem` are applied here: an iptables rule queues every packet leaving the
-//! namespace's loopback to this thread, which gives each its verdict after the one-way delay
-//! (ACCEPT) or drops it with the loss probability. Every loopback packet crosses OUTPUT exactly
-//! once, as it would cross a netem qdisc on lo, so a round trip costs twice the delay. The rate
-//! limit is left to the kernel's tbf qdisc.
+//! jitter and loss of `--netem` are applied here: an iptables rule queues every packet arriving
+//! on the namespace's loopback to this thread, which gives each its verdict after the one-way
+//! delay (ACCEPT) or drops it with the loss probability. Every loopback packet crosses INPUT
+//! exactly once, so a round trip costs twice the delay. INPUT, not OUTPUT: a packet held at
+//! OUTPUT still belongs to its sending socket, and TCP Small Queues then lets a socket have only
+//! a few packets in the delay at once (a TCP download at 10 Mbit/s with 15 ms each way reached
+//! about 3 Mbit/s, QUIC's the link's rate); past the loopback device the packet is orphaned, as
+//! the kernel's netem orphans what it delays. The rate limit is left to the kernel's tbf qdisc,
+//! before the delay, as a link's serialization comes before its propagation.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -37,6 +41,17 @@ impl EmulatorKind {
         match self {
             EmulatorKind::NetemQdisc => "netem-qdisc",
             EmulatorKind::Nfqueue => "nfqueue",
+        }
+    }
+
+    /// Where a delayed packet waits (`emulator_delays_at` in manifest.json): the qdisc holds it
+    /// as it leaves, orphaned from its socket; this thread on receipt (iptables `INPUT`).
+    /// Manifests without the field are of runs whose NFQUEUE emulator held packets at `OUTPUT`,
+    /// where TCP Small Queues throttled a TCP sender under delay.
+    pub fn delays_at(self) -> &'static str {
+        match self {
+            EmulatorKind::NetemQdisc => "qdisc",
+            EmulatorKind::Nfqueue => "input",
         }
     }
 }

@@ -1,10 +1,13 @@
 //! Per-link emulation for the `hosts` executor: `netem` (delay, jitter, loss) on each agent
 //! host's link to the bridge, for one cell. Where the kernel has `sch_netem` the real qdisc
 //! goes on both ends of the link (the agent's `eth0` for what it sends, the bridge's port for
-//! what it receives); elsewhere (this machine) the NFQUEUE emulator runs once per agent host,
-//! its iptables rules queueing what the agent's `eth0` sends and receives. Either way every
-//! packet between an agent and the server is delayed once, so a round trip costs twice the
-//! one-way delay, as `netem` promises on loopback. Removed on drop.
+//! what it receives); elsewhere (this machine) the NFQUEUE emulator runs in each agent host,
+//! delaying what its `eth0` receives from the server, and once in the server's host, delaying
+//! what its `eth0` receives from the agents. Either way every packet between an agent and the
+//! server is delayed once, so a round trip costs twice the one-way delay, as `netem` promises on
+//! loopback. On receipt, not as the agent sends (INPUT, not OUTPUT): a packet held before it
+//! leaves still counts against its socket, and TCP Small Queues would then throttle an upload
+//! (see [`crate::netem::emulator`]). Removed on drop.
 
 use std::sync::Arc;
 
@@ -26,14 +29,14 @@ pub struct Link {
     pub handle: Arc<std::fs::File>,
 }
 
-/// The iptables rules that queue what an agent host's `eth0` sends and receives.
-const RULES: [[&str; 4]; 2] = [
-    ["OUTPUT", "-o", "eth0", "NFQUEUE"],
-    ["INPUT", "-i", "eth0", "NFQUEUE"],
-];
+/// The server's host, where the NFQUEUE emulator delays what the agents send.
+pub struct ServerHost {
+    pub namespace: String,
+    pub handle: Arc<std::fs::File>,
+}
 
-/// The queueing rule `[chain, dir, dev, target]` added (`-A`) or deleted (`-D`) in `ns`.
-fn iptables_rule(ns: &str, op: &str, [chain, dir, dev, target]: [&str; 4]) -> anyhow::Result<()> {
+/// The queueing rule (what a host's `eth0` receives) added (`-A`) or deleted (`-D`) in `ns`.
+fn iptables_rule(ns: &str, op: &str) -> anyhow::Result<()> {
     let queue = QUEUE.to_string();
     run(
         "ip",
@@ -43,28 +46,56 @@ fn iptables_rule(ns: &str, op: &str, [chain, dir, dev, target]: [&str; 4]) -> an
             ns,
             "iptables",
             op,
-            chain,
-            dir,
-            dev,
+            "INPUT",
+            "-i",
+            "eth0",
             "-j",
-            target,
+            "NFQUEUE",
             "--queue-num",
             &queue,
         ],
     )
 }
 
+/// An emulator thread in the host behind `handle`, then its queueing rule in `ns`.
+fn start_in_host(
+    emulation: &mut LinkEmulation,
+    ns: &str,
+    handle: &Arc<std::fs::File>,
+    netem: &Netem,
+) -> anyhow::Result<()> {
+    let handle = handle.clone();
+    let emulator = Emulator::start(netem, move || {
+        nix::sched::setns(&*handle, nix::sched::CloneFlags::CLONE_NEWNET)
+            .context("cannot enter a host's namespace")
+    })?;
+    emulation
+        .cpu_start_s
+        .push(crate::netem::emulator::thread_cpu_s(emulator.tid).unwrap_or(0.0));
+    emulation.emulators.push(emulator);
+    // Queue only once the emulator listens: an unbound queue drops packets.
+    iptables_rule(ns, "-A")?;
+    emulation.queued_hosts.push(ns.to_string());
+    Ok(())
+}
+
 /// The emulation of one cell on every agent link.
 pub struct LinkEmulation {
     kind: EmulatorKind,
     links: Vec<(String, String, String)>,
+    /// The hosts with a queueing rule (NFQUEUE).
+    queued_hosts: Vec<String>,
     emulators: Vec<Emulator>,
     cpu_start_s: Vec<f64>,
 }
 
 impl LinkEmulation {
     /// Starts `netem`'s delay, jitter and loss on every link; `None` when it asks for none.
-    pub fn start(links: &[Link], netem: &Netem) -> anyhow::Result<Option<LinkEmulation>> {
+    pub fn start(
+        links: &[Link],
+        server: &ServerHost,
+        netem: &Netem,
+    ) -> anyhow::Result<Option<LinkEmulation>> {
         let Some(first) = links.first() else {
             return Ok(None);
         };
@@ -76,6 +107,7 @@ impl LinkEmulation {
         let mut emulation = LinkEmulation {
             kind,
             links: Vec::new(),
+            queued_hosts: Vec::new(),
             emulators: Vec::new(),
             cpu_start_s: Vec::new(),
         };
@@ -110,21 +142,12 @@ impl LinkEmulation {
                     run("tc", &args.iter().map(String::as_str).collect::<Vec<_>>())?;
                 }
                 EmulatorKind::Nfqueue => {
-                    let handle = link.handle.clone();
-                    let emulator = Emulator::start(netem, move || {
-                        nix::sched::setns(&*handle, nix::sched::CloneFlags::CLONE_NEWNET)
-                            .context("cannot enter the agent's host")
-                    })?;
-                    emulation
-                        .cpu_start_s
-                        .push(crate::netem::emulator::thread_cpu_s(emulator.tid).unwrap_or(0.0));
-                    emulation.emulators.push(emulator);
-                    // Queue only once the emulator listens: an unbound queue drops packets.
-                    for rule in RULES {
-                        iptables_rule(&link.namespace, "-A", rule)?;
-                    }
+                    start_in_host(&mut emulation, &link.namespace, &link.handle, netem)?;
                 }
             }
+        }
+        if kind == EmulatorKind::Nfqueue {
+            start_in_host(&mut emulation, &server.namespace, &server.handle, netem)?;
         }
         Ok(Some(emulation))
     }
@@ -164,18 +187,14 @@ impl LinkEmulation {
 
 impl Drop for LinkEmulation {
     fn drop(&mut self) {
-        for (ns, bridge, port) in &self.links {
-            match self.kind {
-                EmulatorKind::NetemQdisc => {
-                    let _ = run("tc", &["-n", ns, "qdisc", "del", "dev", "eth0", "root"]);
-                    let _ = run("tc", &["-n", bridge, "qdisc", "del", "dev", port, "root"]);
-                }
-                EmulatorKind::Nfqueue => {
-                    for rule in RULES {
-                        let _ = iptables_rule(ns, "-D", rule);
-                    }
-                }
+        if self.kind == EmulatorKind::NetemQdisc {
+            for (ns, bridge, port) in &self.links {
+                let _ = run("tc", &["-n", ns, "qdisc", "del", "dev", "eth0", "root"]);
+                let _ = run("tc", &["-n", bridge, "qdisc", "del", "dev", port, "root"]);
             }
+        }
+        for ns in &self.queued_hosts {
+            let _ = iptables_rule(ns, "-D");
         }
         // After the rules are gone: no packet meets an unbound queue.
         self.emulators.clear();

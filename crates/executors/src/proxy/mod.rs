@@ -224,84 +224,54 @@ impl ProxyProcess {
                 );
             }
         }
-        let dir = private_dir()?;
-        let rendered = match config::render(hop, &dir) {
-            Ok(r) => r,
-            Err(e) => {
-                let _ = std::fs::remove_dir_all(&dir);
-                return Err(e);
-            }
-        };
-        let mut config_text = String::new();
-        for (name, contents, secret) in &rendered.files {
-            let mode = if *secret { 0o600 } else { 0o644 };
-            std::io::Write::write_all(
-                &mut std::fs::OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .mode(mode)
-                    .open(dir.join(name))
-                    .with_context(|| format!("cannot write {name}"))?,
-                contents.as_bytes(),
-            )?;
-            if *name == rendered.config_file {
-                config_text = contents.clone();
-            }
-        }
-        let program = program_path(rendered.program);
-        let mut cmd = Command::new(guard_exe()?);
-        cmd.arg("proxy-guard").arg("--dir").arg(&dir).arg("--");
-        if let Some(ns) = netns {
-            cmd.args(["ip", "netns", "exec", ns]);
-        }
-        let stderr = std::fs::File::create(dir.join("stderr.log"))?;
-        cmd.arg(&program)
-            .args(&rendered.args)
-            .envs(rendered.env.iter().map(|(k, v)| (k, v)))
-            .current_dir(&dir)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            // Its own group (and the proxy gets another): a terminal's Ctrl-C reaches the
-            // runner alone, which stops the proxy, and the proxy's whole group (nginx's
-            // workers) goes at once.
-            .process_group(0);
-        let mut guard = cmd
-            .spawn()
-            .with_context(|| format!("cannot start the guard of {}", program.display()))?;
-        // The guard's first line is the proxy's pid; none means it could not start it.
-        let mut line = String::new();
-        if let Some(out) = guard.stdout.take() {
-            let _ = std::io::BufReader::new(out).read_line(&mut line);
-        }
-        let Ok(pid) = line.trim().parse::<u32>() else {
-            let status = guard.wait()?;
-            let tail = stderr_tail(&dir);
-            let _ = std::fs::remove_dir_all(&dir);
-            bail!("cannot start {} ({status}): {tail}", program.display());
-        };
         let role = if hop.role == "client-sidecar" {
             Role::ProxyClient
         } else {
             Role::ProxyServer
         };
-        let mut proxy = ProxyProcess {
-            guard,
-            pid,
-            dir,
+        Launch {
+            kind: hop.kind,
+            role_name: hop.role,
             role,
-            record: ProxyRecord {
-                role: hop.role.into(),
-                proxy: hop.kind.as_str().into(),
-                version: version(hop.kind),
-                config: config_text,
-            },
             listen: hop.listen,
             quic: hop.carried.front == bench_core::HttpVersion::Http3,
+            netns,
+            cpu: None,
+        }
+        .start(|dir| config::render(hop, dir))
+    }
+
+    /// Starts a server nobody here wrote (`server`), pinned to `cpu` when given, in the
+    /// caller's network namespace, and waits until it listens: its object written first.
+    pub fn start_origin(
+        origin: &config::Origin,
+        cpu: Option<usize>,
+    ) -> anyhow::Result<ProxyProcess> {
+        if !crate::netem::netns::suite_address(origin.listen.ip()) {
+            bail!(
+                "{}: {} is neither loopback nor inside 198.18.0.0/15",
+                origin.kind.as_str(),
+                origin.listen
+            );
+        }
+        let Some(kind) = origin.kind.program() else {
+            bail!("our own server is `runner serve`");
         };
-        proxy.wait_listening()?;
-        Ok(proxy)
+        Launch {
+            kind,
+            role_name: ORIGIN_ROLE,
+            role: Role::Server,
+            listen: origin.listen,
+            quic: origin.version == bench_core::HttpVersion::Http3,
+            netns: None,
+            cpu,
+        }
+        .start(|dir| config::origin(origin, dir))
+    }
+
+    /// Its pid, which leads its process group.
+    pub fn pid(&self) -> u32 {
+        self.pid
     }
 
     /// The process group to sample.
@@ -360,6 +330,139 @@ impl ProxyProcess {
             _ => None,
         }
     }
+}
+
+/// The manifest's role of a server nobody here wrote (`server = "caddy"`), beside the
+/// proxies' `edge`, `client-sidecar` and `server-sidecar`.
+pub const ORIGIN_ROLE: &str = "origin-server";
+
+/// How one third-party program is started: what it is, where it listens, in which namespace
+/// and on which CPU.
+struct Launch<'a> {
+    kind: ProxyKind,
+    role_name: &'static str,
+    role: Role,
+    listen: SocketAddr,
+    /// Its clients arrive over QUIC: the listener's UDP socket is awaited too.
+    quic: bool,
+    netns: Option<&'a str>,
+    cpu: Option<usize>,
+}
+
+impl Launch<'_> {
+    /// Writes the configuration `render` makes in a private directory (and the generated
+    /// files it names), starts the program under its guard and waits until it listens.
+    fn start(
+        self,
+        render: impl FnOnce(&Path) -> anyhow::Result<config::Rendered>,
+    ) -> anyhow::Result<ProxyProcess> {
+        let dir = private_dir()?;
+        let rendered = match render(&dir).and_then(|r| write_files(&r, &dir).map(|text| (r, text)))
+        {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e);
+            }
+        };
+        let (rendered, config_text) = rendered;
+        let program = program_path(rendered.program);
+        let mut cmd = Command::new(guard_exe()?);
+        cmd.arg("proxy-guard").arg("--dir").arg(&dir).arg("--");
+        if let Some(ns) = self.netns {
+            cmd.args(["ip", "netns", "exec", ns]);
+        }
+        // taskset execs the program: same pid, and every thread it makes inherits the CPU.
+        if let Some(cpu) = self.cpu {
+            let cpu = cpu.to_string();
+            cmd.args(["taskset", "-c", cpu.as_str()]);
+        }
+        let stderr = std::fs::File::create(dir.join("stderr.log"))?;
+        cmd.arg(&program)
+            .args(&rendered.args)
+            .envs(rendered.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(&dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            // Its own group (and the proxy gets another): a terminal's Ctrl-C reaches the
+            // runner alone, which stops the proxy, and the proxy's whole group (nginx's
+            // workers) goes at once.
+            .process_group(0);
+        let mut guard = cmd
+            .spawn()
+            .with_context(|| format!("cannot start the guard of {}", program.display()))?;
+        // The guard's first line is the proxy's pid; none means it could not start it.
+        let mut line = String::new();
+        if let Some(out) = guard.stdout.take() {
+            let _ = std::io::BufReader::new(out).read_line(&mut line);
+        }
+        let Ok(pid) = line.trim().parse::<u32>() else {
+            let status = guard.wait()?;
+            let tail = stderr_tail(&dir);
+            let _ = std::fs::remove_dir_all(&dir);
+            bail!("cannot start {} ({status}): {tail}", program.display());
+        };
+        let mut proxy = ProxyProcess {
+            guard,
+            pid,
+            dir,
+            role: self.role,
+            record: ProxyRecord {
+                role: self.role_name.into(),
+                proxy: self.kind.as_str().into(),
+                version: version(self.kind),
+                config: config_text,
+            },
+            listen: self.listen,
+            quic: self.quic,
+        };
+        proxy.wait_listening()?;
+        Ok(proxy)
+    }
+}
+
+/// Writes a rendered configuration's files (keys owner-only) and generated objects into
+/// `dir`; returns the configuration file's text, for the manifest.
+fn write_files(rendered: &config::Rendered, dir: &Path) -> anyhow::Result<String> {
+    let mut config_text = String::new();
+    for (name, contents, secret) in &rendered.files {
+        let mode = if *secret { 0o600 } else { 0o644 };
+        std::io::Write::write_all(
+            &mut std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(mode)
+                .open(dir.join(name))
+                .with_context(|| format!("cannot write {name}"))?,
+            contents.as_bytes(),
+        )?;
+        if *name == rendered.config_file {
+            config_text = contents.clone();
+        }
+    }
+    for (name, bytes) in &rendered.generated {
+        let path = dir.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        let file = std::fs::File::create(&path)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        let mut out = std::io::BufWriter::new(file);
+        // Slices of the one generated chunk, as our servers send: the same bytes.
+        let chunk = bench_core::bulk::chunk();
+        let mut left = *bytes;
+        while left > 0 {
+            let n = left.min(chunk.len() as u64) as usize;
+            out.write_all(&chunk[..n])
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            left -= n as u64;
+        }
+        out.flush()?;
+    }
+    Ok(config_text)
 }
 
 impl Drop for ProxyProcess {
@@ -553,6 +656,67 @@ impl CellServer for MeshServer {
         let MeshServer { inner, proxies, .. } = *self;
         drop(proxies);
         inner.stop().await
+    }
+}
+
+/// A server nobody here wrote answering the cell (`server`): it listens on loopback (in the
+/// cell's namespace when it has one: this thread's), pinned to the server's CPU like ours, and
+/// the runner samples it as it samples ours (its pid). The manifest records its program,
+/// version and configuration beside the proxies' (role `origin-server`).
+pub struct OriginServer {
+    process: ProxyProcess,
+}
+
+impl OriginServer {
+    pub fn start(cell: &Cell, certs: &Path, cpu: Option<usize>) -> anyhow::Result<OriginServer> {
+        let e = &cell.settings;
+        let stack =
+            stacks::find(&cell.stack).ok_or_else(|| anyhow!("unknown stack {}", cell.stack))?;
+        let object = e
+            .object
+            .as_ref()
+            .map(|o| *o.value())
+            .ok_or_else(|| anyhow!("server = {}: no object to serve", e.server.as_str()))?;
+        let ip: std::net::IpAddr = std::net::Ipv4Addr::LOCALHOST.into();
+        let listen = SocketAddr::new(ip, free_port(ip)?);
+        let paths = PathPlan { cell, certs }.paths();
+        let origin = config::Origin {
+            kind: e.server,
+            listen,
+            tls: ListenTls {
+                cert: paths.server_cert(),
+                key: paths.server_key(),
+                client_ca: None,
+            },
+            version: stack.http_version(),
+            object_bytes: object.bytes,
+            threads: e.server_threads,
+            request_timeout_ms: e.request_timeout_ms,
+        };
+        Ok(OriginServer {
+            process: ProxyProcess::start_origin(&origin, cpu)?,
+        })
+    }
+}
+
+#[async_trait]
+impl CellServer for OriginServer {
+    fn addr(&self) -> SocketAddr {
+        self.process.listen
+    }
+    fn pid(&self) -> Option<u32> {
+        Some(self.process.pid)
+    }
+    fn exited(&mut self) -> Option<String> {
+        self.process.exited()
+    }
+    fn proxy_records(&self) -> Vec<ProxyRecord> {
+        vec![self.process.record.clone()]
+    }
+    async fn stop(self: Box<Self>) -> Option<String> {
+        // Dropping the process kills its group and removes its directory.
+        drop(self);
+        None
     }
 }
 

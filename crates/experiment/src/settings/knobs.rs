@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::mesh::{MeshPath, Pool, ProxyKind};
 use super::netem_spec::Netem;
+use super::origin::ServerKind;
 use super::parsed::Parsed;
 use super::rate_sweep::RateSweep;
 use super::types::{CellOrder, Executor, HostNamespaces, ListenAddr, Pacing, Threshold};
@@ -220,6 +221,13 @@ knobs! {
     /// each row's `client` says which ran.
     #[arg(long, value_parser = parse_name::<ClientImplementation>, value_name = "lean|library")]
     client: cell<ClientImplementation> = ClientImplementation::Lean;
+    /// The program that answers the load: ours (the stack's own server) or, for the bulk
+    /// workload's downloads on the REST stacks, a server nobody here wrote serving the same
+    /// object as a static file at /bulk/<bytes>: caddy (Go's net/http over HTTP/1.1 and
+    /// HTTP/2, quic-go over HTTP/3) or nginx (HTTP/1.1, HTTP/2), started and measured where
+    /// ours would be; each row's `server` says which ran.
+    #[arg(long, value_enum, value_name = "ours|caddy|nginx")]
+    server: cell<ServerKind> = ServerKind::Ours;
     /// Lean clients: the largest response head accepted, in bytes (HTTP/1.1: with interim 1xx
     /// heads; HTTP/3: the decoded field section, and a HEADERS frame announcing more is
     /// refused at its frame header; HTTP/2 holds its 64 KiB header list); a longer one is

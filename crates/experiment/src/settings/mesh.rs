@@ -97,7 +97,8 @@ pub struct Carried {
 
 /// What was checked on this machine about QUIC in the packaged proxies (docs/mesh.md).
 const HAPROXY_NO_QUIC: &str = "Debian's HAProxy 2.6 is built without QUIC (-QUIC in haproxy -vv)";
-const NGINX_NO_QUIC: &str = "nginx 1.22 has no HTTP/3 (QUIC came in 1.25; no http_v3 in nginx -V)";
+pub(super) const NGINX_NO_QUIC: &str =
+    "nginx 1.22 has no HTTP/3 (QUIC came in 1.25; no http_v3 in nginx -V)";
 const CADDY_NO_QUIC_UPSTREAM: &str = "Caddy 2.6's experimental HTTP/3 upstream (versions 3) dials TCP (checked here: `dial tcp …: connection refused` against an HTTP/3 server)";
 
 /// Whether `proxy` carries `stack` on `path`, or the one line saying why not. On TCP every

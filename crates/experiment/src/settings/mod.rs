@@ -6,6 +6,7 @@ pub mod file;
 mod knobs;
 pub mod mesh;
 mod netem_spec;
+pub mod origin;
 mod parsed;
 mod rate_sweep;
 mod types;
@@ -15,6 +16,7 @@ mod values;
 pub use knobs::{Experiment, Knobs, KEYS};
 pub use mesh::{MeshPath, Pool, ProxyKind};
 pub use netem_spec::Netem;
+pub use origin::ServerKind;
 pub use parsed::Parsed;
 pub use rate_sweep::{ladder, RateSweep, MAX_RATE_POINTS};
 pub use types::{

@@ -5,6 +5,7 @@ use bench_core::{HandshakeVariant, PayloadProfile};
 
 use super::knobs::Experiment;
 use super::mesh::{carries, MeshPath};
+use super::origin::ServerKind;
 use super::types::{
     CellOrder, Executor, HostNamespaces, MAX_HOST_AGENTS, MAX_K8S_AGENTS, MAX_NAME_BYTES,
 };
@@ -274,6 +275,7 @@ impl Experiment {
             );
         }
         self.check_object()?;
+        self.check_server()?;
         if let Some(Err(e)) = self.netem.as_ref().map(|n| n.parsed()) {
             return fail("netem", e.to_string());
         }
@@ -700,6 +702,77 @@ impl Experiment {
             });
         }
         Ok(())
+    }
+
+    /// A server nobody here wrote (`server`) against the rest: it serves the bulk workload's
+    /// downloads as static files over TLS, started beside the load by the local executor, and
+    /// none of our server's knobs reach it.
+    fn check_server(&self) -> Result<(), Invalid> {
+        let fail = |key: &str, message: String| {
+            Err(Invalid {
+                variant: None,
+                key: key.to_string(),
+                message,
+            })
+        };
+        if self.server == ServerKind::Ours {
+            return Ok(());
+        }
+        let name = self.server.as_str();
+        let download = self
+            .object
+            .as_ref()
+            .and_then(|o| o.parsed().ok())
+            .is_some_and(|o| o.direction == bench_core::bulk::Direction::Download);
+        if !download {
+            return fail(
+                "server",
+                format!("{name} serves the bulk workload's downloads (static files): set object = \"download:<size>\", or server = \"ours\""),
+            );
+        }
+        for stack in &self.stacks {
+            if let Some(stack) = stacks::find(stack) {
+                if let Err(why) = self.server.serves(stack) {
+                    return fail("server", why);
+                }
+            }
+        }
+        let why = if !self.targets.is_empty() {
+            Some(("targets", "with [targets] no server is started"))
+        } else if self.executor != Executor::Local || self.server_agent.is_some() {
+            Some((
+                "executor",
+                "it is started beside the load by the local executor, without server_agent",
+            ))
+        } else if self.path != MeshPath::Direct {
+            Some(("path", "it is measured on the direct path"))
+        } else if self.plaintext {
+            Some((
+                "plaintext",
+                "it serves over TLS 1.3 with the suite's certificate",
+            ))
+        } else if self.handshake != HandshakeVariant::Full {
+            Some(("handshake", "its session resumption is not configured here; new connections run full handshakes"))
+        } else if self.server_fault.is_some()
+            || self.service_time.is_some()
+            || self.service_cpu_us > 0
+        {
+            Some((
+                "server",
+                "server_fault, service_time and service_cpu_us change our own server",
+            ))
+        } else if self.quic_server_endpoints.is_some() {
+            Some((
+                "quic_server_endpoints",
+                "it is a knob of our own HTTP/3 server",
+            ))
+        } else {
+            None
+        };
+        match why {
+            Some((key, why)) => fail(key, format!("server = \"{name}\": {why}")),
+            None => Ok(()),
+        }
     }
 
     /// The mesh knobs against the rest: a proxy that cannot carry a stack, a path the

@@ -24,6 +24,10 @@ row_type! {
         /// before the knob existed.
         #[serde(default)]
         pub client: Option<String>,
+        /// The program that answered (`ours`, `caddy`, `nginx`); empty in runs from before
+        /// the knob (ours).
+        #[serde(default)]
+        pub server: Option<String>,
         pub connections: u32,
         /// The request budget; empty for a time-bound cell.
         #[serde(default)]

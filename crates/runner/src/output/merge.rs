@@ -452,6 +452,7 @@ fn write(
             .map(|a| bench_core::user_service::secrets::url(&a))
             .collect(),
         emulator: first.emulator.clone(),
+        emulator_delays_at: first.emulator_delays_at.clone(),
         stack_settings: first.stack_settings.clone(),
         stacks: first.stacks.clone(),
         environment: first.environment.clone(),

@@ -392,6 +392,10 @@ pub struct Manifest {
     /// (docs/conditions.md); `None` without delay, jitter or loss.
     #[serde(default)]
     pub emulator: Option<String>,
+    /// Where the emulator held a delayed packet: `qdisc` or `input` (`EmulatorKind::delays_at`);
+    /// absent in manifests of runs whose NFQUEUE emulator held packets at `OUTPUT`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulator_delays_at: Option<String>,
     /// Each stack's server settings, as the stack states them (docs/fairness.md).
     #[serde(default)]
     pub stack_settings:
@@ -417,7 +421,8 @@ pub struct Manifest {
     pub merged_from: Vec<MergedInput>,
     /// On edge and sidecar paths: each proxy that ran, once per variant, stack and role, with
     /// its version and the configuration of the first cell it served (paths to keys, never
-    /// keys). Absent when every path was direct.
+    /// keys); likewise a server nobody here wrote (`server`, role `origin-server`). Absent
+    /// when every path was direct to our own servers.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub proxies: Vec<ManifestProxy>,
 }

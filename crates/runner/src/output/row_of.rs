@@ -36,6 +36,7 @@ pub fn planned(cell: &Cell) -> CellRow {
         handshake: cell.handshake().as_str().to_string(),
         client: stacks::find(&cell.stack)
             .map(|s| s.client_implementation(cell.settings.client).to_string()),
+        server: Some(e.server.as_str().to_string()),
         connections: cell.connections(),
         requests: cell.duration_s().is_none().then_some(cell.requests()),
         duration_s: cell.duration_s(),
@@ -198,11 +199,17 @@ pub fn finished(r: &CellResult) -> CellRow {
         proxy_client_cpu_s: proxy_client.map(|p| p.cpu_s),
         proxy_server_rss_hwm_bytes: proxy_server.map(|p| p.rss_hwm_bytes),
         proxy_server_cpu_s: proxy_server.map(|p| p.cpu_s),
-        proxy_cpu_ms_per_1k_ok: r.proxies.as_ref().map(|_| {
-            cpu_per_1k(
-                proxy_client.map_or(0.0, |p| p.cpu_s) + proxy_server.map_or(0.0, |p| p.cpu_s),
-            )
-        }),
+        // Only on a proxied path: a server nobody here wrote is recorded with the proxies
+        // (its program and configuration) but measured as the server.
+        proxy_cpu_ms_per_1k_ok: r
+            .proxies
+            .as_ref()
+            .filter(|_| r.cell.settings.path != experiment::settings::MeshPath::Direct)
+            .map(|_| {
+                cpu_per_1k(
+                    proxy_client.map_or(0.0, |p| p.cpu_s) + proxy_server.map_or(0.0, |p| p.cpu_s),
+                )
+            }),
         short_phase: server.short_phase || client.short_phase,
         wire_sent_bytes: m.wire.sent,
         wire_received_bytes: m.wire.received,
@@ -218,9 +225,7 @@ pub fn finished(r: &CellResult) -> CellRow {
         message_gap_p999_us: gaps(gap.p999),
         message_gap_max_us: gaps(gap.max),
         object_bytes_moved: moved,
-        goodput_bytes_per_s: moved
-            .filter(|_| r.elapsed_s > 0.0)
-            .map(|b| b as f64 / r.elapsed_s),
+        goodput_bytes_per_s: r.goodput_bytes_per_s(),
         client_cpu_s_per_gib: moved.and_then(|_| per_gib(client.cpu_s)),
         server_cpu_s_per_gib: moved
             .filter(|_| server.sampled)

@@ -201,7 +201,7 @@ pub fn resume(dir: &Path, certs: &Path) -> Output {
         .unwrap()
 }
 
-/// A `runner agent` on 127.0.0.1 (port chosen by the kernel), killed when dropped.
+/// A `runner agent` on a loopback address (port chosen by the kernel), killed when dropped.
 pub struct Agent {
     pub child: std::process::Child,
     pub addr: String,
@@ -215,11 +215,17 @@ impl Drop for Agent {
 }
 
 impl Agent {
+    /// An agent on 127.0.0.1.
     pub fn start(certs: &Path, token: &str) -> Agent {
+        Agent::start_on("127.0.0.1", certs, token)
+    }
+
+    /// An agent listening on `ip` (a pod's address in the Kubernetes tests).
+    pub fn start_on(ip: &str, certs: &Path, token: &str) -> Agent {
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_runner"))
-            .args(["agent", "--listen", "127.0.0.1:0", "--certs"])
+            .args(["agent", "--listen", &format!("{ip}:0"), "--certs"])
             .arg(certs)
-            .env("TBENCH_AGENT_TOKEN", token)
+            .env(executors::agent::TOKEN_ENV, token)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::inherit())
@@ -237,4 +243,20 @@ impl Agent {
             addr: ready["agent"].as_str().unwrap().to_string(),
         }
     }
+
+    /// Its address, parsed.
+    pub fn socket_addr(&self) -> std::net::SocketAddr {
+        self.addr.parse().expect("an agent's address")
+    }
 }
+
+/// The runner's flags for a cell with no warm-up, no baseline and one repetition: the tests'
+/// usual shape around a request count of their own.
+pub const NO_WARMUP_ONE_REPETITION: [&str; 6] = [
+    "--warmup-fraction",
+    "0",
+    "--baseline-seconds",
+    "0",
+    "--repetitions",
+    "1",
+];
