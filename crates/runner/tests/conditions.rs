@@ -285,6 +285,10 @@ fn the_emulator_chosen_is_recorded_with_its_cpu() {
         serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(manifest["emulator"], expected);
     // Where a delayed packet waited: the thread on receipt, past the sender's socket.
-    let delays_at = if expected == "nfqueue" { "input" } else { "qdisc" };
+    let delays_at = if expected == "nfqueue" {
+        "input"
+    } else {
+        "qdisc"
+    };
     assert_eq!(manifest["emulator_delays_at"], delays_at);
 }
