@@ -260,6 +260,8 @@ pub fn write_with_scale(
         .map(|s| s.reference_runs())
         .unwrap_or_default();
     tables::reference_sweep(&mut out, &reference, &session_references, out_dir)?;
+    let machines = sessions.as_ref().map(|s| s.machines()).unwrap_or_default();
+    let machines_differ = sessions::machines_differ(&machines);
     if let Some(s) = &sessions {
         let _ = writeln!(
             out,
@@ -271,6 +273,13 @@ pub fn write_with_scale(
                 .collect::<Vec<_>>()
                 .join(", ")
         );
+        for (session, machine) in &machines {
+            let _ = writeln!(out, "- `{session}`: {machine}");
+        }
+        out.push('\n');
+        if let Some(differ) = &machines_differ {
+            let _ = writeln!(out, "{differ}\n");
+        }
     }
     if let Some(run) = &mesh_run {
         mesh::section(&mut out, &run.results.cells, &run.dir.display().to_string());
@@ -288,6 +297,7 @@ pub fn write_with_scale(
         &provs,
         &problems,
         sessions.as_ref().map(|s| s.count()),
+        machines_differ.is_some(),
     );
     artifact(
         &mut out,

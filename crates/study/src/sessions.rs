@@ -79,6 +79,50 @@ impl Sessions {
     pub(crate) fn count(&self) -> usize {
         self.dirs.len()
     }
+
+    /// Each session's machine (CPU model, cores, kernel) as its reference run's manifest
+    /// records it, with the session's folder as the paper names it.
+    pub(crate) fn machines(&self) -> Vec<(String, String)> {
+        self.dirs
+            .iter()
+            .zip(&self.shown)
+            .filter_map(|((_, dir), shown)| {
+                let p = Run::load(&dir.join("reference")).ok()?.provenance();
+                Some((shown.clone(), machine_of(&p)))
+            })
+            .collect()
+    }
+}
+
+/// A machine as the paper names it: CPU model, cores and kernel.
+pub(crate) fn machine_of(p: &Provenance) -> String {
+    format!("{}, {} cores, kernel {}", p.cpu(), p.cores, p.kernel)
+}
+
+/// When the sessions did not all run on one machine, the sentence that says which ran where
+/// (`None` when they share one): sessions on other hardware make a between-session interval
+/// cover the change of machine too.
+pub(crate) fn machines_differ(machines: &[(String, String)]) -> Option<String> {
+    let mut groups: Vec<(&str, Vec<&str>)> = Vec::new();
+    for (session, machine) in machines {
+        match groups.iter_mut().find(|g| g.0 == machine) {
+            Some(g) => g.1.push(session),
+            None => groups.push((machine, vec![session])),
+        }
+    }
+    (groups.len() > 1).then(|| {
+        let parts: Vec<String> = groups
+            .iter()
+            .map(|(machine, sessions)| {
+                let named: Vec<String> = sessions.iter().map(|s| format!("`{s}`")).collect();
+                format!("{} on {machine}", named.join(", "))
+            })
+            .collect();
+        format!(
+            "The sessions did not all run on one machine: {}. A bound over session means (a mean, a throughput ratio) therefore also covers the change of machine, and is wider for it; a proportion pools counts, and each session's own verdict compares stacks on one machine.",
+            parts.join("; ")
+        )
+    })
 }
 
 /// `dir` (a real path) as seen from the reference path as given: the nearer of the two
@@ -125,6 +169,25 @@ pub(crate) fn repetition_rate(r: &Row) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sessions_on_different_machines_are_named_and_one_machine_says_nothing() {
+        let m = |s: &str, cpu: &str| (s.to_string(), cpu.to_string());
+        assert_eq!(
+            machines_differ(&[m("s1", "AMD EPYC"), m("s2", "AMD EPYC")]),
+            None
+        );
+        let text = machines_differ(&[
+            m("s1", "AMD EPYC"),
+            m("s2", "AMD EPYC"),
+            m("s3", "Intel Xeon"),
+        ])
+        .unwrap();
+        assert!(
+            text.contains("`s1`, `s2` on AMD EPYC; `s3` on Intel Xeon"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn a_session_is_named_from_the_reference_path_as_given_not_the_real_one() {

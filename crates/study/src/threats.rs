@@ -115,6 +115,7 @@ pub(crate) fn threats(
     provs: &[Provenance],
     problems: &[String],
     sessions: Option<usize>,
+    machines_differ: bool,
 ) {
     let _ = writeln!(out, "## Threats to validity\n");
     let _ = writeln!(
@@ -270,7 +271,7 @@ pub(crate) fn threats(
         "- **Emulator limits.** Where the kernel has no `sch_netem` (this machine), delay and loss are applied by a user-space emulator thread in the runner (the `emulator` column says which ran): it shares the same cores as server and client (so emulated runs have less CPU for the protocols), it drops a GSO super-packet as one unit (one loss event can remove several QUIC datagrams at once, unlike a wire), and it draws loss and jitter from one fixed seed, so each emulated cell is one sample of the loss pattern, not an average over patterns."
     );
     held_on_send(out, runs, &is_emulated);
-    issue_33_threats(out, runs, sessions);
+    issue_33_threats(out, runs, sessions, machines_differ);
     if !problems.is_empty() {
         let _ = writeln!(
             out,
@@ -283,14 +284,24 @@ pub(crate) fn threats(
 
 /// Session drift, what loopback does to TIME_WAIT, the steady-window bias, sub-second cells
 /// and what VmHWM covers: each counted over the stress cells of every run.
-fn issue_33_threats(out: &mut String, runs: &[&Run], sessions: Option<usize>) {
+fn issue_33_threats(
+    out: &mut String,
+    runs: &[&Run],
+    sessions: Option<usize>,
+    machines_differ: bool,
+) {
     let all: Vec<&Row> = runs.iter().flat_map(|r| r.stress()).collect();
     let _ = writeln!(
         out,
         "- **Session drift.** {}",
         match sessions {
             Some(n) => format!(
-                "{n} sessions at one commit are aggregated: the plan's verdicts pool them (counts for a proportion, session means for a mean) and compare each session's own verdict part by part, and the reference tables give throughput and p99 an interval over the session means beside the one over a session's repetitions."
+                "{n} sessions at one commit are aggregated: the plan's verdicts pool them (counts for a proportion, session means for a mean) and compare each session's own verdict part by part, and the reference tables give throughput and p99 an interval over the session means beside the one over a session's repetitions.{}",
+                if machines_differ {
+                    " The sessions did not all run on one machine (each session's is listed under \"Sessions\"), so a bound over session means also covers the change of machine."
+                } else {
+                    ""
+                }
             ),
             None => "Every interval here is over one session's repetitions. Sessions of the same code on the same machine can differ by more than these intervals (machine state, time of day), so a difference between two sessions is no finding; `scripts/reproduce-paper --sessions 3` gives the between-session interval.".to_string(),
         }
