@@ -301,6 +301,9 @@ pub const ASSUMED_RPS_REUSE: f64 = 5_000.0;
 pub const ASSUMED_RPS_NEW_CONN: f64 = 500.0;
 /// Starting a cell's server and load generator, and stopping them.
 pub const ASSUMED_CELL_OVERHEAD_S: f64 = 1.0;
+/// The goodput assumed for bulk objects on an unshaped link, in bits per second; on a shaped
+/// link the estimate takes the shaped rate.
+pub const ASSUMED_BULK_BITS_PER_S: f64 = 1e9;
 
 /// How long a plan should take, split as `runner check` reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -322,7 +325,8 @@ impl Estimate {
 /// requests (warm-up included) at the open-loop rate, or else at the assumed closed-loop
 /// rate, lowered under emulated RTT to `concurrency / (round trips × RTT)` (a request is one
 /// round trip on an open connection, about three with a new TCP + TLS connection) and capped
-/// at `max_cell_seconds` per phase; plus a fixed overhead per cell.
+/// at `max_cell_seconds` per phase, and to the link's rate (or [`ASSUMED_BULK_BITS_PER_S`]) for
+/// bulk objects; plus a fixed overhead per cell.
 pub fn estimate(cells: &[Cell]) -> Estimate {
     let mut e = Estimate::default();
     for cell in cells {
@@ -350,10 +354,27 @@ pub fn estimate(cells: &[Cell]) -> Estimate {
             .as_ref()
             .and_then(|n| n.parsed().ok())
             .map_or(0.0, |n| 2.0 * n.delay_ms / 1000.0);
+        let link = cell.settings.netem.as_ref().and_then(|n| n.parsed().ok());
         let rps = match cell.rate() {
             Some(rate) => rate,
             None if rtt_s > 0.0 => assumed.min(f64::from(cell.concurrency) / (round_trips * rtt_s)),
             None => assumed,
+        };
+        // A bulk object takes its bytes at the link's rate, shared by every worker.
+        let object_bits = cell
+            .settings
+            .object
+            .as_ref()
+            .and_then(|o| o.parsed().ok())
+            .map(|o| o.bytes as f64 * 8.0);
+        let rps = match object_bits {
+            Some(bits) if bits > 0.0 => {
+                let link_bits_per_s = link
+                    .and_then(|n| n.rate_bits_per_s())
+                    .unwrap_or(ASSUMED_BULK_BITS_PER_S);
+                rps.min(link_bits_per_s / bits)
+            }
+            _ => rps,
         };
         let cap_s = cell.settings.max_cell_seconds as f64;
         let phase = |requests: u64| (requests as f64 / rps).min(cap_s);
@@ -402,11 +423,22 @@ mod tests {
         assert_eq!(e_paused.total_s(), e.total_s() + 2.0 * 1.5);
         let slow = Experiment {
             netem: Some("rtt=100ms".into()),
-            ..exp
+            ..exp.clone()
         };
         let e = estimate(&plan(&slow));
         assert!((e.stress_s - 30.0).abs() < 1e-9, "{e:?}");
         assert_eq!(human_duration(95.0), "1 min 35 s");
+        // Five 8 MiB objects over 10 Mbit/s take their bytes' time, not the item rate's.
+        let bulk = Experiment {
+            regimes: vec![Regime::Reuse],
+            requests_reuse: 5,
+            netem: Some("rate=10mbit".into()),
+            object: Some("download:8MiB".into()),
+            ..exp
+        };
+        let e = estimate(&plan(&bulk));
+        let expected = 5.0 * 8.0 * 1024.0 * 1024.0 * 8.0 / 10e6;
+        assert!((e.stress_s - expected).abs() < 1e-6, "{e:?}");
     }
 
     #[test]

@@ -223,11 +223,12 @@ fn describe_estimate(e: &plan::Estimate) -> String {
     }
     if e.stress_cells > 0 {
         parts.push(format!(
-            "{} stress cells ≈ {} assuming ≥ {:.0} req/s reuse and ≥ {:.0} req/s new-conn (or the open-loop rate, or fewer under emulated RTT)",
+            "{} stress cells ≈ {} assuming ≥ {:.0} req/s reuse and ≥ {:.0} req/s new-conn (or the open-loop rate, or fewer under emulated RTT), bulk objects at the shaped rate or else {:.0} Mbit/s",
             e.stress_cells,
             plan::human_duration(e.stress_s),
             plan::ASSUMED_RPS_REUSE,
-            plan::ASSUMED_RPS_NEW_CONN
+            plan::ASSUMED_RPS_NEW_CONN,
+            plan::ASSUMED_BULK_BITS_PER_S / 1e6
         ));
     }
     parts.push(format!(

@@ -217,6 +217,7 @@ pub async fn run_cells(
         kernel: output::kernel(),
         cpu_model: executors::measure::environment::this_cpu_model(),
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        online_cpus: executors::measure::environment::online_cpus(),
         pinning: ctx.pinning.clone(),
         client_threads: ctx.client_threads,
         server_threads: exp.server_threads,

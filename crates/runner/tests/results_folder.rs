@@ -496,6 +496,14 @@ fn the_cell_order_follows_the_manifests_seed_and_a_resume_replays_it() {
         serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap()
     };
     let first = manifest();
+    let online = first
+        .online_cpus
+        .expect("the manifest records the machine's CPUs");
+    assert!(
+        online >= first.cores,
+        "{online} online CPUs < {} usable",
+        first.cores
+    );
     let seed = first
         .experiment
         .cell_order_seed

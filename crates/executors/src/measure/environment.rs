@@ -200,6 +200,28 @@ pub fn this_cpu_model() -> String {
     cpu_model(&read("/proc/cpuinfo"))
 }
 
+/// The machine's online CPUs (`/sys/devices/system/cpu/online`), which pinning does not change.
+pub fn online_cpus() -> Option<usize> {
+    cpu_list_len(&read("/sys/devices/system/cpu/online"))
+}
+
+/// The number of CPUs in a kernel CPU list such as `0-3,8,10-11`.
+fn cpu_list_len(list: &str) -> Option<usize> {
+    let mut n = 0;
+    for part in list.trim().split(',').filter(|p| !p.is_empty()) {
+        n += match part.split_once('-') {
+            Some((a, b)) => {
+                b.parse::<usize>()
+                    .ok()?
+                    .checked_sub(a.parse::<usize>().ok()?)?
+                    + 1
+            }
+            None => part.parse::<usize>().map(|_| 1).ok()?,
+        };
+    }
+    (n > 0).then_some(n)
+}
+
 fn cpu_model(cpuinfo: &str) -> String {
     cpuinfo
         .lines()
@@ -279,6 +301,16 @@ fn tcp_default_buffers() -> std::io::Result<(usize, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cpu_list_counts_ranges_and_singles() {
+        assert_eq!(cpu_list_len("0-1\n"), Some(2));
+        assert_eq!(cpu_list_len("0-3,8,10-11"), Some(7));
+        assert_eq!(cpu_list_len("0"), Some(1));
+        assert_eq!(cpu_list_len(""), None);
+        assert_eq!(cpu_list_len("3-1"), None);
+        assert_eq!(cpu_list_len("x"), None);
+    }
 
     #[test]
     fn steal_is_a_share_of_the_ticks_in_between() {

@@ -444,6 +444,7 @@ fn write(
         kernel: first.kernel.clone(),
         cpu_model: first.cpu_model.clone(),
         cores: first.cores,
+        online_cpus: first.online_cpus,
         pinning: first.pinning.clone(),
         client_threads: first.client_threads,
         server_threads: first.server_threads,

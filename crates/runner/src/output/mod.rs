@@ -383,7 +383,11 @@ pub struct Manifest {
     pub crate_versions: std::collections::BTreeMap<String, String>,
     pub kernel: String,
     pub cpu_model: String,
+    /// Cores the runner's process may use: after `--pin`, the one it is pinned to.
     pub cores: usize,
+    /// The machine's online CPUs, whatever the pinning (absent in older manifests).
+    #[serde(default)]
+    pub online_cpus: Option<usize>,
     pub pinning: String,
     pub client_threads: usize,
     pub server_threads: u32,
