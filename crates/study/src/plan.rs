@@ -38,6 +38,10 @@ pub struct Plan {
     /// The answer to [`Plan::question`], sentence by sentence, each resting on rules.
     #[serde(default)]
     pub answer: Vec<AnswerSentence>,
+    /// Where notes written after the data live (a file and section), which the paper names
+    /// under its answer: findings that change no rule but change how to read one.
+    #[serde(default)]
+    pub read_with: Option<String>,
     /// Set by [`Plan::quick`]: the sessions the full plan asks for.
     #[serde(skip)]
     pub quick_of_sessions: Option<usize>,

@@ -94,6 +94,12 @@ pub fn write(
         loaded.len()
     );
     judged::answer_section(&mut out, &plan, &data, &judged, &marks);
+    if let Some(notes) = &plan.read_with {
+        let _ = writeln!(
+            out,
+            "Read these verdicts with {notes}: notes written after the data, which change no rule but say where a condition measured something other than its name.\n"
+        );
+    }
     runs_section(&mut out, &provs);
     judged::plan_section(
         &mut out,
@@ -113,6 +119,14 @@ pub fn write(
         &crate::generated(&loaded[0].dir, &provs[0].commit),
         rerun,
     );
+    rebuild_command(
+        &mut out,
+        &plan_shown,
+        &loaded,
+        plan_choice.quick,
+        rerun,
+        out_file,
+    );
     if let Some(dir) = out_file.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
@@ -125,6 +139,31 @@ pub fn write(
             .map(|p| format!("mixed provenance allowed: {p}"))
             .collect(),
     })
+}
+
+/// The command that writes this paper again from the committed runs, without measuring.
+fn rebuild_command(
+    out: &mut String,
+    plan_shown: &str,
+    runs: &[Run],
+    quick: bool,
+    rerun: &str,
+    out_file: &Path,
+) {
+    let runs: Vec<String> = runs.iter().map(|r| r.dir.display().to_string()).collect();
+    let _ = writeln!(
+        out,
+        "\nTo write this paper again from the committed data alone:\n\n```sh\ncargo run --release -p study -- judge --plan {plan_shown} --runs {}{} --rerun {} --out {}\n```",
+        runs.join(" "),
+        if quick { " --quick" } else { "" },
+        shell_quoted(rerun),
+        out_file.display()
+    );
+}
+
+/// `text` as one single-quoted shell word.
+fn shell_quoted(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
 }
 
 /// The runs the verdicts rest on: where and when each was measured.
@@ -147,4 +186,15 @@ fn runs_section(out: &mut String, provs: &[Provenance]) {
         );
     }
     out.push('\n');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_quoted;
+
+    #[test]
+    fn a_rerun_text_is_one_shell_word() {
+        assert_eq!(shell_quoted("`a` (b)"), "'`a` (b)'");
+        assert_eq!(shell_quoted("it's"), r"'it'\''s'");
+    }
 }

@@ -177,7 +177,11 @@ impl Run {
             ram: find_first(m, "ram_bytes")
                 .and_then(|v| v.as_f64())
                 .map(|b| format!("{:.1} GB RAM", b / 1e9)),
-            cores: text("cores").unwrap_or_else(|| "?".into()),
+            cores: cores(
+                text("online_cpus"),
+                text("cores"),
+                text("pinning").filter(|p| p != "none"),
+            ),
             kernel: text("kernel").unwrap_or_else(|| "unknown".into()),
             commit: text("git_commit").unwrap_or_else(|| "unknown".into()),
             date: text("started_utc")
@@ -260,6 +264,37 @@ pub(crate) fn setup(out: &mut String, reference: &Run, provs: &[Provenance]) -> 
             runs => runs,
         },
     )
+}
+
+/// The machine's cores: `online_cpus` where the manifest has it; in older manifests `cores` was
+/// the runner's usable cores, which pinning narrows, so a pinned run says so.
+fn cores(online_cpus: Option<String>, cores: Option<String>, pinning: Option<String>) -> String {
+    match (online_cpus, cores, pinning) {
+        (Some(n), _, None) => n,
+        (Some(n), _, Some(pin)) => format!("{n} (pinned: {pin})"),
+        (None, Some(n), None) => n,
+        (None, Some(n), Some(pin)) => format!("{n} usable by the runner (pinned: {pin})"),
+        (None, None, _) => "?".into(),
+    }
+}
+
+#[cfg(test)]
+mod cores_tests {
+    #[test]
+    fn a_pinned_run_names_whose_cores_it_counts() {
+        let s = |v: &str| Some(v.to_string());
+        assert_eq!(super::cores(s("2"), s("1"), None), "2");
+        assert_eq!(
+            super::cores(s("2"), s("1"), s("server cpu 0")),
+            "2 (pinned: server cpu 0)"
+        );
+        assert_eq!(
+            super::cores(None, s("1"), s("server cpu 0, runner cpu 1")),
+            "1 usable by the runner (pinned: server cpu 0, runner cpu 1)"
+        );
+        assert_eq!(super::cores(None, s("2"), None), "2");
+        assert_eq!(super::cores(None, None, None), "?");
+    }
 }
 
 #[cfg(test)]
