@@ -153,7 +153,7 @@ fn rebuild_command(
     let runs: Vec<String> = runs.iter().map(|r| r.dir.display().to_string()).collect();
     let _ = writeln!(
         out,
-        "\nTo write this paper again from the committed data alone:\n\n```sh\ncargo run --release -p study -- judge --plan {plan_shown} --runs {}{} --rerun {} --out {}\n```",
+        "To write this paper again from the committed data alone:\n\n```sh\ncargo run --release -p study -- judge --plan {plan_shown} --runs {}{} --rerun {} --out {}\n```",
         runs.join(" "),
         if quick { " --quick" } else { "" },
         shell_quoted(rerun),
