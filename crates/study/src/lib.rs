@@ -298,12 +298,40 @@ pub fn write_with_scale(
         &problems,
         sessions.as_ref().map(|s| s.count()),
         machines_differ.is_some(),
+        &machines,
     );
-    artifact(
+    let generated_by = generated(&reference.dir, &provs[0].commit);
+    artifact(&mut out, &provs[0], &generated_by, STUDY_RERUN);
+    let mut inputs = vec![format!("--reference {}", reference.dir.display())];
+    inputs.push(format!(
+        "--claims {}",
+        claims
+            .iter()
+            .map(|c| c.display().to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
+    ));
+    let named = [
+        ("--scale", scale),
+        ("--mesh", mesh),
+        ("--breakdown", breakdown),
+    ];
+    for (flag, path) in named {
+        if let Some(p) = path {
+            inputs.push(format!("{flag} {}", p.display()));
+        }
+    }
+    if plan_choice.quick {
+        inputs.push("--quick".into());
+    }
+    rerun_exactly(
         &mut out,
-        &provs[0],
-        &generated(&reference.dir, &provs[0].commit),
-        STUDY_RERUN,
+        &reference.dir,
+        &provs[0].commit,
+        &generated_by,
+        mesh.is_some(),
+        &inputs,
+        out_dir,
     );
 
     std::fs::create_dir_all(out_dir)
@@ -371,6 +399,66 @@ struct Generated {
     /// Files of `crates/`, `experiments/` or Cargo.lock changed but not committed.
     uncommitted: usize,
     crates_changed: Vec<String>,
+}
+
+/// The files that measure the study, whose change between the data commit and the generating
+/// commit decides whether `main` reruns the same study as the data commit.
+const STUDY_RUN_FILES: [&str; 3] = [
+    ":/scripts/reproduce-paper",
+    ":/experiments/claims",
+    ":/experiments/study",
+];
+
+/// How to rerun the measured code itself, and the command that writes this paper again from
+/// the committed data alone; what differs between the two commits comes from git.
+fn rerun_exactly(
+    out: &mut String,
+    checkout: &Path,
+    data_commit: &str,
+    generated: &Generated,
+    with_mesh: bool,
+    inputs: &[String],
+    out_dir: &Path,
+) {
+    let commit = data_commit.trim_end_matches("-dirty");
+    let short = commit.get(..9).unwrap_or(commit);
+    let changed: Option<Vec<String>> = std::process::Command::new("git")
+        .arg("-C")
+        .arg(checkout)
+        .args(["--no-pager", "diff", "--name-only", commit, "HEAD", "--"])
+        .args(STUDY_RUN_FILES)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .map(str::to_string)
+                .collect()
+        });
+    let same = match &changed {
+        Some(files) if files.is_empty() => "`scripts/reproduce-paper`, `experiments/claims/` and `experiments/study/` are the same there as at the generating commit, so the two rerun the same experiments with that commit's code".to_string(),
+        Some(files) => format!(
+            "between it and the generating commit these files that define the runs changed: {}",
+            files.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", ")
+        ),
+        None => "whether the files that define the runs changed since cannot be told here (no git)".to_string(),
+    };
+    let mesh = if with_mesh {
+        " --with-mesh` (as root: `--with-mesh` also runs `experiments/mesh.toml`, the mesh section's data)"
+    } else {
+        "`"
+    };
+    let drift =
+        !generated.crates_changed.is_empty() || changed.as_ref().is_none_or(|c| !c.is_empty());
+    let _ = writeln!(
+        out,
+        "To rerun exactly the measured code: `git worktree add ../data {short}`, then in `../data`: `scripts/reproduce-paper --sessions 3{mesh}; {same}.\n\nTo write this paper again from the committed data alone{}:\n\n```sh\ncargo run --release -p study -- paper {} --out {}{}\n```",
+        if drift { " (with `--allow-code-drift`, since the code changed after the data)" } else { "" },
+        inputs.join(" "),
+        out_dir.display(),
+        if drift { " --allow-code-drift" } else { "" },
+    );
 }
 
 fn generated(reference: &Path, data_commit: &str) -> Generated {

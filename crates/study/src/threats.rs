@@ -116,21 +116,29 @@ pub(crate) fn threats(
     problems: &[String],
     sessions: Option<usize>,
     machines_differ: bool,
+    session_machines: &[(String, String)],
 ) {
     let _ = writeln!(out, "## Threats to validity\n");
     let _ = writeln!(
         out,
         "_Generated from the runs above; each point says what in the data it rests on._\n"
     );
+    // Every session's machine counts, not only the runs the provenance table lists.
     let mut machines: Vec<String> = provs
         .iter()
-        .map(|p| format!("{}, {} cores, Linux {}", p.cpu(), p.cores, p.kernel))
+        .map(crate::sessions::machine_of)
+        .chain(session_machines.iter().map(|(_, m)| m.clone()))
         .collect();
     machines.sort();
     machines.dedup();
+    let where_each = if machines.len() > 1 {
+        " (one machine at a time; which session ran on which is listed under Sessions)"
+    } else {
+        ""
+    };
     let _ = writeln!(
         out,
-        "- **One machine.** Every run used {} machine configuration(s): {}. Server and load generator ran on the same machine (on loopback, or in network namespaces joined by a bridge), so nothing here measures a network card, a switch or a second kernel; the study's numbers came from another setup (see [study.md](study.md)) and absolute values are not comparable, only orders of magnitude and shapes.",
+        "- **One machine.** Every run used {} machine configuration(s){where_each}: {}. Server and load generator ran on the same machine (on loopback, or in network namespaces joined by a bridge), so nothing here measures a network card, a switch or a second kernel; the study's numbers came from another setup (see [study.md](study.md)) and absolute values are not comparable, only orders of magnitude and shapes.",
         machines.len(),
         machines.join("; ")
     );
