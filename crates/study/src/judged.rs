@@ -733,6 +733,17 @@ pub(crate) fn answer_section(
             links,
         ));
     }
+    // Sentences that came out word for word alike are said once, with both links.
+    let mut merged: Vec<(Option<String>, String, String)> = Vec::new();
+    for (why, text, links) in lines {
+        match merged.last_mut() {
+            Some(last) if last.0 == why && last.1 == text => {
+                last.2 = format!("{}, {links}", last.2);
+            }
+            _ => merged.push((why, text, links)),
+        }
+    }
+    let lines = merged;
     if lines.iter().all(|(why, _, _)| why.is_some()) {
         // Nothing judged at all: one line, each reason once.
         let mut reasons: Vec<&str> = Vec::new();

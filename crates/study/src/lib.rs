@@ -437,7 +437,7 @@ fn rerun_exactly(
                 .collect()
         });
     let same = match &changed {
-        Some(files) if files.is_empty() => "`scripts/reproduce-paper`, `experiments/claims/` and `experiments/study/` are the same there as at the generating commit, so the two rerun the same experiments with that commit's code".to_string(),
+        Some(files) if files.is_empty() => "`scripts/reproduce-paper`, `experiments/claims/` and `experiments/study/` are the same there as at the generating commit: rerunning there measures the same experiments with the measured code, rerunning from `main` with `main`'s".to_string(),
         Some(files) => format!(
             "between it and the generating commit these files that define the runs changed: {}",
             files.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", ")

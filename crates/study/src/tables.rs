@@ -93,8 +93,10 @@ fn stress_table(out: &mut String, run: &Run, sessions: &[Run], rows: &[&Row], re
                         })
                         .collect()
                 };
-                let rps = between_sessions(&per_session(&|r| repetition_rate(r)));
-                let p99 = between_sessions(&per_session(&|r| fval(r, "latency_p99_us")));
+                let rps = nonnegative(between_sessions(&per_session(&|r| repetition_rate(r))));
+                let p99 = nonnegative(between_sessions(&per_session(&|r| {
+                    fval(r, "latency_p99_us")
+                })));
                 let _ = write!(
                     line,
                     " {} (n = {}) | {} |",
@@ -108,6 +110,12 @@ fn stress_table(out: &mut String, run: &Run, sessions: &[Run], rows: &[&Row], re
     }
     if out[start..].contains(" †") {
         let _ = writeln!(out, "\n{}", fallback_note());
+    }
+    if between {
+        let _ = writeln!(
+            out,
+            "\n_Between sessions: the 95 % Student t interval over the session means (n = the sessions with the cell, as the req/s column states; the same n for p99). Neither quantity can be negative: a lower bound below 0 is shown as 0._"
+        );
     }
     out.push('\n');
 }
@@ -150,4 +158,24 @@ pub(crate) fn reference_sweep(
             figures => figures,
         },
     )
+}
+
+/// An interval of a quantity that cannot be negative, its lower bound clamped at 0: a Student
+/// t over three session means can reach below 0, which no throughput or latency can.
+fn nonnegative(mut iv: Interval) -> Interval {
+    iv.ci = iv.ci.map(|(lo, hi)| (lo.max(0.0), hi));
+    iv
+}
+
+#[cfg(test)]
+mod nonnegative_tests {
+    #[test]
+    fn a_bound_below_zero_is_shown_as_zero() {
+        let iv = super::nonnegative(stats::interval(&[1.0, 100.0, 2.0]));
+        let (lo, hi) = iv.ci.unwrap();
+        assert_eq!(lo, 0.0);
+        assert!(hi > 100.0);
+        let iv = super::nonnegative(stats::interval(&[10.0, 11.0, 12.0]));
+        assert!(iv.ci.unwrap().0 > 0.0);
+    }
 }
