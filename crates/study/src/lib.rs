@@ -422,20 +422,10 @@ fn rerun_exactly(
 ) {
     let commit = data_commit.trim_end_matches("-dirty");
     let short = commit.get(..9).unwrap_or(commit);
-    let changed: Option<Vec<String>> = std::process::Command::new("git")
-        .arg("-C")
-        .arg(checkout)
-        .args(["--no-pager", "diff", "--name-only", commit, "HEAD", "--"])
-        .args(STUDY_RUN_FILES)
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .map(str::to_string)
-                .collect()
-        });
+    let mut diff = vec!["--no-pager", "diff", "--name-only", commit, "HEAD", "--"];
+    diff.extend(STUDY_RUN_FILES);
+    let changed: Option<Vec<String>> =
+        git_stdout(checkout, &diff).map(|s| s.lines().map(str::to_string).collect());
     let same = match &changed {
         Some(files) if files.is_empty() => "`scripts/reproduce-paper`, `experiments/claims/` and `experiments/study/` are the same there as at the generating commit: rerunning there measures the same experiments with the measured code, rerunning from `main` with `main`'s".to_string(),
         Some(files) => format!(
@@ -461,17 +451,20 @@ fn rerun_exactly(
     );
 }
 
+/// What a git command run in `dir` printed, if it succeeded.
+fn git_stdout(dir: &Path, args: &[&str]) -> Option<String> {
+    std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+}
+
 fn generated(reference: &Path, data_commit: &str) -> Generated {
-    let git = |args: &[&str]| {
-        std::process::Command::new("git")
-            .arg("-C")
-            .arg(reference)
-            .args(args)
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
-    };
+    let git = |args: &[&str]| git_stdout(reference, args);
     let commit = data_commit.trim_end_matches("-dirty");
     let head = git(&["rev-parse", "HEAD"])
         .map(|s| s.trim().to_string())
