@@ -8,6 +8,19 @@ pub fn mean(values: &[f64]) -> f64 {
     values.iter().sum::<f64>() / values.len().max(1) as f64
 }
 
+/// Median: the middle value, or the mean of the two middle values of an even count; `None`
+/// for no values. NaNs sort last (`total_cmp`).
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(sorted[n / 2]),
+        _ => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
+    }
+}
+
 /// Sample variance (n − 1 in the denominator); `None` below two values.
 pub fn sample_variance(values: &[f64]) -> Option<f64> {
     let n = values.len();
@@ -81,6 +94,13 @@ pub fn cv(values: &[f64]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_median_of_an_even_count_is_the_mean_of_its_middle_two() {
+        assert_eq!(median(&[]), None);
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
+    }
 
     #[test]
     fn interval_matches_a_hand_computation() {

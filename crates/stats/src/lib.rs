@@ -19,7 +19,9 @@ pub use binomial::{
     binomial_cdf, clopper_pearson, clopper_pearson_95, clopper_pearson_lower,
     clopper_pearson_upper, trials_to_show_below, zero_failure_trials_below,
 };
-pub use interval::{between_sessions, cv, interval, mean, sample_sd, sample_variance, Interval};
+pub use interval::{
+    between_sessions, cv, interval, mean, median, sample_sd, sample_variance, Interval,
+};
 pub use ols::{ols, Fit, MIN_LEVELS};
 pub use proportion::{
     exact_bounds, mean_bounds, newcombe_difference, normal_quantile, pool_sessions, wilson, Counts,

@@ -410,11 +410,15 @@ pub(crate) fn findings(
     ) {
         let per_conn = c.total_instructions() + s.total_instructions();
         lines.push(format!(
-            "{} ({}): one new {} connection with its request costs client and server together {}k instructions here, so a cap of {:.0} connections per second would mean a machine retiring no more than {:.0} million instructions per second for them: the study's cap is not the protocol's CPU cost. What this cost does bound is the new-connection rate on two shared cores, and the rows above say which part of it is cryptography any TLS 1.3 handshake pays and which is QUIC's and quinn's machinery.",
+            "{} ({}): one new {} connection with its request costs client and server together {}k instructions in the breakdown's run{}, so a cap of {:.0} connections per second would mean a machine retiring no more than {:.0} million instructions per second for them: the study's cap is not the protocol's CPU cost. What this cost does bound is the new-connection rate on two shared cores, and the rows above say which part of it is cryptography any TLS 1.3 handshake pays and which is QUIC's and quinn's machinery.",
             focus.cap_id,
             focus.cap_short,
             label(quic),
             kinstr(per_conn),
+            b.commit
+                .as_deref()
+                .map(|c| format!(" (at `{}`)", &c[..c.len().min(12)]))
+                .unwrap_or_default(),
             focus.cap_high_rps,
             focus.cap_high_rps * per_conn / 1e6,
         ));
@@ -424,7 +428,7 @@ pub(crate) fn findings(
         b.get(tcp, "reuse", "server"),
     ) {
         lines.push(format!(
-            "{} ({}): instruction counts do not measure memory. What they add is that a reused-connection request allocates more on the {} server ({}k instructions in the allocator against {}k on {}): per-stream state created and freed with every request, which is churn; the resident memory per open connection is the fit under {} above.",
+            "{} ({}): instruction counts do not measure memory. What they add is that a reused-connection request costs the {} server more allocator work ({}k instructions in the allocator against {}k on {}): that counts how often it allocates and frees, not what stays resident; the resident memory per open connection is the fit under {} above.",
             focus.memory_id,
             focus.memory_short,
             label(quic),

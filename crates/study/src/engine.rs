@@ -597,7 +597,30 @@ fn reading(v: &Verdict) -> Vec<(String, String)> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Change {
     pub part: String,
-    pub sessions: Vec<String>,
+    pub sessions: Vec<SessionReading>,
+}
+
+/// One session's reading of a part of a verdict: the part's value where it has one (a bound,
+/// an estimate) and what it read ("meets the bound", a label, an outcome); `None` where the
+/// session's verdict has no such part.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionReading {
+    pub value: Option<f64>,
+    pub reading: Option<String>,
+}
+
+impl SessionReading {
+    /// The reading with its value written by `figure` (the paper's units): "28,019 req/s
+    /// meets the bound", or "absent".
+    pub fn text(&self, figure: impl Fn(f64) -> String) -> String {
+        match &self.reading {
+            Some(r) => match self.value {
+                Some(x) => format!("{} {r}", figure(x)),
+                None => r.clone(),
+            },
+            None => "absent".into(),
+        }
+    }
 }
 
 /// Whole-verdict agreement: compares every part of the same verdict (same rule, condition,
@@ -626,17 +649,9 @@ pub fn agreement(per_session: &[&Verdict]) -> Vec<Change> {
         let sessions = per_session
             .iter()
             .zip(&shown)
-            .map(|(v, s)| {
-                let value = v
-                    .parts
-                    .iter()
-                    .find(|p| p.name == name)
-                    .map(|p| format!("{} ", p.value))
-                    .unwrap_or_default();
-                match s {
-                    Some(s) => format!("{value}{s}").trim().to_string(),
-                    None => "absent".into(),
-                }
+            .map(|(v, s)| SessionReading {
+                value: v.parts.iter().find(|p| p.name == name).map(|p| p.value),
+                reading: s.cloned(),
             })
             .collect();
         changes.push(Change {
@@ -1049,7 +1064,11 @@ conditions = ["e/a"]
         let names: Vec<&str> = changes.iter().map(|c| c.part.as_str()).collect();
         assert_eq!(names, ["outcome", "label", "repetition 2"]);
         assert_eq!(
-            changes[2].sessions,
+            changes[2]
+                .sessions
+                .iter()
+                .map(|s| s.text(|x| x.to_string()))
+                .collect::<Vec<_>>(),
             [
                 "23 meets the bound",
                 "27.78 misses the bound",

@@ -415,7 +415,14 @@ fn sessions_text(plan: &Plan, j: &Judged, v: &Verdict) -> String {
     } else {
         let parts = changes
             .iter()
-            .map(|c| format!("{}: {}", c.part, c.sessions.join(" · ")))
+            .map(|c| {
+                let readings: Vec<String> = c
+                    .sessions
+                    .iter()
+                    .map(|s| s.text(|x| figure(plan, j.rule, &c.part, x)))
+                    .collect();
+                format!("{}: {}", c.part, readings.join(" · "))
+            })
             .collect::<Vec<_>>()
             .join("; ");
         format!("moved: {parts}")
@@ -565,12 +572,13 @@ fn items(plan: &Plan, data: &ClaimData, judged: &[&Judged], outcome: Outcome) ->
                 (Some(lo), Some(hi)) => format!(": {} to {}", lo.1, hi.1),
                 _ => String::new(),
             };
+            let noun = if levels == [1] { "worker" } else { "workers" };
             let levels = levels
                 .iter()
                 .map(u64::to_string)
                 .collect::<Vec<_>>()
                 .join(", ");
-            format!("{subject}, `{condition}`, {levels} workers{shown}")
+            format!("{subject}, `{condition}`, {levels} {noun}{shown}")
         })
         .collect();
     if total > MAX_ITEMS {
@@ -819,13 +827,14 @@ pub(crate) fn plan_section(
         .join(", ");
     let _ = writeln!(
         out,
-        "Every verdict below is computed by one engine from the analysis plan `{plan_path}` (its reasons: `{reasons}`). {when} A cell is a fixed budget of attempts ({budgets}; the `{}` column), never stretched by time; a repetition with another count is not judged. A verdict rests on at least {} repetitions per session and {}; these data hold {sessions} session(s). Outcomes are computed from the bounds: a rule holds when its whole bound lies on the rule's side, fails when it lies wholly on the other, and is undecided otherwise.\n",
+        "Every verdict below is computed by one engine from the analysis plan `{plan_path}` (its reasons: `{reasons}`). {when} A cell is a fixed budget of attempts ({budgets}; the `{}` column), never stretched by time; a repetition with another count is not judged. A verdict rests on at least {} per session and {}; these data hold {}. Outcomes are computed from the bounds: a rule holds when its whole bound lies on the rule's side, fails when it lies wholly on the other, and is undecided otherwise.\n",
         plan.budgets.column,
-        plan.min_sample.repetitions,
+        crate::text::count(plan.min_sample.repetitions, "repetition", "repetitions"),
         match plan.quick_of_sessions {
             Some(n) => format!("1 session (quick; the full plan asks for {n})"),
-            None => format!("{} sessions", plan.min_sample.sessions),
+            None => crate::text::count(plan.min_sample.sessions, "session", "sessions"),
         },
+        crate::text::count(sessions, "session", "sessions"),
         reasons = std::path::Path::new(plan_path)
             .with_file_name("README.md")
             .display(),

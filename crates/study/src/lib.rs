@@ -291,9 +291,15 @@ pub fn write_with_scale(
         let measured = breakdown::reference_cpu(&reference, b.concurrency.unwrap_or(0));
         breakdown::section(&mut out, b, path, &measured, &claims::breakdown_focus())?;
     }
+    // The threats count cells over every session's runs, the paper's own (session 1's) first.
+    let other_sessions = sessions
+        .as_ref()
+        .map(|s| s.other_sessions_runs(&reference, &claim_runs))
+        .unwrap_or_default();
+    let pooled: Vec<&Run> = runs.iter().copied().chain(other_sessions.iter()).collect();
     threats(
         &mut out,
-        &runs,
+        &pooled,
         &provs,
         &problems,
         sessions.as_ref().map(|s| s.count()),

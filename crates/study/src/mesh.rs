@@ -56,6 +56,56 @@ fn cell(rows: &[&CellRow]) -> Cell {
     }
 }
 
+/// What one cell of the run is: each regime's request budget and how many whole budgets a cell
+/// sent (`budget_repeats`), since these cells are not the plan's fixed budgets of attempts.
+fn budgets_sentence(stress: &[&CellRow]) -> String {
+    let mut regimes: Vec<(&str, Vec<u64>, Vec<u64>)> = Vec::new();
+    for r in stress {
+        let (Some(requests), Some(repeats)) = (r.requests, r.budget_repeats) else {
+            continue;
+        };
+        match regimes.iter_mut().find(|g| g.0 == r.regime) {
+            Some(g) => {
+                g.1.push(requests);
+                g.2.push(repeats);
+            }
+            None => regimes.push((&r.regime, vec![requests], vec![repeats])),
+        }
+    }
+    if regimes.is_empty() {
+        return String::new();
+    }
+    let range = |v: &[u64]| {
+        let (lo, hi) = (v.iter().min(), v.iter().max());
+        match (lo, hi) {
+            (Some(lo), Some(hi)) if lo == hi => crate::text::thousands(*lo as f64),
+            (Some(lo), Some(hi)) => format!(
+                "{}–{}",
+                crate::text::thousands(*lo as f64),
+                crate::text::thousands(*hi as f64)
+            ),
+            _ => "?".into(),
+        }
+    };
+    let parts: Vec<String> = regimes
+        .iter()
+        .map(|(regime, requests, repeats)| {
+            let times = match range(repeats) {
+                r if r == "1" => "once".to_string(),
+                r => format!("{r} times"),
+            };
+            format!(
+                "under {regime}, a budget of {} requests sent whole {times}",
+                range(requests)
+            )
+        })
+        .collect();
+    format!(
+        " A cell here is not one of the plan's fixed budgets: its budget of requests was sent again, whole, until the cell had lasted its `min_cell_seconds` ({}; `budget_repeats`), and req/s is ok ÷ elapsed over all of them.",
+        parts.join("; ")
+    )
+}
+
 /// Appends the section for the stress cells of a mesh run (`source` names the run).
 pub fn section(out: &mut String, cells: &[CellRow], source: &str) {
     let stress: Vec<&CellRow> = cells
@@ -85,8 +135,9 @@ pub fn section(out: &mut String, cells: &[CellRow], source: &str) {
     }
     let _ = writeln!(
         out,
-        "Measured in `{source}`: each variant runs the same stacks through a different path; figures at each regime's highest level, means over repetitions. A collapse is success below {:.0} % (C2's threshold).\n",
-        collapse_below() * 100.0
+        "Measured in `{source}`: each variant runs the same stacks through a different path; figures at each regime's highest level, means over repetitions. A collapse is success below {:.0} % (C2's threshold).{}\n",
+        collapse_below() * 100.0,
+        budgets_sentence(&stress)
     );
     let _ = writeln!(
         out,

@@ -76,6 +76,28 @@ impl Sessions {
             .collect()
     }
 
+    /// The runs of every session but the reference's own, loaded: each one's reference run,
+    /// then its runs of the same names as `claims`. The threats count cells over these and the
+    /// paper's own runs together, so no session's cells are left out of a count.
+    pub(crate) fn other_sessions_runs(&self, reference: &Run, claims: &[Run]) -> Vec<Run> {
+        let own = reference
+            .dir
+            .canonicalize()
+            .ok()
+            .and_then(|real| real.parent().map(Path::to_path_buf));
+        self.dirs
+            .iter()
+            .filter(|(_, dir)| dir.canonicalize().ok() != own)
+            .flat_map(|(_, dir)| {
+                let names = claims.iter().filter_map(|c| c.dir.file_name());
+                std::iter::once(dir.join("reference"))
+                    .chain(names.map(|name| dir.join("claims").join(name)))
+                    .filter_map(|path| Run::load(&path).ok())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
     pub(crate) fn count(&self) -> usize {
         self.dirs.len()
     }

@@ -23,6 +23,11 @@ pub(crate) fn thousands(x: f64) -> String {
     }
 }
 
+/// `n` and its noun, singular for one: `1 session`, `3 sessions`.
+pub(crate) fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// Mean with its 95 % interval when there are repetitions: `12.4 [11.9, 12.9]`.
 pub(crate) fn show(iv: &Interval, scale: f64, decimals: usize) -> String {
     match iv.ci {

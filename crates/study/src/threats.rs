@@ -3,6 +3,8 @@
 
 use std::fmt::Write;
 
+use crate::text::thousands;
+
 use results::labels::{is_cell, levels, regimes};
 
 use crate::stacks::order as stack_order;
@@ -56,7 +58,7 @@ pub(crate) fn rep_spread(run: &Run) -> String {
     cvs.sort_by(f64::total_cmp);
     format!(
         "Across repetitions of the same reference cell, throughput varies with a coefficient of variation of {:.1} % (median over {} cells) up to {:.1} %.",
-        cvs[cvs.len() / 2] * 100.0,
+        stats::median(&cvs).unwrap_or(f64::NAN) * 100.0,
         cvs.len(),
         cvs[cvs.len() - 1] * 100.0
     )
@@ -70,7 +72,7 @@ fn bridged(run: &Run) -> bool {
 
 /// The emulated cells of runs whose NFQUEUE emulator held packets as they left the sender
 /// (`OUTPUT`: a manifest with `emulator` = `nfqueue` and no `emulator_delays_at`), where TCP
-/// Small Queues throttled a TCP sender under delay; nothing when there are none.
+/// Small Queues can throttle a TCP sender under delay; nothing when there are none.
 fn held_on_send(out: &mut String, runs: &[&Run], is_emulated: &dyn Fn(&Row) -> bool) {
     let mut named = Vec::new();
     let mut cells = 0;
@@ -80,15 +82,19 @@ fn held_on_send(out: &mut String, runs: &[&Run], is_emulated: &dyn Fn(&Row) -> b
             continue;
         }
         let n = run.stress().iter().filter(|r| is_emulated(r)).count();
+        let name = format!("`{}`", run.name());
         if n > 0 {
             cells += n;
-            named.push(format!("`{}`", run.name()));
+            if !named.contains(&name) {
+                named.push(name);
+            }
         }
     }
     if cells > 0 {
         let _ = writeln!(
             out,
-            "- **Emulated delay held on send.** {cells} emulated cell(s) (runs {}) were measured while the emulator held each packet as it left its sender (their manifests have no `emulator_delays_at`): a held packet still counted against its socket, and TCP Small Queues then throttled a TCP sender under delay (docs/conditions.md). Later runs hold packets on receipt. How much this moved these cells is not measured by them.",
+            "- **Emulated delay held on send.** {} (runs {}) were measured while the emulator held each packet as it left its sender (their manifests have no `emulator_delays_at`): a held packet still counted against its socket, and TCP Small Queues can then throttle a TCP sender under delay (a TCP download under emulated delay was held far below its link's rate this way: docs/conditions.md). Later runs hold packets on receipt. Whether and how much this moved these request cells is not measured by them.",
+            crate::text::count(cells, "emulated cell", "emulated cells"),
             named.join(", ")
         );
     }
@@ -121,7 +127,11 @@ pub(crate) fn threats(
     let _ = writeln!(out, "## Threats to validity\n");
     let _ = writeln!(
         out,
-        "_Generated from the runs above; each point says what in the data it rests on._\n"
+        "_Generated from the runs above; each point says what in the data it rests on.{}_\n",
+        match sessions {
+            Some(n) => format!(" Counts of cells are over every run of all {n} sessions; figures \"in the reference run\" are session 1's."),
+            None => String::new(),
+        }
     );
     // Every session's machine counts, not only the runs the provenance table lists.
     let mut machines: Vec<String> = provs
@@ -138,8 +148,8 @@ pub(crate) fn threats(
     };
     let _ = writeln!(
         out,
-        "- **One machine.** Every run used {} machine configuration(s){where_each}: {}. Server and load generator ran on the same machine (on loopback, or in network namespaces joined by a bridge), so nothing here measures a network card, a switch or a second kernel; the study's numbers came from another setup (see [study.md](study.md)) and absolute values are not comparable, only orders of magnitude and shapes.",
-        machines.len(),
+        "- **One machine.** Every run used {}{where_each}: {}. Server and load generator ran on the same machine (on loopback, or in network namespaces joined by a bridge), so nothing here measures a network card, a switch or a second kernel; the study's numbers came from another setup (see [study.md](study.md)) and absolute values are not comparable, only orders of magnitude and shapes.",
+        crate::text::count(machines.len(), "machine configuration", "machine configurations"),
         machines.join("; ")
     );
     let all: Vec<&Row> = runs.iter().flat_map(|r| r.stress()).collect();
@@ -165,17 +175,21 @@ pub(crate) fn threats(
     let mut others = Vec::new();
     if bridge_only > 0 {
         others.push(format!(
-            "{bridge_only} crossed a bridge between network namespaces of this machine (the hosts executor: a kernel's veth and bridge path, still no wire)"
+            "{} crossed a bridge between network namespaces of this machine (the hosts executor: a kernel's veth and bridge path, still no wire)",
+            thousands(bridge_only as f64)
         ));
     }
     if emulated > 0 {
-        others.push(format!("{emulated} ran with emulated delay/loss (below)"));
+        others.push(format!(
+            "{} ran with emulated delay/loss (below)",
+            thousands(emulated as f64)
+        ));
     }
     let _ = writeln!(
         out,
         "- **Loopback.** {} of {} stress cells ran on plain loopback, where a round trip costs no time and a handshake costs only CPU{}. Loopback hides exactly the round trips in which the protocols' handshakes differ.",
-        all.len() - emulated - bridge_only,
-        all.len(),
+        thousands((all.len() - emulated - bridge_only) as f64),
+        thousands(all.len() as f64),
         if others.is_empty() {
             String::new()
         } else {
@@ -247,7 +261,12 @@ pub(crate) fn threats(
         "- **Repetitions and cell length.** Repetitions per run: {}. {}{} Measured phases last {} in the reference run{}; short cells make throughput and peak RSS depend on timing and sampling.",
         reps.join(", "),
         if single > 0 {
-            format!("{single} run(s) have one repetition: their figures have no confidence interval and their run-to-run variation is unknown.")
+            format!(
+                "{}: {} no confidence interval and {} run-to-run variation is unknown.",
+                if single == 1 { "1 run has one repetition".to_string() } else { format!("{single} runs have one repetition") },
+                if single == 1 { "its figures have" } else { "their figures have" },
+                if single == 1 { "its" } else { "their" }
+            )
         } else {
             "Intervals are 95 % Student-t intervals of the mean over repetitions.".to_string()
         },
@@ -340,13 +359,16 @@ fn issue_33_threats(
         .collect();
     let _ = writeln!(
         out,
-        "- **Loopback TIME_WAIT.** Socket exhaustion, the study's explanation of the collapse, is mostly switched off on loopback as run here: the host's `net.ipv4.tcp_tw_reuse` = {} (2 reuses TIME_WAIT ports on loopback only; variants that set their own value run in their own namespace), {spread} of {} stress cells spread their clients over more than one source address, and {private} ran in a network namespace made for that cell alone, so TIME_WAIT never accumulates across levels. The two-host contrast experiment (`experiments/claims/c2c3-two-hosts.toml`) is where it can: {kept} cells ran in hosts' namespaces kept across cells (for a sweep, or the whole run).",
+        "- **Loopback TIME_WAIT.** Socket exhaustion, the study's explanation of the collapse, is mostly switched off on loopback as run here: the host's `net.ipv4.tcp_tw_reuse` = {} (2 reuses TIME_WAIT ports on loopback only; variants that set their own value run in their own namespace), {} of {} stress cells spread their clients over more than one source address, and {} ran in a network namespace made for that cell alone, so TIME_WAIT never accumulates across levels. The two-host contrast experiment (`experiments/claims/c2c3-two-hosts.toml`) is where it can: {} cells ran in hosts' namespaces kept across cells (for a sweep, or the whole run).",
         if tw_reuse.is_empty() {
             "not recorded".to_string()
         } else {
             tw_reuse.join(" / ")
         },
-        all.len()
+        thousands(spread as f64),
+        thousands(all.len() as f64),
+        thousands(private as f64),
+        thousands(kept as f64),
     );
     let with_steady: Vec<&&Row> = all
         .iter()
@@ -355,16 +377,18 @@ fn issue_33_threats(
     let invalid = with_steady.iter().filter(|r| !r.steady_valid()).count();
     let _ = writeln!(
         out,
-        "- **Steady-window bias.** The steady-state rate counts only the window in which all workers are active; with few requests per worker that window is short and holds the fastest requests, which inflates the rate of a cell in trouble. {invalid} of {} stress cells with a steady window had one too short (fewer than {} successes per worker or under {} % of the phase): the reference tables and the knees use `ok / elapsed_s` for them, and both figures are printed beside them; the plan's rules always use ok ÷ elapsed.",
-        with_steady.len(),
+        "- **Steady-window bias.** The steady-state rate counts only the window in which all workers are active; with few requests per worker that window is short and holds the fastest requests, which inflates the rate of a cell in trouble. {} of {} stress cells with a steady window had one too short (fewer than {} successes per worker or under {} % of the phase): the reference tables and the knees use `ok / elapsed_s` for them, and both figures are printed beside them; the plan's rules always use ok ÷ elapsed.",
+        thousands(invalid as f64),
+        thousands(with_steady.len() as f64),
         crate::text::plain(results::rows::MIN_STEADY_OK_PER_WORKER),
         crate::text::plain(results::rows::MIN_STEADY_FRACTION_OF_ELAPSED * 100.0)
     );
     let short = all.iter().filter(|r| r.elapsed_s < 1.0).count();
     let _ = writeln!(
         out,
-        "- **Sub-second cells.** {short} of {} stress cells measured for less than a second: one scheduler hiccup or one retransmission timeout is a large share of such a cell, and memory still rising at its end has not peaked.",
-        all.len()
+        "- **Sub-second cells.** {} of {} stress cells measured for less than a second: one scheduler hiccup or one retransmission timeout is a large share of such a cell, and memory still rising at its end has not peaked.",
+        thousands(short as f64),
+        thousands(all.len() as f64)
     );
     let _ = writeln!(
         out,
@@ -381,7 +405,7 @@ fn issue_33_threats(
     let lock_version = |name: &str| locked_version(lock, name).unwrap_or("unknown");
     let _ = writeln!(
         out,
-        "- **One QUIC implementation, one version, and our client's closing.** Every QUIC figure here is quinn {} with h3 {} ({whose}); the study names no QUIC implementation or version, so whose stack its 440 MB was cannot be told from it, and other QUIC stacks (quiche, ngtcp2, msquic) are not measured. The HTTP/3 load generator's connection-per-endpoint mode (`quic_endpoint = \"per-connection\"`, the default) is ours: after the client's CONNECTION_CLOSE it drops quinn's endpoint state and a bare socket holds the closing period, which a QUIC client library does not do; `quic_endpoint = \"shared\"` keeps quinn's own closing on one socket, as libraries do, and the two-host contrast runs both.",
+        "- **One QUIC implementation, one version, and our client's closing.** Every QUIC figure here is quinn {} with h3 {} ({whose}); the study names no QUIC implementation or version, so whose stack its 440 MB was cannot be told from it, and other QUIC stacks (quiche, ngtcp2, msquic) are not measured. The HTTP/3 load generator's connection-per-endpoint mode (`quic_endpoint = \"per-connection\"`, the default) is ours: after the client's CONNECTION_CLOSE it drops quinn's endpoint state and a bare socket holds the closing period, where quinn's own endpoint would keep the connection's state through that period; `quic_endpoint = \"shared\"` keeps quinn's own closing on one socket for all connections, and the two-host contrast runs both.",
         lock_version("quinn"),
         lock_version("h3")
     );

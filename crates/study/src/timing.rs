@@ -17,6 +17,9 @@ pub struct PlanTiming {
     pub plan_first_commit: Option<String>,
     /// The plan's first commit is an ancestor of the data commit, or is it.
     pub data_contains_plan: bool,
+    /// The last commit that changed the plan file and that the data commit contains (the plan
+    /// the data were judged by, as it stood when they were measured); `None` when it has none.
+    pub last_before_data: Option<String>,
     /// Commits that changed the plan file and that the data commit does not contain, oldest
     /// first: the plan changed after the data.
     pub changed_after_data: Vec<String>,
@@ -32,6 +35,13 @@ impl PlanTiming {
     pub fn sentence(&self, plan: &str) -> String {
         let short = |c: &str| c.get(..12).unwrap_or(c).to_string();
         let data = short(&self.data_commit);
+        // The plan as the data found it, where a later commit than its first made it so.
+        let last = match (&self.plan_first_commit, &self.last_before_data) {
+            (Some(first), Some(last)) if first != last => {
+                format!(", last changed before the data in `{}`", short(last))
+            }
+            _ => String::new(),
+        };
         match (&self.plan_first_commit, self.data_contains_plan) {
             (None, _) => format!("`{plan}` is not committed: no verdict rests on a plan stated before the data (data commit `{data}`)."),
             (Some(first), false) => format!(
@@ -39,11 +49,11 @@ impl PlanTiming {
                 short(first)
             ),
             (Some(first), true) if self.changed_after_data.is_empty() => format!(
-                "`{plan}` was committed in `{}`, contained in data commit `{data}`, and has not changed since.",
+                "`{plan}` was committed in `{}`{last}, contained in data commit `{data}`, and has not changed since.",
                 short(first)
             ),
             (Some(first), true) => format!(
-                "`{plan}` was committed in `{}`, contained in data commit `{data}`, and changed after the data in {}.",
+                "`{plan}` was committed in `{}`{last}, contained in data commit `{data}`, and changed after the data in {}.",
                 short(first),
                 self.changed_after_data
                     .iter()
@@ -103,6 +113,7 @@ pub fn plan_timing(repo: &Path, plan: &str, data_commit: &str) -> anyhow::Result
             .success(),
         None => false,
     };
+    let before = git(repo, &["log", "-1", "--format=%H", &data, "--", &path])?;
     let range = format!("{data}..HEAD");
     let after = git(
         repo,
@@ -112,6 +123,7 @@ pub fn plan_timing(repo: &Path, plan: &str, data_commit: &str) -> anyhow::Result
         data_commit: data,
         plan_first_commit: first,
         data_contains_plan,
+        last_before_data: lines(&before).into_iter().next(),
         changed_after_data: lines(&after),
     })
 }
@@ -171,8 +183,13 @@ mod tests {
         let data = r.commit("results/s1/cells.csv", "x");
         let t = plan_timing(r.dir.path(), PLAN, &data).unwrap();
         assert_eq!(t.plan_first_commit.as_deref(), Some(plan.as_str()));
+        assert_eq!(t.last_before_data.as_deref(), Some(plan.as_str()));
         assert!(t.data_contains_plan && t.before_data(), "{t:?}");
-        assert!(t.sentence(PLAN).contains("has not changed since"));
+        let s = t.sentence(PLAN);
+        assert!(
+            s.contains("has not changed since") && !s.contains("last changed"),
+            "{s}"
+        );
 
         // The data commit may be the plan's own commit (ancestor-or-equal).
         let same = plan_timing(r.dir.path(), PLAN, &plan).unwrap();
@@ -192,11 +209,20 @@ mod tests {
         assert_eq!(t.changed_after_data, vec![changed.clone()]);
         let s = t.sentence(PLAN);
         assert!(s.contains(&data[..12]) && s.contains(&changed[..12]), "{s}");
-        // Data measured after the change: before the data again.
+        // Data measured after the change: before the data again, and the sentence names the
+        // change the data found as well as the first commit.
         let later = r.commit("results/s2/cells.csv", "y");
-        assert!(plan_timing(r.dir.path(), PLAN, &later)
-            .unwrap()
-            .before_data());
+        let t = plan_timing(r.dir.path(), PLAN, &later).unwrap();
+        assert!(t.before_data());
+        assert_eq!(t.last_before_data.as_deref(), Some(changed.as_str()));
+        let s = t.sentence(PLAN);
+        assert!(
+            s.contains(&format!(
+                "last changed before the data in `{}`",
+                &changed[..12]
+            )),
+            "{s}"
+        );
     }
 
     #[test]

@@ -787,7 +787,7 @@ fn three_sessions_at_the_budget_are_judged_by_the_plan() {
     );
     assert!(done.status.success(), "{}", output_text(&done));
     let text = std::fs::read_to_string(out.join("reproduction.md")).unwrap();
-    assert!(text.contains("these data hold 3 session(s)"), "{text}");
+    assert!(text.contains("these data hold 3 sessions"), "{text}");
     let bounds = percent_bounds(&text);
     assert!(!bounds.is_empty());
     for (lo, hi) in &bounds {
