@@ -183,11 +183,12 @@ impl H3Transport {
         &self,
         watch: &Arc<CloseWatch>,
         runtime: Arc<dyn quinn::Runtime>,
+        tuning: &bench_core::Tuning,
     ) -> Result<(quinn::Endpoint, Arc<RefusalAwareSocket>), Failure> {
         let socket = RefusalAwareSocket::connect(
             self.target,
             self.sources.next(),
-            &self.tuning,
+            tuning,
             &self.platform,
             watch.clone(),
         )
@@ -207,8 +208,11 @@ impl H3Transport {
     fn endpoint(&self) -> Result<SharedEndpoint, Failure> {
         let Some(shared) = &self.shared else {
             let watch = Arc::new(CloseWatch::default());
-            let (endpoint, socket) =
-                self.new_endpoint(&watch, Arc::new(WatchedRuntime(watch.clone())))?;
+            let (endpoint, socket) = self.new_endpoint(
+                &watch,
+                Arc::new(WatchedRuntime(watch.clone())),
+                &self.tuning,
+            )?;
             return Ok(SharedEndpoint {
                 endpoint,
                 socket,
@@ -220,7 +224,15 @@ impl H3Transport {
             return Ok(made.clone());
         }
         let watch = Arc::new(CloseWatch::default());
-        let (endpoint, socket) = self.new_endpoint(&watch, Arc::new(quinn::TokioRuntime))?;
+        // One socket takes every connection's datagrams, as the server's does: the kernel's
+        // 208 KiB default overflowed at 500 new-connection workers (12,000 datagrams dropped a
+        // cell, handshakes' p99 5 s), so it gets the server's size unless the run sets one.
+        let mut tuning = self.tuning.clone();
+        tuning
+            .udp_buffer_bytes
+            .get_or_insert(bench_core::stack::DEFAULT_SERVER_UDP_BUFFER_BYTES);
+        let (endpoint, socket) =
+            self.new_endpoint(&watch, Arc::new(quinn::TokioRuntime), &tuning)?;
         let made = SharedEndpoint {
             endpoint,
             socket,
@@ -934,6 +946,43 @@ mod tests {
         client.settle(Duration::from_secs(30)).await;
         assert_eq!(closing.endpoints.load(Ordering::SeqCst), 0);
         assert!(sockets.iter().all(|s| s.strong_count() == 0));
+    }
+
+    /// A shared endpoint's one socket takes every connection's datagrams, so it gets the
+    /// server's buffer size (the kernel's default overflowed at 500 workers); a per-connection
+    /// socket keeps the kernel's default, and a size the run sets holds for both.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_shared_endpoint_socket_gets_the_servers_buffer_size() {
+        bench_core::tls::install_crypto_provider();
+        let certs = tempfile::tempdir().expect("temp dir");
+        bench_core::tls::ensure_certs(certs.path()).expect("certificates");
+        let sysctl = |name: &str| -> usize {
+            std::fs::read_to_string(format!("/proc/sys/net/core/{name}"))
+                .expect("sysctl")
+                .trim()
+                .parse()
+                .expect("number")
+        };
+        // Linux grants min(asked, rmem_max) and reports twice that.
+        let granted = |asked: usize| 2 * asked.min(sysctl("rmem_max"));
+        let peer: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let mut settings = client_settings(peer, certs.path(), false, PayloadProfile::Small);
+        let buffer_of = |settings: &ClientSettings| {
+            let client = H3Transport::new(settings, b"h3").expect("client");
+            let made = client.endpoint().expect("endpoint");
+            made.socket.recv_buffer_bytes().expect("SO_RCVBUF")
+        };
+        assert_eq!(buffer_of(&settings), sysctl("rmem_default"));
+        settings.tuning.quic_endpoint = QuicEndpoint::Shared;
+        assert_eq!(
+            buffer_of(&settings),
+            granted(bench_core::stack::DEFAULT_SERVER_UDP_BUFFER_BYTES)
+        );
+        settings.tuning.udp_buffer_bytes = Some(1 << 20);
+        assert_eq!(buffer_of(&settings), granted(1 << 20));
+        settings.tuning.quic_endpoint = QuicEndpoint::PerConnection;
+        assert_eq!(buffer_of(&settings), granted(1 << 20));
     }
 
     /// A closing socket answers what arrives with the CONNECTION_CLOSE, at a falling rate

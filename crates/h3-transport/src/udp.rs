@@ -72,6 +72,14 @@ impl RefusalAwareSocket {
     }
 }
 
+#[cfg(test)]
+impl RefusalAwareSocket {
+    /// SO_RCVBUF as the kernel reports it (twice what was granted, on Linux).
+    pub(crate) fn recv_buffer_bytes(&self) -> io::Result<usize> {
+        socket2::SockRef::from(&self.io).recv_buffer_size()
+    }
+}
+
 impl ClosingSocket for RefusalAwareSocket {
     async fn recv_discard(&self) -> io::Result<()> {
         let mut byte = [0u8; 1];

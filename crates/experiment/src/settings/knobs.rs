@@ -366,8 +366,9 @@ knobs! {
     /// QUIC initial RTT estimate in ms (default: quinn's, 333).
     #[arg(long)]
     quic_initial_rtt_ms: cell_opt<u64> = None;
-    /// SO_RCVBUF/SO_SNDBUF of QUIC sockets in bytes (default: 4 MiB on the server's socket,
-    /// bench_core's DEFAULT_SERVER_UDP_BUFFER_BYTES; the kernel's on client sockets).
+    /// SO_RCVBUF/SO_SNDBUF of QUIC sockets in bytes (default: 4 MiB on the server's socket and
+    /// on a shared client endpoint's, bench_core's DEFAULT_SERVER_UDP_BUFFER_BYTES; the
+    /// kernel's on per-connection client sockets).
     #[arg(long)]
     udp_buffer_bytes: cell_opt<usize> = None;
     /// QUIC connection receive window in bytes (default: quinn's).
