@@ -184,6 +184,7 @@ impl H3Transport {
         watch: &Arc<CloseWatch>,
         runtime: Arc<dyn quinn::Runtime>,
         tuning: &bench_core::Tuning,
+        receive_offload: bool,
     ) -> Result<(quinn::Endpoint, Arc<RefusalAwareSocket>), Failure> {
         let socket = RefusalAwareSocket::connect(
             self.target,
@@ -191,6 +192,7 @@ impl H3Transport {
             tuning,
             &self.platform,
             watch.clone(),
+            receive_offload,
         )
         .map_err(|e| classify_error(Phase::Connect, &e))?;
         let mut endpoint = quinn::Endpoint::new_with_abstract_socket(
@@ -212,6 +214,7 @@ impl H3Transport {
                 &watch,
                 Arc::new(WatchedRuntime(watch.clone())),
                 &self.tuning,
+                false,
             )?;
             return Ok(SharedEndpoint {
                 endpoint,
@@ -231,8 +234,15 @@ impl H3Transport {
         tuning
             .udp_buffer_bytes
             .get_or_insert(bench_core::stack::DEFAULT_SERVER_UDP_BUFFER_BYTES);
-        let (endpoint, socket) =
-            self.new_endpoint(&watch, Arc::new(quinn::TokioRuntime), &tuning)?;
+        // GRO too, as on the server's socket, unless the run turns QUIC's offloads off: made
+        // once, it costs none of the per-socket probing that rules it out per connection.
+        let receive_offload = tuning.quic_offload != Some(false);
+        let (endpoint, socket) = self.new_endpoint(
+            &watch,
+            Arc::new(quinn::TokioRuntime),
+            &tuning,
+            receive_offload,
+        )?;
         let made = SharedEndpoint {
             endpoint,
             socket,
@@ -985,6 +995,28 @@ mod tests {
         assert_eq!(buffer_of(&settings), granted(1 << 20));
     }
 
+    /// GRO on the one socket of a shared endpoint (as on the server's), never on a
+    /// per-connection socket, and not when the run turns QUIC's offloads off.
+    #[tokio::test]
+    async fn only_a_shared_endpoint_socket_coalesces_receives() {
+        bench_core::tls::install_crypto_provider();
+        let certs = tempfile::tempdir().expect("temp dir");
+        bench_core::tls::ensure_certs(certs.path()).expect("certificates");
+        let peer: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let mut settings = client_settings(peer, certs.path(), false, PayloadProfile::Small);
+        let segments_of = |settings: &ClientSettings| {
+            let client = H3Transport::new(settings, b"h3").expect("client");
+            let made = client.endpoint().expect("endpoint");
+            made.socket.max_receive_segments()
+        };
+        assert_eq!(segments_of(&settings), 1);
+        settings.tuning.quic_endpoint = QuicEndpoint::Shared;
+        let platform = crate::udp::platform_state(peer).expect("platform");
+        assert_eq!(segments_of(&settings), platform.gro_segments());
+        settings.tuning.quic_offload = Some(false);
+        assert_eq!(segments_of(&settings), 1);
+    }
+
     /// A closing socket answers what arrives with the CONNECTION_CLOSE, at a falling rate
     /// (the 1st, 2nd, 4th and 8th datagram of 8), and stops at the deadline.
     #[tokio::test]
@@ -996,6 +1028,7 @@ mod tests {
             &Default::default(),
             &crate::udp::platform_state(peer.local_addr().expect("addr")).expect("platform"),
             Arc::default(),
+            false,
         )
         .expect("socket");
         let local = socket.local_addr().expect("addr");

@@ -23,6 +23,8 @@ use crate::closing::{CloseWatch, ClosingSocket};
 pub struct RefusalAwareSocket {
     io: tokio::net::UdpSocket,
     state: Arc<UdpSocketState>,
+    /// Datagrams the kernel may coalesce into one read (GRO): 1 where GRO is off.
+    receive_segments: usize,
     /// Told of every datagram sent, for the closing period ([`crate::closing`]).
     watch: Arc<CloseWatch>,
 }
@@ -36,13 +38,17 @@ impl fmt::Debug for RefusalAwareSocket {
 impl RefusalAwareSocket {
     /// A new UDP socket on the target's address family, connected to `target`, bound to
     /// `source` (port 0) when given, otherwise to the address the kernel picks. `platform` is
-    /// the client's one [`platform_state`] for that family.
+    /// the client's one [`platform_state`] for that family. With `receive_offload`, GRO is
+    /// turned on where the kernel has it, as quinn-udp does on its own sockets: for a socket
+    /// that carries many connections, made once (see [`set_quinn_options`] for why not per
+    /// connection).
     pub fn connect(
         target: SocketAddr,
         source: Option<std::net::IpAddr>,
         tuning: &bench_core::Tuning,
         platform: &Arc<UdpSocketState>,
         watch: Arc<CloseWatch>,
+        receive_offload: bool,
     ) -> io::Result<Arc<Self>> {
         let local = source.map_or_else(|| unspecified(target), |ip| SocketAddr::new(ip, 0));
         let sock = std::net::UdpSocket::bind(local)?;
@@ -50,10 +56,15 @@ impl RefusalAwareSocket {
         crate::tuning::size_buffers(&sock, tuning)?;
         sock.set_nonblocking(true)?;
         set_quinn_options(&sock, local.is_ipv4())?;
+        // quinn-udp ignores a kernel without UDP_GRO too; then one datagram per read.
+        let gro = receive_offload
+            && nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::UdpGroSegment, &true)
+                .is_ok();
         Ok(Arc::new(RefusalAwareSocket {
             io: tokio::net::UdpSocket::from_std(sock)?,
             state: platform.clone(),
             watch,
+            receive_segments: if gro { platform.gro_segments() } else { 1 },
         }))
     }
 
@@ -192,7 +203,7 @@ impl AsyncUdpSocket for RefusalAwareSocket {
         self.state.max_gso_segments()
     }
     fn max_receive_segments(&self) -> usize {
-        1
+        self.receive_segments
     }
     fn may_fragment(&self) -> bool {
         self.state.may_fragment()
@@ -262,6 +273,7 @@ mod tests {
                 &Default::default(),
                 &platform,
                 Arc::default(),
+                false,
             )
             .expect("socket");
             let ours_std = ours.io.as_fd().try_clone_to_owned().expect("dup");
@@ -290,6 +302,26 @@ mod tests {
                 reference_state.max_gso_segments()
             );
             assert_eq!(ours.max_transmit_segments(), platform.max_gso_segments());
+            assert_eq!(ours.max_receive_segments(), 1);
+
+            // A socket for many connections asks for GRO, as quinn-udp's own set-up does.
+            let shared = RefusalAwareSocket::connect(
+                target,
+                None,
+                &Default::default(),
+                &platform,
+                Arc::default(),
+                true,
+            )
+            .expect("socket");
+            let shared_std =
+                std::net::UdpSocket::from(shared.io.as_fd().try_clone_to_owned().expect("dup"));
+            assert!(getsockopt(&shared_std, sockopt::UdpGroSegment).expect("UDP_GRO"));
+            assert_eq!(
+                shared.max_receive_segments(),
+                reference_state.gro_segments()
+            );
+            assert!(shared.max_receive_segments() > 1, "the kernel has GRO");
         }
     }
 }
