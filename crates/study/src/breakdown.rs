@@ -365,11 +365,12 @@ pub(crate) fn findings(
                     (qu + qk) / (tu + tk),
                     if tu > 0.0 { qu / tu } else { 0.0 },
                     if tk > 0.0 { qk / tk } else { 0.0 },
-                    if (qu + qk) / (tu + tk) > 1.25 * qt / tt {
-                        "much more than the instruction ratio, so part of the gap is what callgrind does not count (the kernel's socket and UDP path, cache misses)."
-                    } else {
-                        "about the instruction ratio."
-                    }
+                    against_instructions(
+                        (qu + qk) / (tu + tk),
+                        qt / tt,
+                        "much more than the instruction ratio, so part of the gap is what callgrind does not count (the kernel's socket and UDP path, cache misses).",
+                        (tu > 0.0 && tk > 0.0).then(|| (qu / tu, qk / tk)),
+                    )
                 )),
                 _ => None,
             };
@@ -381,11 +382,12 @@ pub(crate) fn findings(
                     t,
                     b.concurrency.unwrap_or(0),
                     q / t,
-                    if q / t > 1.25 * qt / tt {
-                        "much more than the instruction ratio, so most of the measured gap is outside user-space instructions (the kernel's socket and UDP path, page faults, cache misses), which callgrind does not count."
-                    } else {
-                        "about the instruction ratio."
-                    }
+                    against_instructions(
+                        q / t,
+                        qt / tt,
+                        "much more than the instruction ratio, so most of the measured gap is outside user-space instructions (the kernel's socket and UDP path, page faults, cache misses), which callgrind does not count.",
+                        None,
+                    )
                 ),
                 _ => String::new(),
             };
@@ -441,9 +443,57 @@ pub(crate) fn findings(
     lines
 }
 
+/// How a measured CPU ratio reads against the instruction ratio: within a quarter either way
+/// "about" it; above, `above`; below, what the user/kernel split (`split`, where measured)
+/// says of it, else only that it is below.
+fn against_instructions(
+    cpu_ratio: f64,
+    instruction_ratio: f64,
+    above: &str,
+    split: Option<(f64, f64)>,
+) -> String {
+    let near = |x: f64| x <= 1.25 * instruction_ratio && x * 1.25 >= instruction_ratio;
+    if cpu_ratio > 1.25 * instruction_ratio {
+        above.to_string()
+    } else if cpu_ratio * 1.25 < instruction_ratio {
+        match split {
+            Some((user, kernel)) if near(user) && kernel < user => format!(
+                "less than the instruction ratio ({instruction_ratio:.1}×), while user CPU alone ({user:.1}×) is about it: the kernel's CPU, which callgrind does not count, differs less ({kernel:.1}×) and narrows the total."
+            ),
+            _ => format!(
+                "less than the instruction ratio ({instruction_ratio:.1}×); these figures do not say where the instructions' extra cost went."
+            ),
+        }
+    } else {
+        "about the instruction ratio.".to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cpu_ratio_reads_about_the_instruction_ratio_only_within_a_quarter() {
+        let about = "about the instruction ratio.";
+        assert_eq!(against_instructions(1.6, 1.4, "more", None), about);
+        assert_eq!(against_instructions(1.8, 1.4, "more", None), "more");
+        assert_eq!(against_instructions(2.4, 3.0, "more", None), about);
+        let below = against_instructions(2.0, 3.0, "more", None);
+        assert!(
+            below.starts_with("less than the instruction ratio (3.0×)"),
+            "{below}"
+        );
+        assert!(below.contains("do not say"), "{below}");
+        let split = against_instructions(2.0, 3.0, "more", Some((3.1, 1.4)));
+        assert!(
+            split.contains("user CPU alone (3.1×)") && split.contains("(1.4×)"),
+            "{split}"
+        );
+        // A user ratio far from the instructions' does not explain it.
+        let unexplained = against_instructions(2.0, 3.0, "more", Some((2.0, 1.9)));
+        assert!(unexplained.contains("do not say"), "{unexplained}");
+    }
     use crate::claims::breakdown_focus;
 
     const FIXTURE: &str = "stack,regime,side,group,instructions_per_request,syscalls_per_request,requests_low,requests_high

@@ -146,6 +146,14 @@ fn can_refute(plan: &Plan, condition: &str) -> bool {
 const PORTS_NEAR_SHARE: f64 = 0.9;
 
 fn row_refutes(plan: &Plan, data: &ClaimData, v: &Verdict) -> Result<(), String> {
+    if plan
+        .rules
+        .iter()
+        .find(|r| r.id == v.rule)
+        .is_some_and(|r| r.refuted_in_any_condition)
+    {
+        return Ok(());
+    }
     if !can_refute(plan, &v.condition) {
         return Err(match port_budget(data, &v.condition) {
             Some(b) => format!(
@@ -544,16 +552,32 @@ fn verdict_text(plan: &Plan, data: &ClaimData, v: &Verdict) -> String {
 /// Verdicts grouped for a sentence: "gRPC/HTTP/3 against gRPC, `c3-h3-success/default`, 200
 /// workers: 0.780×"; the levels of one condition together, with the range of their estimates.
 fn items(plan: &Plan, data: &ClaimData, judged: &[&Judged], outcome: Outcome) -> Vec<String> {
-    type Group = (String, Vec<u64>, Vec<(f64, String)>);
+    items_of(plan, data, judged, outcome, true)
+}
+
+/// [`items`] of the rows that could refute their rule (`refuting`), or of those that could not.
+fn items_of(
+    plan: &Plan,
+    data: &ClaimData,
+    judged: &[&Judged],
+    outcome: Outcome,
+    refuting: bool,
+) -> Vec<String> {
+    type Group = (String, Vec<u64>, Vec<(f64, String)>, Option<String>);
     let mut groups: BTreeMap<(String, String), Group> = BTreeMap::new();
     for j in judged {
         for v in j.pooled.iter().filter(|v| v.outcome == outcome) {
-            if row_refutes(plan, data, v).is_err() {
+            let refutes = row_refutes(plan, data, v);
+            if refutes.is_ok() != refuting {
                 continue;
             }
             let g = groups
                 .entry((j.rule.id.clone(), v.condition.clone()))
-                .or_insert_with(|| (subject_text(j.rule), Vec::new(), Vec::new()));
+                .or_insert_with(|| (subject_text(j.rule), Vec::new(), Vec::new(), None));
+            // Where the row cannot refute, why (the first level's reason stands for its group).
+            if g.3.is_none() {
+                g.3 = refutes.err();
+            }
             g.1.push(v.workers);
             if let Some(p) = v.parts.first().filter(|p| p.meets.is_none()) {
                 g.2.push((p.value, figure(plan, j.rule, &p.name, p.value)));
@@ -564,7 +588,7 @@ fn items(plan: &Plan, data: &ClaimData, judged: &[&Judged], outcome: Outcome) ->
     let mut listed: Vec<String> = groups
         .into_iter()
         .take(MAX_ITEMS)
-        .map(|((_, condition), (subject, levels, estimates))| {
+        .map(|((_, condition), (subject, levels, estimates, why))| {
             let lo = estimates.iter().min_by(|a, b| a.0.total_cmp(&b.0));
             let hi = estimates.iter().max_by(|a, b| a.0.total_cmp(&b.0));
             let shown = match (lo, hi) {
@@ -578,7 +602,10 @@ fn items(plan: &Plan, data: &ClaimData, judged: &[&Judged], outcome: Outcome) ->
                 .map(u64::to_string)
                 .collect::<Vec<_>>()
                 .join(", ");
-            format!("{subject}, `{condition}`, {levels} {noun}{shown}")
+            let why = why.map_or(String::new(), |w| {
+                format!(" ({})", w.trim_start_matches("no: "))
+            });
+            format!("{subject}, `{condition}`, {levels} {noun}{shown}{why}")
         })
         .collect();
     if total > MAX_ITEMS {
@@ -723,7 +750,16 @@ pub(crate) fn answer_section(
             let cannot = verdicts
                 .iter()
                 .filter(|v| v.outcome != Outcome::NotJudged)
-                .find_map(|v| row_refutes(plan, data, v).err());
+                .find_map(|v| {
+                    row_refutes(plan, data, v).err().map(|why| {
+                        format!(
+                            "`{}`, {} workers: {}",
+                            v.condition,
+                            v.workers,
+                            why.trim_start_matches("no: ")
+                        )
+                    })
+                });
             match cannot {
                 Some(why) if sentence.limits_in.is_empty() => lines.push((
                     None,
@@ -753,11 +789,22 @@ pub(crate) fn answer_section(
         } else {
             &sentence.some_hold
         };
-        lines.push((
-            None,
-            fill(text, plan, data, &judged, &sentence.limits_in),
-            links,
-        ));
+        // Rows that could not refute the sentence's rules but read otherwise are named, so a
+        // sentence never reads as if every cell agreed with it.
+        let otherwise: Vec<String> = [Outcome::Holds, Outcome::Fails, Outcome::Undecided]
+            .into_iter()
+            .filter(|o| !outcomes.contains(o))
+            .flat_map(|o| items_of(plan, data, &judged, o, false))
+            .collect();
+        let mut text = fill(text, plan, data, &judged, &sentence.limits_in);
+        if !otherwise.is_empty() {
+            text = format!(
+                "{} Cells that could not refute it read otherwise: {}.",
+                text.trim_end(),
+                otherwise.join("; ")
+            );
+        }
+        lines.push((None, text, links));
     }
     // Sentences that came out word for word alike are said once, with both links.
     let mut merged: Vec<(Option<String>, String, String)> = Vec::new();
@@ -1015,6 +1062,74 @@ mod tests {
         assert_eq!(ports_in("32768 60999"), Some(28232));
         assert_eq!(ports_in("10 9"), None);
         assert_eq!(ports_in("x"), None);
+    }
+
+    /// A condition where the claim's resource cannot run out gates a rule's rows, unless the
+    /// rule is refuted in any condition it lists (C3's "every condition", Q's "where nothing
+    /// runs out").
+    #[test]
+    fn a_rule_refuted_in_any_condition_is_not_gated_by_the_condition() {
+        let text = r#"
+study = "s"
+question = "q"
+confidence = 0.95
+[budgets]
+column = "sent"
+attempts = { new-conn = 10 }
+[min_sample]
+repetitions = 1
+sessions = 1
+[quantities.success]
+kind = "proportion"
+unit = "%"
+definition = "d"
+source = { count = "ok", of = "sent" }
+[[conditions]]
+name = "e/a"
+experiment = "experiments/claims/e.toml"
+mechanism = "m"
+can_refute = false
+[[claims]]
+id = "C"
+statement = "s"
+hypothesis = "h"
+[[rules]]
+id = "gated"
+claim = "C"
+hypothesis = "h"
+quantity = "success"
+subject = { stack = "h1", regime = "new-conn", workers = 10 }
+conditions = ["e/a"]
+test = { op = ">", value = 0.5, sided = "one" }
+labels = { holds = "kept", fails = "collapsed", undecided = "undecided" }
+[[rules]]
+id = "anywhere"
+claim = "C"
+hypothesis = "h"
+quantity = "success"
+subject = { stack = "h3", regime = "new-conn", workers = 10 }
+conditions = ["e/a"]
+test = { op = ">", value = 0.5, sided = "one" }
+labels = { holds = "kept", fails = "collapsed", undecided = "undecided" }
+refuted_in_any_condition = true
+"#;
+        let plan = Plan::parse(text).unwrap();
+        let sessions: Vec<Vec<crate::run::Run>> = Vec::new();
+        let data = ClaimData::new(&plan, &sessions);
+        let verdict = |rule: &str| Verdict {
+            rule: rule.into(),
+            claim: "C".into(),
+            condition: "e/a".into(),
+            workers: 10,
+            outcome: Outcome::Holds,
+            label: "kept".into(),
+            parts: Vec::new(),
+            disagreeing: Vec::new(),
+        };
+        let gated = row_refutes(&plan, &data, &verdict("gated")).unwrap_err();
+        assert!(gated.starts_with("cannot refute"), "{gated}");
+        assert_eq!(row_refutes(&plan, &data, &verdict("anywhere")), Ok(()));
+        assert_eq!(verdict_text(&plan, &data, &verdict("anywhere")), "kept");
     }
 
     #[test]

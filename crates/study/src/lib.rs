@@ -302,9 +302,16 @@ pub fn write_with_scale(
         &pooled,
         &provs,
         &problems,
-        sessions.as_ref().map(|s| s.count()),
-        machines_differ.is_some(),
-        &machines,
+        &threats::SessionScope {
+            count: sessions.as_ref().map(|s| s.count()),
+            machines_differ: machines_differ.is_some(),
+            machines: &machines,
+            single_runs: &scale_run
+                .iter()
+                .chain(mesh_run.iter())
+                .map(|r| r.name())
+                .collect::<Vec<_>>(),
+        },
     );
     let generated_by = generated(&reference.dir, &provs[0].commit);
     artifact(&mut out, &provs[0], &generated_by, STUDY_RERUN);
@@ -445,11 +452,29 @@ fn rerun_exactly(
     } else {
         "`"
     };
+    // The data commit's own tree may hold sessions measured before it, which the script there
+    // refuses to mix with new ones unless told to replace them.
+    let replace = if git_stdout(
+        checkout,
+        &["cat-file", "-e", &format!("{commit}:results/sessions")],
+    )
+    .is_some()
+    {
+        " --replace-sessions"
+    } else {
+        ""
+    };
+    let mesh = format!("{replace}{mesh}");
+    let replace_why = if replace.is_empty() {
+        ""
+    } else {
+        " (`--replace-sessions`: that commit's tree still holds sessions of earlier code, which the script there would otherwise refuse to mix with the new ones)"
+    };
     let drift =
         !generated.crates_changed.is_empty() || changed.as_ref().is_none_or(|c| !c.is_empty());
     let _ = writeln!(
         out,
-        "To rerun exactly the measured code: `git worktree add ../data {short}`, then in `../data`: `scripts/reproduce-paper --sessions 3{mesh}; {same}.\n\nTo write this paper again from the committed data alone{}:\n\n```sh\ncargo run --release -p study -- paper {} --out {}{}\n```",
+        "To rerun exactly the measured code: `git worktree add ../data {short}`, then in `../data`: `scripts/reproduce-paper --sessions 3{mesh}{replace_why}; {same}.\n\nTo write this paper again from the committed data alone{}:\n\n```sh\ncargo run --release -p study -- paper {} --out {}{}\n```",
         if drift { " (with `--allow-code-drift`, since the code changed after the data)" } else { "" },
         inputs.join(" "),
         out_dir.display(),

@@ -178,10 +178,10 @@ pub fn section(out: &mut String, cells: &[CellRow], source: &str) {
                 let c = cell(&at);
                 let _ = writeln!(
                     out,
-                    "| {variant} | {cond} | {} | {regime} | {top} | {:.2} % | {:.0} | {:.2} | {:.2} | {} |",
+                    "| {variant} | {cond} | {} | {regime} | {top} | {:.2} % | {} | {:.2} | {:.2} | {} |",
                     label(stack),
                     c.success * 100.0,
-                    c.throughput_rps,
+                    crate::text::thousands(c.throughput_rps),
                     c.p50_us / 1000.0,
                     c.p99_us / 1000.0,
                     c.proxy_cpu_ms_per_1k
@@ -386,7 +386,7 @@ mod tests {
             out.contains("sidecar via haproxy (pool keep): HTTP/1.1 has the highest reuse throughput; no stack collapses under new connections; not carried: HTTP/3"),
             "{out}"
         );
-        assert!(out.contains("| sc | sidecar via haproxy (pool keep) | HTTP/1.1 | reuse | 200 | 100.00 % | 1000 |"), "{out}");
+        assert!(out.contains("| sc | sidecar via haproxy (pool keep) | HTTP/1.1 | reuse | 200 | 100.00 % | 1,000 |"), "{out}");
         assert!(!out.contains("QUIC terminated at an edge"), "{out}");
         // HTTP/3 terminated at a Caddy edge, forwarding over HTTP/2: its ratio to HTTP/2
         // through the same edge against the same ratio direct.

@@ -336,6 +336,12 @@ pub struct Rule {
     pub labels: Labels,
     /// Overrides the plan's.
     pub min_sample: Option<MinSample>,
+    /// The hypothesis holds in every condition the rule lists ("at every level of every
+    /// condition"; "where nothing runs out"), so a row from any of them can refute it: neither
+    /// a condition's `can_refute` nor its `resource`, which say where a TCP resource can run
+    /// out, gates this rule's rows.
+    #[serde(default)]
+    pub refuted_in_any_condition: bool,
 }
 
 /// What a rule compares, from its `versus`.

@@ -93,7 +93,7 @@ fn held_on_send(out: &mut String, runs: &[&Run], is_emulated: &dyn Fn(&Row) -> b
     if cells > 0 {
         let _ = writeln!(
             out,
-            "- **Emulated delay held on send.** {} (runs {}) were measured while the emulator held each packet as it left its sender (their manifests have no `emulator_delays_at`): a held packet still counted against its socket, and TCP Small Queues can then throttle a TCP sender under delay (a TCP download under emulated delay was held far below its link's rate this way: docs/conditions.md). Later runs hold packets on receipt. Whether and how much this moved these request cells is not measured by them.",
+            "- **Emulated delay held on send.** {} (runs {}) were measured while the emulator held each packet as it left its sender (their manifests have no `emulator_delays_at`): a held packet still counted against its socket, and TCP Small Queues can then throttle a TCP sender under delay (the project's own account, docs/conditions.md: a TCP download under emulated delay was held far below its link's rate this way; no committed result measures it). Later runs hold packets on receipt. Whether and how much this moved these request cells is not measured by them.",
             crate::text::count(cells, "emulated cell", "emulated cells"),
             named.join(", ")
         );
@@ -115,21 +115,46 @@ fn kept_across_cells(run: &Run, row: &Row) -> bool {
     bridged(run) && namespaces != Some("cell")
 }
 
+/// What the threats need to know of the sessions: how many (none: one session), whether they
+/// ran on more than one machine, each one's machine, and the runs only session 1 has (mesh,
+/// scale), whose cells the counts include once.
+#[derive(Clone, Copy)]
+pub(crate) struct SessionScope<'a> {
+    pub(crate) count: Option<usize>,
+    pub(crate) machines_differ: bool,
+    pub(crate) machines: &'a [(String, String)],
+    pub(crate) single_runs: &'a [String],
+}
+
 pub(crate) fn threats(
     out: &mut String,
     runs: &[&Run],
     provs: &[Provenance],
     problems: &[String],
-    sessions: Option<usize>,
-    machines_differ: bool,
-    session_machines: &[(String, String)],
+    scope: &SessionScope,
 ) {
+    let SessionScope {
+        count: sessions,
+        machines_differ,
+        machines: session_machines,
+        single_runs,
+    } = *scope;
     let _ = writeln!(out, "## Threats to validity\n");
     let _ = writeln!(
         out,
         "_Generated from the runs above; each point says what in the data it rests on.{}_\n",
         match sessions {
-            Some(n) => format!(" Counts of cells are over every run of all {n} sessions; figures \"in the reference run\" are session 1's."),
+            Some(n) => format!(
+                " Counts of cells are over every run of all {n} sessions{}; figures \"in the reference run\" are session 1's.",
+                match single_runs {
+                    [] => String::new(),
+                    names => format!(
+                        " and the run{} only session 1 has ({})",
+                        if names.len() == 1 { "" } else { "s" },
+                        names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+                    ),
+                }
+            ),
             None => String::new(),
         }
     );
