@@ -175,10 +175,18 @@ fn row_refutes(plan: &Plan, data: &ClaimData, v: &Verdict) -> Result<(), String>
     let Some((runs, variant)) = data.condition(&v.condition) else {
         return Ok(());
     };
+    // The rule's subject's own cells: TIME_WAIT and descriptors are counted per cell, and
+    // another stack's cell at the same level says nothing of this one's.
+    let subject = plan
+        .rules
+        .iter()
+        .find(|r| r.id == v.rule)
+        .map(|r| r.subject.stack.as_str());
     let rows: Vec<_> = runs
         .iter()
         .flat_map(|r| r.rows(Some(variant)))
         .filter(|r| r.regime == NEW_CONN && r.concurrency as u64 == v.workers)
+        .filter(|r| subject.is_none_or(|s| r.stack == s))
         .collect();
     if rows.is_empty() {
         return Ok(());
