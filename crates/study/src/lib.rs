@@ -364,7 +364,7 @@ pub fn write_with_scale(
 /// branch other than main is ever published), then on a line of its own the commit that
 /// generated the paper and the files under `crates/` changed since the data commit.
 /// How the study's paper says it is rerun.
-const STUDY_RERUN: &str = "`scripts/reproduce-paper --sessions 3` (it prints its plan and expected duration first, and `--dry-run` shows them only; where `results/sessions` holds sessions of other code it refuses unless `--replace-sessions`; `--quick` runs every claim experiment at reduced size for a first look, into a paper marked quick)";
+const STUDY_RERUN: &str = "`scripts/reproduce-paper --sessions 3 --replace-sessions --with-mesh` as root (it prints its plan and expected duration first, and `--dry-run` shows them only; `--replace-sessions` removes the committed sessions where they are of other code than the checkout's, which without it the script refuses to mix with new ones; `--with-mesh` also runs `experiments/mesh.toml`, the mesh section's data; `--quick` runs every claim experiment at reduced size for a first look, into a paper marked quick)";
 
 fn artifact(out: &mut String, reference: &Provenance, generated: &Generated, rerun: &str) {
     let _ = writeln!(
