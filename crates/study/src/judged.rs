@@ -146,12 +146,8 @@ fn can_refute(plan: &Plan, condition: &str) -> bool {
 const PORTS_NEAR_SHARE: f64 = 0.9;
 
 fn row_refutes(plan: &Plan, data: &ClaimData, v: &Verdict) -> Result<(), String> {
-    if plan
-        .rules
-        .iter()
-        .find(|r| r.id == v.rule)
-        .is_some_and(|r| r.refuted_in_any_condition)
-    {
+    let rule = plan.rules.iter().find(|r| r.id == v.rule);
+    if rule.is_some_and(|r| r.refuted_in_any_condition) {
         return Ok(());
     }
     if !can_refute(plan, &v.condition) {
@@ -177,11 +173,7 @@ fn row_refutes(plan: &Plan, data: &ClaimData, v: &Verdict) -> Result<(), String>
     };
     // The rule's subject's own cells: TIME_WAIT and descriptors are counted per cell, and
     // another stack's cell at the same level says nothing of this one's.
-    let subject = plan
-        .rules
-        .iter()
-        .find(|r| r.id == v.rule)
-        .map(|r| r.subject.stack.as_str());
+    let subject = rule.map(|r| r.subject.stack.as_str());
     let rows: Vec<_> = runs
         .iter()
         .flat_map(|r| r.rows(Some(variant)))
