@@ -22,11 +22,13 @@ SAMPLE_US = 250.0
 # Ordered: the first pattern a symbol matches names its group.
 GROUPS = [
     ("crypto (ring)", re.compile(r"ring_core|ring::|nistz256|^fe4?_|curve25519|sha256|sha512")),
+    # The project's own QUIC client code, before quinn's (its runtime wrapper names quinn's trait).
+    ("HTTP and client code", re.compile(r"h3_transport|stack_h3")),
     ("quinn-proto", re.compile(r"quinn_proto")),
     ("quinn-udp", re.compile(r"quinn_udp")),
     ("quinn", re.compile(r"quinn")),
     ("rustls", re.compile(r"rustls")),
-    ("h3 / HTTP", re.compile(r"\bh3::|h3_|stack_h1|httparse|http::")),
+    ("HTTP and client code", re.compile(r"\bh3::|h3_|stack_h1|httparse|http::")),
     ("tokio", re.compile(r"tokio")),
     ("allocator", re.compile(r"rjem|jemalloc|tcache|edata|arena_")),
     ("memcpy / memset", re.compile(r"memmove|memcpy|memset")),
