@@ -660,6 +660,17 @@ fn capacity_lines(record: &crate::output::capacity::Record) -> String {
     lines.join("\n")
 }
 
+/// The cores the load generator's threads may run on: with `--pin` core 1 alone (the runner
+/// pins itself there before it starts them), else the cores this process may use, at most one
+/// per thread. (The capacity search counts its threads' cores before pinning.)
+fn client_cores(exp: &settings::Experiment) -> usize {
+    let usable = if exp.pin { 1 } else { pin::usable_cores() };
+    match exp.client_threads {
+        0 => usable,
+        n => (n as usize).min(usable),
+    }
+}
+
 fn measure(
     exp: settings::Experiment,
     service: Option<executors::target::ServiceTargets>,
@@ -684,6 +695,7 @@ fn measure(
         0 => pin::usable_cores(),
         n => n as usize,
     };
+    let client_cores = client_cores(&exp);
     // The runner only supervises: servers and load generators are processes of their own.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -755,6 +767,9 @@ fn measure(
         eprintln!("warning: insecure run: a target's certificate was not verified (insecure = true); `study paper` refuses it");
     }
     if let Some(warning) = crate::console::failure_warning(&outcome.results) {
+        eprintln!("{warning}");
+    }
+    if let Some(warning) = crate::console::saturation_warning(&outcome.results, client_cores) {
         eprintln!("{warning}");
     }
     if outcome.stopped.is_none() {

@@ -159,6 +159,57 @@ pub fn failure_warning(results: &[CellResult]) -> Option<String> {
     })
 }
 
+/// Cells named in the saturation warning; the rest are counted.
+const SATURATED_CELLS_NAMED: usize = 5;
+
+/// After a run: the cells whose load generator was saturated (see
+/// [`crate::capacity::client_saturated`]) on the `client_cores` it may use, with the server's
+/// CPU beside its own, since their throughput and latency may then be the load generator's
+/// limit, not the server's. Left out: a cell with several agents (their cores are theirs) and
+/// one whose load generator polls by design (`busy_poll`, or an open loop's spinning pacer),
+/// where the CPU reads full whatever the load; pacing lag tells those.
+pub fn saturation_warning(results: &[CellResult], client_cores: usize) -> Option<String> {
+    let pct = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{v:.0} %"));
+    let polls = |r: &CellResult| {
+        let s = &r.cell.settings;
+        s.busy_poll || (r.cell.rate().is_some() && s.pacing == load::regime::Pacing::Spin)
+    };
+    let saturated: Vec<String> = results
+        .iter()
+        .filter(|r| r.error.is_none() && r.agents <= 1 && !polls(r))
+        .filter(|r| {
+            r.client
+                .cpu_pct_mean
+                .is_some_and(|cpu| crate::capacity::client_saturated(cpu, client_cores))
+        })
+        .map(|r| {
+            format!(
+                "{} (client {}, server {})",
+                r.cell.key(),
+                pct(r.client.cpu_pct_mean),
+                pct(r.server.cpu_pct_mean)
+            )
+        })
+        .collect();
+    if saturated.is_empty() {
+        return None;
+    }
+    let mut named = saturated[..saturated.len().min(SATURATED_CELLS_NAMED)].join(", ");
+    if saturated.len() > SATURATED_CELLS_NAMED {
+        named.push_str(&format!(
+            " and {} more",
+            saturated.len() - SATURATED_CELLS_NAMED
+        ));
+    }
+    Some(format!(
+        "warning: the load generator was saturated in {} of {} cells (client CPU at least {:.0} % of the {} its threads may use): their throughput and latency may be its limit, not the server's: {named}. See docs/fairness.md, \"When the load generator is the limit\"",
+        saturated.len(),
+        results.len(),
+        crate::capacity::CLIENT_CPU_SATURATED_SHARE * 100.0,
+        if client_cores == 1 { "core".to_string() } else { format!("{client_cores} cores") },
+    ))
+}
+
 /// After a run with failed requests and no thresholds, which exits 0: how to make CI fail on
 /// failures. `None` when nothing failed or thresholds are set.
 pub fn ci_hint(results: &[CellResult], has_thresholds: bool) -> Option<String> {
@@ -271,6 +322,68 @@ mod tests {
                 "port_range 40000 40999"
             ]
         );
+    }
+
+    /// A finished cell of the default plan whose load generator used `client` % and whose
+    /// server used `server` % of a core.
+    fn cell_with_cpu(index: usize, client: Option<f64>, server: Option<f64>) -> CellResult {
+        let cell = experiment::plan::plan(&Experiment::default())[index].clone();
+        CellResult {
+            cell,
+            measured: Default::default(),
+            elapsed_s: 1.0,
+            measured_start_unix_s: None,
+            agents: 1,
+            cut_short: false,
+            extended: false,
+            budget_repeats: None,
+            steady: None,
+            warmup: Default::default(),
+            server: load::sampler::ResourceSummary {
+                cpu_pct_mean: server,
+                ..Default::default()
+            },
+            client: load::sampler::ResourceSummary {
+                cpu_pct_mean: client,
+                ..Default::default()
+            },
+            server_exit: None,
+            error: None,
+            hopeless: None,
+            emulated_packets: None,
+            environment: None,
+            per_agent: Vec::new(),
+            proxies: None,
+        }
+    }
+
+    #[test]
+    fn a_saturated_load_generator_is_named_with_both_cpus() {
+        let results = [
+            cell_with_cpu(0, Some(99.4), Some(77.0)),
+            cell_with_cpu(1, Some(60.0), Some(99.0)),
+            cell_with_cpu(2, None, None),
+        ];
+        let warning = saturation_warning(&results, 1).expect("one cell saturated");
+        let key = results[0].cell.key();
+        assert!(warning.contains("in 1 of 3 cells"), "{warning}");
+        assert!(
+            warning.contains(&format!("{key} (client 99 %, server 77 %)")),
+            "{warning}"
+        );
+        assert!(!warning.contains(&results[1].cell.key()), "{warning}");
+        // The same CPU on two cores is half of them: not saturated.
+        assert_eq!(saturation_warning(&results, 2), None);
+        // Several agents' CPU is theirs, not one load generator's.
+        let mut shared = cell_with_cpu(0, Some(180.0), Some(50.0));
+        shared.agents = 2;
+        assert_eq!(saturation_warning(&[shared], 1), None);
+        // A polling load generator reads full whatever the load.
+        let mut polling = cell_with_cpu(0, Some(99.0), Some(20.0));
+        let mut settings = (*polling.cell.settings).clone();
+        settings.busy_poll = true;
+        polling.cell.settings = std::sync::Arc::new(settings);
+        assert_eq!(saturation_warning(&[polling], 1), None);
     }
 
     #[test]
