@@ -54,6 +54,15 @@ pub struct Sample {
     pub cpu_pct: f64,
 }
 
+/// A load generator's CPU at or above this share of the cores its threads may use means it was
+/// saturated (the capacity search and the runner's warning judge by it).
+pub const CLIENT_CPU_SATURATED_SHARE: f64 = 0.9;
+
+/// Whether a load generator that used `cpu_pct` (100 = one core) of `cores` was saturated.
+pub fn client_saturated(cpu_pct: f64, cores: usize) -> bool {
+    cpu_pct >= CLIENT_CPU_SATURATED_SHARE * 100.0 * cores.max(1) as f64
+}
+
 /// Summary of one process over a measured phase.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize, serde::Deserialize)]
 pub struct ResourceSummary {

@@ -17,14 +17,6 @@ pub const SLO_QUANTILE: f64 = 0.99;
 /// A free worker sending this late at p99 means the load generator fell behind its schedule
 /// (its timer or its CPU), when the SLO states no pacing-lag bound of its own.
 pub const DEFAULT_PACING_LAG_LIMIT_US: u64 = 1_000;
-/// Client CPU at or above this share of its threads' cores means the load generator was
-/// saturated.
-pub const CLIENT_CPU_SATURATED_SHARE: f64 = 0.9;
-
-/// Whether a load generator that used `cpu_pct` (100 = one core) of `cores` was saturated.
-pub fn client_saturated(cpu_pct: f64, cores: usize) -> bool {
-    cpu_pct >= CLIENT_CPU_SATURATED_SHARE * 100.0 * cores.max(1) as f64
-}
 /// Late requests above this share of those sent mean no worker was free when requests fell due.
 pub const LATE_SHARE: f64 = 0.01;
 /// Workers count as too few (the instrument's limit, not the server's) when the rate times the
@@ -98,7 +90,7 @@ fn instrument_limits(
         ));
     }
     if let Some(cpu) = p.client_cpu_pct_mean {
-        if client_saturated(cpu, client_cores) {
+        if load::sampler::client_saturated(cpu, client_cores) {
             out.push(format!(
                 "client CPU {cpu:.0} % of {client_cores} cores: the load generator was saturated"
             ));

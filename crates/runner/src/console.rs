@@ -163,7 +163,7 @@ pub fn failure_warning(results: &[CellResult]) -> Option<String> {
 const SATURATED_CELLS_NAMED: usize = 5;
 
 /// After a run: the cells whose load generator was saturated (see
-/// [`crate::capacity::client_saturated`]) on the `client_cores` it may use, with the server's
+/// [`load::sampler::client_saturated`]) on the `client_cores` it may use, with the server's
 /// CPU beside its own, since their throughput and latency may then be the load generator's
 /// limit, not the server's. Left out: a cell with several agents (their cores are theirs) and
 /// one whose load generator polls by design (`busy_poll`, or an open loop's spinning pacer),
@@ -180,7 +180,7 @@ pub fn saturation_warning(results: &[CellResult], client_cores: usize) -> Option
         .filter(|r| {
             r.client
                 .cpu_pct_mean
-                .is_some_and(|cpu| crate::capacity::client_saturated(cpu, client_cores))
+                .is_some_and(|cpu| load::sampler::client_saturated(cpu, client_cores))
         })
         .map(|r| {
             format!(
@@ -205,7 +205,7 @@ pub fn saturation_warning(results: &[CellResult], client_cores: usize) -> Option
         "warning: the load generator was saturated in {} of {} cells (client CPU at least {:.0} % of the {} its threads may use): their throughput and latency may be its limit, not the server's: {named}. See docs/fairness.md, \"When the load generator is the limit\"",
         saturated.len(),
         results.len(),
-        crate::capacity::CLIENT_CPU_SATURATED_SHARE * 100.0,
+        load::sampler::CLIENT_CPU_SATURATED_SHARE * 100.0,
         if client_cores == 1 { "core".to_string() } else { format!("{client_cores} cores") },
     ))
 }
