@@ -47,6 +47,32 @@ pub struct CellResult {
 }
 
 impl CellResult {
+    /// `cell` with nothing measured (one load generator, cut short): the start of a cell that
+    /// could not run, or of one completed from elsewhere (`runner merge`).
+    pub fn unmeasured(cell: Cell) -> Self {
+        CellResult {
+            cell,
+            measured: Measurements::default(),
+            elapsed_s: 0.0,
+            measured_start_unix_s: None,
+            agents: 1,
+            cut_short: true,
+            extended: false,
+            budget_repeats: None,
+            steady: None,
+            warmup: Measurements::default(),
+            server: ResourceSummary::default(),
+            client: ResourceSummary::default(),
+            server_exit: None,
+            error: None,
+            hopeless: None,
+            emulated_packets: None,
+            environment: None,
+            per_agent: Vec::new(),
+            proxies: None,
+        }
+    }
+
     pub fn success_rate(&self) -> f64 {
         if self.measured.sent == 0 {
             0.0

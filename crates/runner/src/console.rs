@@ -329,16 +329,8 @@ mod tests {
     fn cell_with_cpu(index: usize, client: Option<f64>, server: Option<f64>) -> CellResult {
         let cell = experiment::plan::plan(&Experiment::default())[index].clone();
         CellResult {
-            cell,
-            measured: Default::default(),
             elapsed_s: 1.0,
-            measured_start_unix_s: None,
-            agents: 1,
             cut_short: false,
-            extended: false,
-            budget_repeats: None,
-            steady: None,
-            warmup: Default::default(),
             server: load::sampler::ResourceSummary {
                 cpu_pct_mean: server,
                 ..Default::default()
@@ -347,13 +339,7 @@ mod tests {
                 cpu_pct_mean: client,
                 ..Default::default()
             },
-            server_exit: None,
-            error: None,
-            hopeless: None,
-            emulated_packets: None,
-            environment: None,
-            per_agent: Vec::new(),
-            proxies: None,
+            ..CellResult::unmeasured(cell)
         }
     }
 

@@ -21,7 +21,6 @@ use executors::serve::{ServeOptions, ServerHandle};
 use experiment::plan::{plan, Cell};
 use experiment::settings::Experiment;
 use load::engine::LoadSpec;
-use load::measurements::Measurements;
 use load::sampler::{ResourceSummary, Sample, Sampler};
 
 /// This binary's global allocator as the manifest records it: `jemalloc` (the default build)
@@ -402,25 +401,8 @@ async fn pause(length: Duration, stop: &AtomicBool) {
 fn failed_cell(cell: &Cell, error: String) -> (CellResult, Vec<Sample>) {
     (
         CellResult {
-            cell: cell.clone(),
-            measured: Measurements::default(),
-            elapsed_s: 0.0,
-            measured_start_unix_s: None,
-            agents: 1,
-            cut_short: true,
-            extended: false,
-            budget_repeats: None,
-            steady: None,
-            warmup: Measurements::default(),
-            server: Default::default(),
-            client: Default::default(),
-            server_exit: None,
             error: Some(error),
-            hopeless: None,
-            emulated_packets: None,
-            environment: None,
-            per_agent: Vec::new(),
-            proxies: None,
+            ..CellResult::unmeasured(cell.clone())
         },
         Vec::new(),
     )

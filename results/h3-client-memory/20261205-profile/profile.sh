@@ -8,14 +8,18 @@ set -eu
 R=${RUNNER:-target/release/runner}
 HERE=results/h3-client-memory/20261205-profile
 OUT=${OUT:-/tmp/profile-runs}
+# The runner's stack flags of a mode, into `stack`.
+stack_args() {
+  case $1 in
+    h1) stack=(--stacks h1) ;;
+    h3) stack=(--stacks h3) ;;
+    h3-shared) stack=(--stacks h3 --quic-endpoint shared) ;;
+  esac
+}
 common=(--regime new-conn --concurrency 500 --repetitions 1 --baseline-seconds 0 --pin --out "$OUT" --no-thresholds-exit)
 for r in 1 2 3; do
   for mode in h1 h3 h3-shared; do
-    case $mode in
-      h1) stack=(--stacks h1) ;;
-      h3) stack=(--stacks h3) ;;
-      h3-shared) stack=(--stacks h3 --quic-endpoint shared) ;;
-    esac
+    stack_args "$mode"
     perf record -q -e cpu-clock -F 4000 -C 1 -o "$OUT/$mode-r$r.data" -- \
       "$R" "${stack[@]}" "${common[@]}" --name "$mode-r$r" >/dev/null 2>&1
   done
@@ -27,11 +31,7 @@ for call in recvmmsg sendmsg sendto read write writev epoll_wait epoll_ctl socke
   EVENTS+=",syscalls:sys_enter_$call"
 done
 for mode in h1 h3 h3-shared; do
-  case $mode in
-    h1) stack=(--stacks h1) ;;
-    h3) stack=(--stacks h3) ;;
-    h3-shared) stack=(--stacks h3 --quic-endpoint shared) ;;
-  esac
+  stack_args "$mode"
   perf stat -x, -e "$EVENTS" -C 1 -o "$OUT/$mode-stat.csv" -- \
     "$R" "${stack[@]}" "${common[@]}" --name "$mode-stat" >/dev/null 2>&1
 done

@@ -482,26 +482,13 @@ fn merge_cell(inputs: &[Input], key: &str) -> Result<MergedCell, MergeError> {
     });
     let not_run = inputs.iter().zip(&rows).find(|(_, r)| !r.ran());
     let mut result = CellResult {
-        cell,
-        measured: Measurements::default(),
-        elapsed_s: 0.0,
-        measured_start_unix_s: None,
         agents,
         cut_short: rows.iter().any(|r| r.cut_short),
         extended: rows.iter().any(|r| r.extended),
         // Each input repeats its own share: the most any repeated.
         budget_repeats: rows.iter().filter_map(|r| r.budget_repeats).max(),
-        steady: None,
-        warmup: Measurements::default(),
-        server: ResourceSummary::default(),
-        client: ResourceSummary::default(),
         server_exit,
-        error: None,
-        hopeless: None,
-        emulated_packets: None,
-        environment: None,
-        per_agent: Vec::new(),
-        proxies: None,
+        ..CellResult::unmeasured(cell)
     };
     if let Some((input, row)) = not_run {
         result.error = Some(format!(
